@@ -1,0 +1,1 @@
+"""Drafters: strategy objects behind one protocol (`specroll.drafting.protocol`)."""

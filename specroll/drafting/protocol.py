@@ -1,0 +1,106 @@
+"""The contract between the engine and every drafter.
+
+A drafter proposes tokens that the target model then verifies; it can change how fast a rollout runs,
+never what it produces. The engine drives each drafter through one lifecycle:
+
+    begin(info)            a request enters the rollout (its prompt, its group, the training step)
+    propose(queries)       every engine step, for the requests given a budget > 0 by the policy
+    observe(id, tokens)    tokens committed to a request's output (accepted drafts + the bonus token)
+    finish(id)             the request has finished; its output is final
+    advance_step(step)     the RL trainer moved to the next training step (history drafters)
+
+Vocabulary: a *request* is one sampled response; a *group* is the n requests of one prompt; a *step*
+is one RL training step. This module imports no torch: only `Draft.probs` may hold a tensor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Sequence, runtime_checkable
+
+
+@dataclass(frozen=True)
+class RequestInfo:
+    """What a drafter learns about a request when it enters the rollout."""
+
+    request_id: int
+    group_id: int  # the prompt's id: requests sharing it are siblings
+    prompt_token_ids: tuple[int, ...]
+    step: int = 0  # RL training step this rollout belongs to
+
+
+@dataclass(frozen=True)
+class DraftQuery:
+    """One request's drafting question for this engine step."""
+
+    request_id: int
+    group_id: int
+    context: Sequence[int]  # prompt + output so far; the draft continues it
+    num_prompt_tokens: int
+    max_draft: int  # budget from the policy (>= 1 here; 0 is never asked)
+
+
+@dataclass
+class Draft:
+    """A proposal for one request.
+
+    token_ids: the drafted tokens, at most the query's budget.
+    parents:   None for a linear draft; for a tree, parents[i] is the index of token i's parent in
+               token_ids, or -1 when its parent is the context's last token. Parents come before
+               children.
+    scores:    per-token confidence in [0, 1] (a frequency estimate for model-free drafters), or None.
+    probs:     draft distribution q for each drafted token, shape (len(token_ids), vocab), for
+               rejection-mode verification; None means a deterministic draft (q is one-hot).
+    """
+
+    request_id: int
+    token_ids: list[int] = field(default_factory=list)
+    parents: list[int] | None = None
+    scores: list[float] | None = None
+    probs: Any = None  # (k, V) tensor, or None
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def is_tree(self) -> bool:
+        return self.parents is not None and any(p != i - 1 for i, p in enumerate(self.parents))
+
+
+@runtime_checkable
+class Drafter(Protocol):
+    """Strategy object proposing draft tokens; see the module docstring for the lifecycle."""
+
+    name: str
+
+    def begin(self, info: RequestInfo) -> None: ...
+
+    def propose(self, queries: Sequence[DraftQuery]) -> list[Draft]: ...
+
+    def observe(self, request_id: int, token_ids: Sequence[int]) -> None: ...
+
+    def finish(self, request_id: int) -> None: ...
+
+    def advance_step(self, step: int) -> None: ...
+
+
+class BaseDrafter:
+    """No-op lifecycle so that a drafter overrides only what it uses."""
+
+    name = "base"
+
+    def begin(self, info: RequestInfo) -> None:
+        pass
+
+    def propose(self, queries: Sequence[DraftQuery]) -> list[Draft]:
+        return [Draft(q.request_id) for q in queries]
+
+    def observe(self, request_id: int, token_ids: Sequence[int]) -> None:
+        pass
+
+    def finish(self, request_id: int) -> None:
+        pass
+
+    def advance_step(self, step: int) -> None:
+        pass
