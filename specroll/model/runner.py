@@ -1,0 +1,159 @@
+"""Runs the target (or draft) model over a batch of sequences that each add a different number of
+new tokens to their cached context: prefill, one-token decode and multi-token verification are all
+the same call. Tree-shaped drafts pass each new token's parent; a linear draft is a chain.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from specroll.model.config import ModelConfig
+from specroll.model.kv_cache import KVCache
+from specroll.model.loader import load_model
+from specroll.model.transformer import CausalLM, ForwardBatch
+
+
+@dataclass(frozen=True)
+class SequenceInput:
+    """One sequence's part of a forward.
+
+    slot:       its KV-cache slot.
+    start:      how many of its positions are already cached; the new tokens follow them.
+    token_ids:  the new tokens.
+    parents:    None for a chain; else parents[i] indexes token i's parent among the new tokens,
+                -1 for the cached context. Parents precede children.
+    num_logits: how many trailing new tokens need logits (1 for a prefill, all for a verification).
+    """
+
+    slot: int
+    start: int
+    token_ids: Sequence[int]
+    parents: Sequence[int] | None = None
+    num_logits: int = 1
+
+    def __post_init__(self) -> None:
+        if not self.token_ids:
+            raise ValueError(f"sequence in slot {self.slot} has no new tokens")
+        if not 1 <= self.num_logits <= len(self.token_ids):
+            raise ValueError(f"num_logits {self.num_logits} outside 1..{len(self.token_ids)}")
+
+
+@dataclass
+class ForwardOutput:
+    logits: torch.Tensor  # (B, Tl, V) float32; row b holds its num_logits rows first, then padding
+    hidden: torch.Tensor  # (B, Tl, H) last-layer hidden states before the final norm
+
+
+class ModelRunner:
+    def __init__(self, model: CausalLM, num_slots: int, capacity: int) -> None:
+        self.model = model
+        self.config: ModelConfig = model.config
+        self.device = next(model.parameters()).device
+        self.cache = KVCache(self.config, num_slots, capacity,
+                             dtype=next(model.parameters()).dtype, device=self.device)
+
+    @classmethod
+    def from_pretrained(cls, model_dir: str | Path, num_slots: int, capacity: int,
+                        dtype: torch.dtype = torch.float32, device: str = "cpu") -> "ModelRunner":
+        return cls(load_model(model_dir, dtype=dtype, device=device), num_slots, capacity)
+
+    @torch.inference_mode()
+    def forward(self, sequences: Sequence[SequenceInput]) -> ForwardOutput:
+        logits, hidden = self.model(self.prepare(sequences), self.cache)
+        return ForwardOutput(logits.float(), hidden)
+
+    def prepare(self, sequences: Sequence[SequenceInput]) -> ForwardBatch:
+        self._check(sequences)
+        T = max(len(s.token_ids) for s in sequences)
+        depth, relation = zip(*(_tree_layout(s, T) for s in sequences))
+        depth = torch.stack(depth)  # (B, T)
+        relation = torch.stack(relation)  # (B, T, T): query t may see new token u
+        num_new = torch.tensor([len(s.token_ids) for s in sequences])
+        start = torch.tensor([s.start for s in sequences])
+        read_length = int((start + num_new).max())
+        offsets = torch.arange(T)
+        is_real = offsets[None] < num_new[:, None]  # (B, T)
+        slots = torch.tensor([s.slot for s in sequences])
+        return ForwardBatch(
+            slots=_as_slice(slots),
+            write_slots=slots.to(self.device),
+            input_ids=_padded([s.token_ids for s in sequences], T).to(self.device),
+            positions=(start[:, None] + depth).to(self.device),
+            write_columns=torch.where(is_real, start[:, None] + offsets, self.cache.scratch_column).to(self.device),
+            attn_mask=_attention_mask(start, num_new, relation, read_length).to(self.device),
+            logit_index=_logit_index(sequences, num_new).to(self.device),
+            read_length=read_length,
+        )
+
+    def _check(self, sequences: Sequence[SequenceInput]) -> None:
+        if not sequences:
+            raise ValueError("a forward needs at least one sequence")
+        vocab = self.config.vocab_size
+        for s in sequences:
+            if not 0 <= s.slot < self.cache.num_slots:
+                raise ValueError(f"slot {s.slot} outside 0..{self.cache.num_slots - 1}")
+            if s.start + len(s.token_ids) > self.cache.capacity:
+                raise ValueError(f"slot {s.slot}: {s.start + len(s.token_ids)} positions exceed the "
+                                 f"cache capacity {self.cache.capacity}")
+            if min(s.token_ids) < 0 or max(s.token_ids) >= vocab:
+                raise ValueError(f"slot {s.slot}: token ids outside the vocabulary 0..{vocab - 1}")
+
+
+def _tree_layout(seq: SequenceInput, T: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Depth of each new token below the context, and which new tokens each one attends to."""
+    n = len(seq.token_ids)
+    if seq.parents is None:
+        depth = torch.arange(T)
+        relation = torch.ones(T, T, dtype=torch.bool).tril()
+        relation[:, n:] = False
+        return depth, relation
+    depth = torch.zeros(T, dtype=torch.long)
+    relation = torch.zeros(T, T, dtype=torch.bool)
+    for i, parent in enumerate(seq.parents):
+        if not -1 <= parent < i:
+            raise ValueError(f"slot {seq.slot}: parent {parent} of draft token {i} must precede it")
+        if parent >= 0:
+            relation[i] = relation[parent]
+            depth[i] = depth[parent] + 1
+        relation[i, i] = True
+    return depth, relation
+
+
+def _attention_mask(start: torch.Tensor, num_new: torch.Tensor, relation: torch.Tensor,
+                    read_length: int) -> torch.Tensor:
+    """(B, 1, T, L): cached positions are visible to all; new ones as `relation` says."""
+    T = relation.shape[1]
+    rel = torch.arange(read_length)[None] - start[:, None]  # (B, L) offset of key among new tokens
+    is_cached = rel < 0
+    is_new = (rel >= 0) & (rel < num_new[:, None])
+    sees_new = torch.gather(relation, 2, rel.clamp(0, T - 1)[:, None, :].expand(-1, T, -1))  # (B, T, L)
+    mask = is_cached[:, None, :] | (is_new[:, None, :] & sees_new)
+    is_padding = torch.arange(T)[None] >= num_new[:, None]  # (B, T)
+    mask[..., 0] |= is_padding  # padded queries see one key so softmax stays finite
+    return mask[:, None]
+
+
+def _logit_index(sequences: Sequence[SequenceInput], num_new: torch.Tensor) -> torch.Tensor:
+    Tl = max(s.num_logits for s in sequences)
+    num_logits = torch.tensor([s.num_logits for s in sequences])
+    index = (num_new - num_logits)[:, None] + torch.arange(Tl)[None]
+    return torch.minimum(index, num_new[:, None] - 1)
+
+
+def _padded(rows: Sequence[Sequence[int]], width: int) -> torch.Tensor:
+    out = torch.zeros(len(rows), width, dtype=torch.long)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = torch.as_tensor(list(row), dtype=torch.long)
+    return out
+
+
+def _as_slice(slots: torch.Tensor) -> torch.Tensor | slice:
+    """Consecutive ascending slots read the cache as a view instead of a gathered copy."""
+    first = int(slots[0])
+    if bool((slots == torch.arange(first, first + len(slots))).all()):
+        return slice(first, first + len(slots))
+    return slots

@@ -1,0 +1,131 @@
+"""A decoder-only transformer covering Llama 3, Qwen2/2.5 (qkv bias) and Qwen3 (q/k RMSNorm).
+
+Parameter names follow the Hugging Face checkpoints, so a state dict loads as it is. The model
+reads and writes a `KVCache` described by a `ForwardBatch`; it knows nothing of requests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from specroll.model.config import ModelConfig
+from specroll.model.kv_cache import KVCache
+from specroll.model.rope import apply_rotary, cos_sin, inverse_frequencies
+
+
+@dataclass
+class ForwardBatch:
+    """Everything one forward needs; built by `ModelRunner.prepare`."""
+
+    slots: torch.Tensor | slice  # (B,) cache slot of each sequence, or a slice of consecutive slots
+    write_slots: torch.Tensor  # (B,) the same slots as a tensor, for cache writes
+    input_ids: torch.Tensor  # (B, T) new tokens, padded
+    positions: torch.Tensor  # (B, T) rope positions of the new tokens
+    write_columns: torch.Tensor  # (B, T) cache column of each new token (scratch for padding)
+    attn_mask: torch.Tensor  # (B, 1, T, L) True where a query may attend to a key
+    logit_index: torch.Tensor  # (B, Tl) which of the T new tokens produce logits
+    read_length: int  # L: cache positions read per sequence
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        x = x.to(torch.float32)
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x.to(dtype)
+
+
+class Attention(nn.Module):
+    def __init__(self, config: ModelConfig, layer: int) -> None:
+        super().__init__()
+        self.layer = layer
+        self.num_heads, self.num_kv_heads, self.head_dim = config.num_heads, config.num_kv_heads, config.head_dim
+        bias = config.has_qkv_bias
+        self.q_proj = nn.Linear(config.hidden_size, self.num_heads * self.head_dim, bias=bias)
+        self.k_proj = nn.Linear(config.hidden_size, self.num_kv_heads * self.head_dim, bias=bias)
+        self.v_proj = nn.Linear(config.hidden_size, self.num_kv_heads * self.head_dim, bias=bias)
+        self.o_proj = nn.Linear(self.num_heads * self.head_dim, config.hidden_size, bias=False)
+        if config.has_qk_norm:
+            self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
+            self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
+        self.has_qk_norm = config.has_qk_norm
+
+    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor],
+                cache: KVCache, batch: ForwardBatch) -> torch.Tensor:
+        B, T, _ = x.shape
+        q = self.q_proj(x).view(B, T, self.num_heads, self.head_dim)
+        k = self.k_proj(x).view(B, T, self.num_kv_heads, self.head_dim)
+        v = self.v_proj(x).view(B, T, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (B, Hkv, T, D)
+        if self.has_qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q = apply_rotary(q.transpose(1, 2), *rope)  # (B, H, T, D)
+        k = apply_rotary(k.transpose(1, 2), *rope)  # (B, Hkv, T, D)
+        cache.write(self.layer, batch.write_slots, batch.write_columns, k, v)
+        keys, values = cache.read(self.layer, batch.slots, batch.read_length)  # (B, Hkv, L, D)
+        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=batch.attn_mask,
+                                             enable_gqa=self.num_heads != self.num_kv_heads)
+        return self.o_proj(out.transpose(1, 2).reshape(B, T, -1))
+
+
+class MLP(nn.Module):
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.gate_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, config: ModelConfig, layer: int) -> None:
+        super().__init__()
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.self_attn = Attention(config, layer)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.mlp = MLP(config)
+
+    def forward(self, x, rope, cache, batch):
+        x = x + self.self_attn(self.input_layernorm(x), rope, cache, batch)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class Backbone(nn.Module):
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(config, i) for i in range(config.num_layers))
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+
+
+class CausalLM(nn.Module):
+    """forward(batch, cache) -> (logits (B, Tl, V), hidden (B, Tl, H) before the final norm)."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.model = Backbone(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        if config.tie_word_embeddings:
+            self.lm_head.weight = self.model.embed_tokens.weight
+        self.register_buffer("inv_freq", inverse_frequencies(config.rope, config.head_dim), persistent=False)
+
+    def forward(self, batch: ForwardBatch, cache: KVCache) -> tuple[torch.Tensor, torch.Tensor]:
+        x = self.model.embed_tokens(batch.input_ids)  # (B, T, H)
+        cos, sin = cos_sin(self.inv_freq, batch.positions)
+        rope = (cos.to(x.dtype), sin.to(x.dtype))
+        for layer in self.model.layers:
+            x = layer(x, rope, cache, batch)
+        index = batch.logit_index[..., None].expand(-1, -1, x.shape[-1])
+        hidden = torch.gather(x, 1, index)  # (B, Tl, H)
+        return self.lm_head(self.model.norm(hidden)), hidden
