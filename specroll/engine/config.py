@@ -1,0 +1,38 @@
+"""Engine configuration, validated on construction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+VERIFY_MODES = ("exact", "rejection")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    max_batch_size: int = 256  # KV-cache slots: requests running at once
+    max_model_len: int = 1024  # prompt + output positions per request
+    max_draft: int = 8  # the most draft tokens any request verifies in one forward
+    kv_budget_tokens: int | None = None  # cached positions over all running requests; None = all slots full
+    max_prefill_tokens: int = 16384
+    verify: str = "exact"
+    seed: int = 0
+    device: str = "cpu"
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        if self.verify not in VERIFY_MODES:
+            raise ValueError(f"verify mode must be one of {', '.join(VERIFY_MODES)}, got {self.verify!r}")
+        for name in ("max_batch_size", "max_model_len", "max_prefill_tokens"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.max_draft < 0:
+            raise ValueError(f"max_draft must be >= 0, got {self.max_draft}")
+        if self.kv_budget_tokens is not None and self.kv_budget_tokens <= 0:
+            raise ValueError(f"kv_budget_tokens must be positive, got {self.kv_budget_tokens}")
+        if self.dtype not in ("float32", "bfloat16", "float16"):
+            raise ValueError(f"dtype must be float32, bfloat16 or float16, got {self.dtype!r}")
+
+    @property
+    def cache_capacity(self) -> int:
+        """Positions per slot: the context plus room for one step's draft and pending token."""
+        return self.max_model_len + self.max_draft + 1

@@ -1,0 +1,162 @@
+"""The rollout engine: continuous batching with lossless speculative decoding.
+
+One step reads like the algorithm:  schedule -> (prefill) -> draft -> verify -> commit -> observe.
+Requests finish independently, so the running batch shrinks through the long tail; the policy
+decides each request's draft length every step, and the drafter proposes that many tokens.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Iterable
+
+import torch
+
+from specroll.drafting.protocol import Draft, Drafter, RequestInfo
+from specroll.engine.verifier import VerifyResult, build_drafts, verify_batch
+from specroll.engine.config import EngineConfig
+from specroll.engine.request import Request
+from specroll.engine.scheduler import Scheduler, SchedulerConfig
+from specroll.engine.telemetry import Telemetry
+from specroll.model.runner import ModelRunner, SequenceInput
+from specroll.policies.base import BatchView, RequestView, SpeculationPolicy, StepStats
+from specroll.policies.fixed import NoSpeculation
+
+
+class Engine:
+    def __init__(self, runner: ModelRunner, config: EngineConfig, drafter: Drafter | None = None,
+                 policy: SpeculationPolicy | None = None, step: int = 0) -> None:
+        self.runner = runner
+        self.config = config
+        self.drafter = drafter
+        self.policy = policy or NoSpeculation()
+        self.training_step = step
+        self.eos_token_ids = frozenset(runner.config.eos_token_ids)
+        self.scheduler = Scheduler(SchedulerConfig(
+            num_slots=runner.cache.num_slots, capacity=runner.cache.capacity,
+            kv_budget_tokens=config.kv_budget_tokens or runner.cache.num_slots * runner.cache.capacity,
+            max_prefill_tokens=config.max_prefill_tokens, reserve_per_request=config.max_draft + 1))
+        self.telemetry = Telemetry()
+
+    # ----- requests
+
+    def add_request(self, request: Request) -> None:
+        """Queue a request; a bad one raises ValueError naming the problem and queues nothing."""
+        self._validate(request)
+        self.scheduler.add(request)
+        if self.drafter is not None:
+            self.drafter.begin(RequestInfo(request.request_id, request.group_id,
+                                           tuple(request.prompt_token_ids), self.training_step))
+
+    def _validate(self, request: Request) -> None:
+        prompt = request.prompt_token_ids
+        if not prompt:
+            raise ValueError(f"request {request.request_id}: empty prompt")
+        vocab = self.runner.config.vocab_size
+        bad = [t for t in prompt if not 0 <= t < vocab]
+        if bad:
+            raise ValueError(f"request {request.request_id}: token ids {bad[:5]} outside the vocabulary 0..{vocab - 1}")
+
+    @property
+    def has_unfinished(self) -> bool:
+        return self.scheduler.has_unfinished
+
+    def run(self, on_step: Callable[[list[Request]], None] | None = None) -> None:
+        while self.has_unfinished:
+            finished = self.step()
+            if on_step is not None:
+                on_step(finished)
+
+    # ----- one step
+
+    def step(self) -> list[Request]:
+        decision = self.scheduler.schedule()
+        finished = self._prefill(decision.prefill) if decision.prefill else []
+        if decision.decode:
+            started = time.perf_counter()
+            drafts = self._draft(decision.decode)
+            drafted = time.perf_counter()
+            result = self._verify(decision.decode, drafts)
+            finished += self._commit(decision.decode, result)
+            self._observe(decision.decode, drafts, result, drafted - started, time.perf_counter() - drafted)
+        return finished
+
+    def _prefill(self, requests: list[Request]) -> list[Request]:
+        started = time.perf_counter()
+        inputs = [SequenceInput(r.slot, 0, r.pending_tokens()) for r in requests]
+        out = self.runner.forward(inputs)
+        result = verify_batch(requests, [Draft(r.request_id) for r in requests], out.logits,
+                              self.config.seed, self.config.verify)
+        for r in requests:
+            r.num_cached = r.num_tokens
+        finished = self._commit(requests, result)
+        self.telemetry.record_prefill(len(requests), sum(len(i.token_ids) for i in inputs),
+                                      time.perf_counter() - started)
+        return finished
+
+    def _draft(self, requests: list[Request]) -> list[Draft]:
+        budgets = self._draft_budgets(requests)
+        if self.drafter is None or not any(budgets):
+            return [Draft(r.request_id) for r in requests]
+        return build_drafts(self.drafter, requests, budgets, self.runner.config.vocab_size)
+
+    def _draft_budgets(self, requests: list[Request]) -> list[int]:
+        views = [RequestView(r.request_id, r.group_id, r.num_output_tokens, r.num_remaining,
+                             r.num_drafted, r.num_accepted, r.num_forwards) for r in requests]
+        lengths = self.policy.draft_lengths(BatchView(views, self.config.max_draft))
+        # a request that may emit only one more token gains nothing from drafting
+        return [max(0, min(k, self.config.max_draft, r.num_remaining - 1)) for k, r in zip(lengths, requests)]
+
+    def _verify(self, requests: list[Request], drafts: list[Draft]) -> VerifyResult:
+        inputs = [SequenceInput(r.slot, r.num_cached, [*r.pending_tokens(), *d.token_ids],
+                                num_logits=1 + d.num_tokens) for r, d in zip(requests, drafts)]
+        out = self.runner.forward(inputs)
+        result = verify_batch(requests, drafts, out.logits, self.config.seed, self.config.verify)
+        for r, d, n in zip(requests, drafts, result.num_accepted):
+            r.num_cached += 1 + n  # the fed token and the accepted drafts; the rest is rolled back
+            r.num_drafted += d.num_tokens
+            r.num_accepted += n
+            r.num_forwards += 1
+        return result
+
+    def _commit(self, requests: list[Request], result: VerifyResult) -> list[Request]:
+        finished = []
+        for r, tokens, logprobs in zip(requests, result.token_ids, result.logprobs):
+            kept = r.commit(tokens, logprobs, self.eos_token_ids)
+            if self.drafter is not None and kept:
+                self.drafter.observe(r.request_id, kept)
+            if r.finish_reason is not None:
+                self.scheduler.finish(r)
+                if self.drafter is not None:
+                    self.drafter.finish(r.request_id)
+                finished.append(r)
+        return finished
+
+    def _observe(self, requests: list[Request], drafts: list[Draft], result: VerifyResult,
+                 draft_seconds: float, forward_seconds: float) -> None:
+        stats = StepStats(
+            batch_size=len(requests),
+            num_drafted=sum(d.num_tokens for d in drafts),
+            num_accepted=sum(result.num_accepted),
+            num_emitted=sum(len(t) for t in result.token_ids),
+            forward_seconds=forward_seconds,
+            draft_seconds=draft_seconds,
+        )
+        self.policy.observe(stats)
+        self.telemetry.record_decode(stats)
+
+
+def add_requests(engine: Engine, requests: Iterable[Request]) -> dict[int, str]:
+    """Queue every request that is valid; returns the error of each one that is not."""
+    errors: dict[int, str] = {}
+    for request in requests:
+        try:
+            engine.add_request(request)
+        except ValueError as err:
+            request.finish_reason = "error"
+            errors[request.request_id] = str(err)
+    return errors
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]

@@ -1,0 +1,98 @@
+"""A request (one sampled response) and its sampling parameters. Imports no torch."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How one request samples. temperature 0 is greedy; top_k 0 and top_p 1 switch those filters off."""
+
+    max_tokens: int = 256
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    stop_token_ids: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.max_tokens <= 0:
+            raise ValueError(f"max_tokens must be positive, got {self.max_tokens}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if self.top_k < 0:
+            raise ValueError(f"top_k must be >= 0 (0 = off), got {self.top_k}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+
+class Status(enum.Enum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    FINISHED = "finished"
+
+
+@dataclass
+class Request:
+    """One sampled response and everything the engine knows about it.
+
+    KV invariant while running: the cache holds prompt + output except the newest output token,
+    which is fed in the next forward (`num_cached` counts cached positions). A waiting request
+    (new or preempted) holds no cache; resuming it recomputes prompt + output, so nothing is lost.
+    """
+
+    request_id: int
+    group_id: int
+    sample_index: int
+    prompt_token_ids: tuple[int, ...]
+    params: SamplingParams
+    output_token_ids: list[int] = field(default_factory=list)
+    output_logprobs: list[float] = field(default_factory=list)
+    status: Status = Status.WAITING
+    finish_reason: str | None = None
+    slot: int | None = None
+    num_cached: int = 0
+    num_preemptions: int = 0
+    num_drafted: int = 0
+    num_accepted: int = 0
+    num_forwards: int = 0
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.prompt_token_ids) + len(self.output_token_ids)
+
+    @property
+    def num_output_tokens(self) -> int:
+        return len(self.output_token_ids)
+
+    @property
+    def num_remaining(self) -> int:
+        return self.params.max_tokens - len(self.output_token_ids)
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status is Status.FINISHED
+
+    def context(self) -> list[int]:
+        return [*self.prompt_token_ids, *self.output_token_ids]
+
+    def pending_tokens(self) -> list[int]:
+        """Tokens not yet in the cache: the whole context when (re)starting, else the newest token."""
+        return self.context()[self.num_cached:]
+
+    def commit(self, token_ids: list[int], logprobs: list[float], eos_token_ids: frozenset[int]) -> list[int]:
+        """Append emitted tokens up to a stop token or max_tokens; returns the tokens kept."""
+        kept: list[int] = []
+        for token, logprob in zip(token_ids, logprobs):
+            if self.num_remaining <= 0:
+                break
+            self.output_token_ids.append(token)
+            self.output_logprobs.append(logprob)
+            kept.append(token)
+            if token in eos_token_ids or token in self.params.stop_token_ids:
+                self.finish_reason = "stop"
+                break
+        if self.finish_reason is None and self.num_remaining <= 0:
+            self.finish_reason = "length"
+        return kept

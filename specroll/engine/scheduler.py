@@ -1,0 +1,107 @@
+"""Admission, KV-budget accounting and preemption. Imports no torch.
+
+The KV budget counts cached positions over all running requests. Every step each running request
+reserves room for its pending token plus the largest draft; when the reservations exceed the
+budget, the most recently admitted request is preempted (its cache freed, its tokens kept) and
+re-queued at the front, to be recomputed when room returns (recompute preemption, as in vLLM).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from specroll.engine.request import Request, Status
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    num_slots: int  # most requests running at once (the KV cache's rows)
+    capacity: int  # positions per slot
+    kv_budget_tokens: int  # cached positions allowed over all running requests
+    max_prefill_tokens: int = 16384  # tokens recomputed by one prefill forward
+    reserve_per_request: int = 1  # positions a running request may add in one step (1 + max draft)
+
+    def __post_init__(self) -> None:
+        for name in ("num_slots", "capacity", "kv_budget_tokens", "max_prefill_tokens", "reserve_per_request"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"scheduler {name} must be positive, got {getattr(self, name)}")
+
+
+@dataclass
+class ScheduleDecision:
+    prefill: list[Request] = field(default_factory=list)  # (re)started now: whole context pending
+    decode: list[Request] = field(default_factory=list)  # running with one pending token
+    preempted: list[Request] = field(default_factory=list)
+
+
+class Scheduler:
+    def __init__(self, config: SchedulerConfig) -> None:
+        self.config = config
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []  # in admission order
+        self.free_slots = list(range(config.num_slots))
+
+    def add(self, request: Request) -> None:
+        need = request.num_tokens + request.params.max_tokens + self.config.reserve_per_request
+        if need > min(self.config.capacity, self.config.kv_budget_tokens):
+            raise ValueError(
+                f"request {request.request_id}: prompt ({len(request.prompt_token_ids)} tokens) plus "
+                f"max_tokens ({request.params.max_tokens}) exceeds the context of "
+                f"{min(self.config.capacity, self.config.kv_budget_tokens) - self.config.reserve_per_request} tokens"
+            )
+        self.waiting.append(request)
+
+    @property
+    def has_unfinished(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def schedule(self) -> ScheduleDecision:
+        decision = ScheduleDecision()
+        decode = [r for r in self.running]
+        while self._usage(decode) > self.config.kv_budget_tokens and decode:
+            victim = decode.pop()
+            self._preempt(victim)
+            decision.preempted.append(victim)
+        decision.decode = decode
+        decision.prefill = self._admit(self._usage(decode))
+        return decision
+
+    def finish(self, request: Request) -> None:
+        request.status = Status.FINISHED
+        if request in self.running:
+            self.running.remove(request)
+        self._release(request)
+
+    def _usage(self, requests: list[Request]) -> int:
+        return sum(r.num_tokens + self.config.reserve_per_request for r in requests)
+
+    def _admit(self, usage: int) -> list[Request]:
+        admitted: list[Request] = []
+        prefill_tokens = 0
+        while self.waiting and self.free_slots:
+            request = self.waiting[0]
+            need = request.num_tokens + self.config.reserve_per_request
+            too_many = admitted and prefill_tokens + request.num_tokens > self.config.max_prefill_tokens
+            if usage + need > self.config.kv_budget_tokens or too_many:
+                break
+            self.waiting.popleft()
+            request.status, request.slot, request.num_cached = Status.RUNNING, self.free_slots.pop(0), 0
+            self.running.append(request)
+            admitted.append(request)
+            usage += need
+            prefill_tokens += request.num_tokens
+        return admitted
+
+    def _preempt(self, request: Request) -> None:
+        self.running.remove(request)
+        self._release(request)
+        request.status = Status.WAITING
+        request.num_preemptions += 1
+        self.waiting.appendleft(request)
+
+    def _release(self, request: Request) -> None:
+        if request.slot is not None:
+            self.free_slots.append(request.slot)
+            self.free_slots.sort()
+        request.slot, request.num_cached = None, 0
