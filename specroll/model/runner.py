@@ -69,10 +69,8 @@ class ModelRunner:
     def prepare(self, sequences: Sequence[SequenceInput]) -> ForwardBatch:
         self._check(sequences)
         T = max(len(s.token_ids) for s in sequences)
-        depth, relation = zip(*(_tree_layout(s, T) for s in sequences))
-        depth = torch.stack(depth)  # (B, T)
-        relation = torch.stack(relation)  # (B, T, T): query t may see new token u
         num_new = torch.tensor([len(s.token_ids) for s in sequences])
+        depth, relation = _layout(sequences, num_new, T)
         start = torch.tensor([s.start for s in sequences])
         read_length = int((start + num_new).max())
         offsets = torch.arange(T)
@@ -103,14 +101,18 @@ class ModelRunner:
                 raise ValueError(f"slot {s.slot}: token ids outside the vocabulary 0..{vocab - 1}")
 
 
+def _layout(sequences: Sequence[SequenceInput], num_new: torch.Tensor, T: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """depth (B, T) of each new token below the context; relation (B, T, T): query t sees new token u."""
+    offsets = torch.arange(T)
+    depth = offsets.repeat(len(sequences), 1)
+    relation = (offsets[None, :, None] >= offsets[None, None, :]) & (offsets[None, None, :] < num_new[:, None, None])
+    for b, seq in enumerate(sequences):
+        if seq.parents is not None:
+            depth[b], relation[b] = _tree_layout(seq, T)
+    return depth, relation
+
+
 def _tree_layout(seq: SequenceInput, T: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Depth of each new token below the context, and which new tokens each one attends to."""
-    n = len(seq.token_ids)
-    if seq.parents is None:
-        depth = torch.arange(T)
-        relation = torch.ones(T, T, dtype=torch.bool).tril()
-        relation[:, n:] = False
-        return depth, relation
     depth = torch.zeros(T, dtype=torch.long)
     relation = torch.zeros(T, T, dtype=torch.bool)
     for i, parent in enumerate(seq.parents):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 import torch
 import transformers
 
@@ -19,19 +18,15 @@ ARCHITECTURES = {
 }
 
 
-def save_tiny_checkpoint(arch: str, directory) -> transformers.PreTrainedModel:
+def save_tiny_checkpoint(arch: str, directory, logit_scale: float = 1.0) -> transformers.PreTrainedModel:
+    """A seeded random model; `logit_scale` sharpens its output distribution (scales lm_head)."""
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(ARCHITECTURES[arch]()).eval()
     with torch.no_grad():  # random, non-trivial biases and norm weights exercise every parameter
         for name, param in model.named_parameters():
             if name.endswith("bias") or "norm" in name:
                 param.add_(torch.randn_like(param) * 0.1)
+        if not model.config.tie_word_embeddings:
+            model.lm_head.weight.mul_(logit_scale)
     model.save_pretrained(directory, safe_serialization=True)
     return model
-
-
-@pytest.fixture(scope="session", params=sorted(ARCHITECTURES))
-def tiny_checkpoint(request, tmp_path_factory):
-    directory = tmp_path_factory.mktemp(request.param)
-    model = save_tiny_checkpoint(request.param, directory)
-    return request.param, directory, model
