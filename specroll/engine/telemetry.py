@@ -13,14 +13,17 @@ class Telemetry:
     num_prefills: int = 0
     prefill_tokens: int = 0
     prefill_seconds: float = 0.0
+    output_tokens: int = 0  # emitted by all forwards, before stop/length truncation
 
     def record_prefill(self, num_requests: int, num_tokens: int, seconds: float) -> None:
         self.num_prefills += 1
+        self.output_tokens += num_requests
         self.prefill_tokens += num_tokens
         self.prefill_seconds += seconds
 
     def record_decode(self, stats: StepStats) -> None:
         self.decode_steps.append(stats)
+        self.output_tokens += stats.num_emitted
 
     @property
     def num_forwards(self) -> int:

@@ -1,0 +1,96 @@
+"""`specroll rollout`: run one rollout with a live progress bar, write JSONL, print a summary."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from specroll.rollout import RolloutConfig, RolloutResult, run_rollout
+
+DEFAULTS = RolloutConfig()
+
+
+def add_rollout_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags shared by `rollout` and `bench`: the workload and the engine."""
+    parser.add_argument("--model", type=Path, default=DEFAULTS.model_dir, help="HF checkpoint directory")
+    parser.add_argument("--draft-model", type=Path, default=DEFAULTS.draft_model_dir)
+    parser.add_argument("--task", default=DEFAULTS.task)
+    parser.add_argument("--num-prompts", type=int, default=DEFAULTS.num_prompts)
+    parser.add_argument("--n", type=int, default=DEFAULTS.n, help="samples per prompt (group size)")
+    parser.add_argument("--max-tokens", type=int, default=DEFAULTS.max_tokens)
+    parser.add_argument("--temperature", type=float, default=DEFAULTS.temperature)
+    parser.add_argument("--top-k", type=int, default=DEFAULTS.top_k)
+    parser.add_argument("--top-p", type=float, default=DEFAULTS.top_p)
+    parser.add_argument("--seed", type=int, default=DEFAULTS.seed)
+    parser.add_argument("--policy", default=DEFAULTS.policy, help="speculation policy (none, fixed-K, ...)")
+    parser.add_argument("--verify", choices=("exact", "rejection"), default=DEFAULTS.verify)
+    parser.add_argument("--max-batch-size", type=int, default=DEFAULTS.max_batch_size)
+    parser.add_argument("--max-draft", type=int, default=DEFAULTS.max_draft)
+
+
+def config_from_args(args: argparse.Namespace, **overrides) -> RolloutConfig:
+    values = dict(model_dir=args.model, draft_model_dir=args.draft_model, task=args.task,
+                  num_prompts=args.num_prompts, n=args.n, max_tokens=args.max_tokens,
+                  temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
+                  speculate=getattr(args, "speculate", "on"), policy=args.policy, verify=args.verify,
+                  max_batch_size=args.max_batch_size, max_draft=args.max_draft)
+    return RolloutConfig(**{**values, **overrides})
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("rollout", help="run a rollout and write JSONL")
+    add_rollout_arguments(parser)
+    parser.add_argument("--speculate", default="on", help="off | on (default drafter) | a drafter's name")
+    parser.add_argument("--out", type=Path, default=Path("rollout.jsonl"))
+    parser.add_argument("--no-progress", action="store_true")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = config_from_args(args)
+    result = run_with_progress(config, show=not args.no_progress)
+    result.write_jsonl(args.out)
+    print_summary(result, config, args.out)
+    return 0
+
+
+def run_with_progress(config: RolloutConfig, show: bool = True) -> RolloutResult:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    total = config.num_prompts * config.n
+    columns = [TextColumn("rollout"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("{task.fields[status]}")]
+    with Progress(*columns, disable=not show, transient=False) as bar:
+        task = bar.add_task("rollout", total=total, status="")
+
+        def update(engine, finished: int, tokens: int) -> None:
+            elapsed = bar.tasks[0].elapsed or 1e-9
+            status = (f"active {len(engine.scheduler.running):4d}  {tokens / elapsed:7.0f} tok/s  "
+                      f"accept {engine.telemetry.mean_acceptance_length:.2f}")
+            bar.update(task, completed=finished, status=status)
+
+        return run_rollout(config, update)
+
+
+def print_summary(result: RolloutResult, config: RolloutConfig, out: Path | None = None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    s = result.summary
+    table = Table(title=f"rollout: {config.num_prompts} prompts x {config.n} samples, "
+                        f"speculate={config.speculate}, policy={config.policy}, verify={config.verify}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for name, value in [("makespan (s)", f"{s.makespan_s:.2f}"), ("output tokens", f"{s.output_tokens}"),
+                        ("output tokens/s", f"{s.tokens_per_s:.1f}"),
+                        ("mean acceptance length", f"{s.mean_acceptance_length:.2f}"),
+                        ("forward passes", f"{s.forward_passes}"),
+                        ("time on last 10% of requests (s)", f"{s.tail_s:.2f}"),
+                        ("mean reward", f"{s.mean_reward:.3f}")]:
+        table.add_row(name, value)
+    errors = sum(1 for r in result.records if r.error)
+    if errors:
+        table.add_row("requests refused", str(errors))
+    if out is not None:
+        table.caption = f"wrote {len(result.records)} records to {out}"
+    Console().print(table)

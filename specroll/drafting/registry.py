@@ -1,0 +1,43 @@
+"""Drafters by name. Adding a drafter is one entry here; nothing else branches on its name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from specroll.drafting.prompt_lookup import PromptLookupDrafter
+from specroll.drafting.protocol import Drafter
+
+
+@dataclass(frozen=True)
+class DrafterContext:
+    """What a drafter may need to be built: the vocabulary, a draft checkpoint, the device."""
+
+    vocab_size: int
+    draft_model_dir: Path | None = None
+    device: str = "cpu"
+    seed: int = 0
+    max_batch_size: int = 256
+    max_model_len: int = 1024
+
+
+_FACTORIES: dict[str, Callable[[DrafterContext], Drafter]] = {
+    "prompt-lookup": lambda ctx: PromptLookupDrafter(),
+}
+
+DEFAULT_DRAFTER = "prompt-lookup"
+
+
+def register(name: str, factory: Callable[[DrafterContext], Drafter]) -> None:
+    _FACTORIES[name] = factory
+
+
+def known_drafters() -> list[str]:
+    return sorted(_FACTORIES)
+
+
+def make_drafter(name: str, context: DrafterContext) -> Drafter:
+    if name not in _FACTORIES:
+        raise ValueError(f"unknown drafter {name!r}; known drafters: {', '.join(known_drafters())}")
+    return _FACTORIES[name](context)

@@ -1,0 +1,166 @@
+"""One RL rollout: a task's prompts x n samples through the engine, scored by the task's reward."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from specroll.drafting.registry import DEFAULT_DRAFTER, DrafterContext, make_drafter
+from specroll.engine.config import EngineConfig
+from specroll.engine.engine import Engine, add_requests, torch_dtype
+from specroll.engine.request import Request, SamplingParams
+from specroll.model.loader import read_config
+from specroll.model.runner import ModelRunner
+from specroll.policies.registry import DEFAULT_POLICY, make_policy
+from specroll.tasks import DEFAULT_TASK, get_task
+from specroll.tokenizer import load_tokenizer
+
+CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
+DEFAULT_MODEL = CHECKPOINTS / "policy"
+DEFAULT_DRAFT_MODEL = CHECKPOINTS / "draft"
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    model_dir: Path = DEFAULT_MODEL
+    task: str = DEFAULT_TASK
+    num_prompts: int = 64
+    n: int = 8  # samples per prompt: the group size
+    max_tokens: int = 512
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 0
+    speculate: str = "on"  # off | on (the default drafter) | a drafter's name
+    policy: str = DEFAULT_POLICY
+    verify: str = "exact"
+    max_batch_size: int = 256
+    max_draft: int = 8
+    draft_model_dir: Path = DEFAULT_DRAFT_MODEL
+    step: int = 0  # the RL training step this rollout belongs to
+
+    def __post_init__(self) -> None:
+        if self.num_prompts <= 0 or self.n <= 0:
+            raise ValueError(f"num_prompts and n must be positive, got {self.num_prompts}, {self.n}")
+        SamplingParams(self.max_tokens, self.temperature, self.top_k, self.top_p)  # validates
+
+    @property
+    def drafter_name(self) -> str | None:
+        return {"off": None, "on": DEFAULT_DRAFTER}.get(self.speculate, self.speculate)
+
+
+@dataclass
+class RolloutRecord:
+    prompt_id: int
+    sample: int
+    token_ids: list[int]
+    logprobs: list[float]
+    text: str
+    reward: float | None
+    finish_reason: str | None
+    num_preemptions: int = 0
+    error: str | None = None
+
+
+@dataclass
+class RolloutSummary:
+    num_requests: int
+    output_tokens: int
+    makespan_s: float
+    tokens_per_s: float
+    mean_acceptance_length: float
+    forward_passes: int
+    tail_s: float  # time from 90% of requests finished to the last
+    mean_reward: float
+
+
+@dataclass
+class RolloutResult:
+    records: list[RolloutRecord]
+    summary: RolloutSummary
+    telemetry: list[dict] = field(default_factory=list)
+
+    def write_jsonl(self, path: str | Path) -> None:
+        with open(path, "w") as f:
+            for record in self.records:
+                f.write(json.dumps(asdict(record)) + "\n")
+
+
+ProgressFn = Callable[[Engine, int, int], None]  # engine, finished requests, output tokens so far
+
+
+def build_engine(config: RolloutConfig, longest_prompt: int) -> Engine:
+    """An engine whose cache fits the longest prompt plus max_tokens (within the model's positions)."""
+    max_positions = read_config(config.model_dir).max_position_embeddings
+    engine_config = EngineConfig(max_batch_size=config.max_batch_size, max_draft=config.max_draft,
+                                 max_model_len=min(max_positions, longest_prompt + config.max_tokens),
+                                 verify=config.verify, seed=config.seed)
+    runner = ModelRunner.from_pretrained(config.model_dir, engine_config.max_batch_size,
+                                         engine_config.cache_capacity, torch_dtype(engine_config.dtype))
+    drafter = None
+    if config.drafter_name is not None:
+        context = DrafterContext(runner.config.vocab_size, config.draft_model_dir, seed=config.seed,
+                                 max_batch_size=config.max_batch_size, max_model_len=engine_config.max_model_len)
+        drafter = make_drafter(config.drafter_name, context)
+    policy = make_policy(config.policy if drafter is not None else "none")
+    return Engine(runner, engine_config, drafter, policy, step=config.step)
+
+
+def run_rollout(config: RolloutConfig, progress: ProgressFn | None = None) -> RolloutResult:
+    task = get_task(config.task)
+    tokenizer = load_tokenizer(config.model_dir)
+    problems = task.problems(config.num_prompts, config.seed)
+    prompts = {p.prompt_id: tuple(tokenizer.encode(p.prompt)) for p in problems}
+    engine = build_engine(config, max(map(len, prompts.values())))
+    params = SamplingParams(config.max_tokens, config.temperature, config.top_k, config.top_p,
+                            stop_token_ids=tokenizer.stop_token_ids)
+    requests = [Request(p.prompt_id * config.n + s, p.prompt_id, s, prompts[p.prompt_id], params)
+                for p in problems for s in range(config.n)]
+    errors = add_requests(engine, requests)
+    finish_times = _run(engine, requests, progress)
+    records = [_record(r, tokenizer, task, problems[r.group_id], errors.get(r.request_id)) for r in requests]
+    return RolloutResult(records, _summary(engine, requests, records, finish_times), engine.telemetry.as_rows())
+
+
+def _run(engine: Engine, requests: list[Request], progress: ProgressFn | None) -> list[float]:
+    start = time.perf_counter()
+    finish_times: list[float] = []
+
+    def on_step(finished: list[Request]) -> None:
+        finish_times.extend([time.perf_counter() - start] * len(finished))
+        if progress is not None:
+            progress(engine, len(finish_times), engine.telemetry.output_tokens)
+
+    engine.run(on_step)
+    finish_times.append(time.perf_counter() - start)  # the makespan closes the list
+    return finish_times
+
+
+def _record(request: Request, tokenizer, task, problem, error: str | None) -> RolloutRecord:
+    text = tokenizer.decode(request.output_token_ids)
+    reward = None if error else task.reward(problem, text)
+    return RolloutRecord(request.group_id, request.sample_index, request.output_token_ids,
+                         request.output_logprobs, text, reward, request.finish_reason,
+                         request.num_preemptions, error)
+
+
+def _summary(engine: Engine, requests: list[Request], records: list[RolloutRecord],
+             finish_times: list[float]) -> RolloutSummary:
+    makespan = finish_times[-1]
+    done = sorted(finish_times[:-1])
+    tail_start = done[int(0.9 * (len(done) - 1))] if done else makespan
+    output_tokens = sum(r.num_output_tokens for r in requests)
+    rewards = [r.reward for r in records if r.reward is not None]
+    return RolloutSummary(
+        num_requests=len(requests),
+        output_tokens=output_tokens,
+        makespan_s=makespan,
+        tokens_per_s=output_tokens / makespan if makespan > 0 else 0.0,
+        mean_acceptance_length=engine.telemetry.mean_acceptance_length,
+        forward_passes=engine.telemetry.num_forwards,
+        tail_s=makespan - tail_start,
+        mean_reward=sum(rewards) / len(rewards) if rewards else 0.0,
+    )
