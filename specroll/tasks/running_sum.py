@@ -1,0 +1,86 @@
+"""The bundled default task: add a list of two-digit numbers, writing the running sum line by line.
+
+Prompt and response, for the terms 37, 52 and 19 (the sum 108):
+
+    add 37 52 19
+    +37=7300
+    +52=9800
+    +19=8010
+    answer 108
+
+Each running sum is written least-significant digit first and zero-padded to `sum_width` digits, so
+every digit the model writes depends only on digits a fixed distance back and on the carry it has
+just produced; a tiny model learns that addition far faster than the usual most-significant-first
+order. The final answer is written in the usual order.
+
+Why this task suits speculative decoding of RL rollouts:
+- the number of terms is log-uniform, so response lengths are heavy-tailed across prompts and
+  shared within a prompt's group;
+- responses repeat the prompt's terms (prompt-lookup drafting) and siblings share most of their
+  text (grouped drafting);
+- at temperature 1.0 a small model slips now and then, so samples differ and the reward, 1.0 for a
+  correct final answer, stays well below 1 and can be improved by RL.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from dataclasses import dataclass
+
+from specroll.tasks.base import Problem
+
+PROMPT_WORD = "add"
+ANSWER_WORD = "answer"
+_ANSWER_LINE = re.compile(rf"{ANSWER_WORD} (\d+)")
+
+
+@dataclass(frozen=True)
+class RunningSumTask:
+    """Add `min_terms`..`max_terms` numbers in [min_term, max_term], the count drawn log-uniformly."""
+
+    name: str = "running_sum"
+    min_terms: int = 2
+    max_terms: int = 48
+    min_term: int = 10
+    max_term: int = 99
+    sum_width: int = 4  # digits of every running sum, zero-padded
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_terms <= self.max_terms:
+            raise ValueError(f"need 1 <= min_terms <= max_terms, got {self.min_terms}, {self.max_terms}")
+        if not 0 <= self.min_term <= self.max_term:
+            raise ValueError(f"need 0 <= min_term <= max_term, got {self.min_term}, {self.max_term}")
+        if len(str(self.max_terms * self.max_term)) > self.sum_width:
+            raise ValueError(f"sum_width {self.sum_width} cannot hold {self.max_terms} x {self.max_term}")
+
+    def problems(self, num_problems: int, seed: int) -> list[Problem]:
+        rng = random.Random(seed)
+        return [self.make_problem(prompt_id, self.draw_terms(rng)) for prompt_id in range(num_problems)]
+
+    def draw_terms(self, rng: random.Random) -> list[int]:
+        # log-uniform count: most prompts are short, a few are long (heavy-tailed response lengths)
+        log_count = rng.uniform(math.log(self.min_terms), math.log(self.max_terms + 1))
+        num_terms = min(int(math.exp(log_count)), self.max_terms)
+        return [rng.randint(self.min_term, self.max_term) for _ in range(num_terms)]
+
+    def make_problem(self, prompt_id: int, terms: list[int]) -> Problem:
+        prompt = f"{PROMPT_WORD} {' '.join(str(term) for term in terms)}\n"
+        return Problem(prompt_id, prompt, str(sum(terms)), self.reference_response(terms))
+
+    def reference_response(self, terms: list[int]) -> str:
+        lines, total = [], 0
+        for term in terms:
+            total += term
+            lines.append(f"+{term}={self.format_running_sum(total)}\n")
+        return "".join(lines) + f"{ANSWER_WORD} {total}"
+
+    def format_running_sum(self, total: int) -> str:
+        return str(total).zfill(self.sum_width)[::-1]
+
+    def reward(self, problem: Problem, response_text: str) -> float:
+        """1.0 iff the response ends with the line `answer N` and N is the correct sum."""
+        last_line = response_text.strip().rsplit("\n", 1)[-1]
+        match = _ANSWER_LINE.fullmatch(last_line.strip())
+        return 1.0 if match is not None and int(match.group(1)) == int(problem.answer) else 0.0
