@@ -1,0 +1,53 @@
+"""`specroll bench`: plain, speculative and hf-generate on the same workload, side by side."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+from dataclasses import asdict
+
+from specroll.bench import SYSTEMS, BenchRow, run_bench
+from specroll.commands.rollout import add_rollout_arguments, config_from_args
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("bench", help="compare systems on one workload")
+    add_rollout_arguments(parser)
+    parser.set_defaults(num_prompts=16, n=8, max_batch_size=32)
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated, from {', '.join(SYSTEMS)}")
+    parser.add_argument("--json", action="store_true", help="print one line of JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = config_from_args(args)
+    rows = run_bench(config, [s for s in args.systems.split(",") if s])
+    if args.json:
+        print(json.dumps({"rows": [asdict(r) for r in rows]}))
+    else:
+        print_table(rows, args)
+    return 0
+
+
+def print_table(rows: list[BenchRow], args: argparse.Namespace) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    base = {r.system: r for r in rows}
+    table = Table(title=f"specroll bench: {args.num_prompts} prompts x {args.n}, batch {args.max_batch_size}, "
+                        f"max_tokens {args.max_tokens}, T={args.temperature}, seed {args.seed}")
+    for col in ("system", "makespan (s)", "output tokens", "tokens/s", "accept len", "forwards",
+                "vs plain", "vs hf-generate"):
+        table.add_column(col, justify="left" if col == "system" else "right")
+    for r in rows:
+        table.add_row(r.system, f"{r.makespan_s:.2f}", str(r.output_tokens), f"{r.tokens_per_s:.1f}",
+                      "" if r.mean_acceptance_length is None else f"{r.mean_acceptance_length:.2f}",
+                      "" if r.forward_passes is None else str(r.forward_passes),
+                      _ratio(base.get("plain"), r), _ratio(base.get("hf-generate"), r))
+    table.caption = f"{platform.machine()} {platform.processor() or ''}, ratios are tokens/s over the reference"
+    Console().print(table)
+
+
+def _ratio(reference: BenchRow | None, row: BenchRow) -> str:
+    return "" if reference is None or reference.tokens_per_s == 0 else f"{row.tokens_per_s / reference.tokens_per_s:.2f}x"

@@ -1,0 +1,67 @@
+"""Sampling helpers and keyed noise: literal values, determinism, and the target distribution."""
+
+from __future__ import annotations
+
+import torch
+
+from specroll.noise import STREAM_ACCEPT, STREAM_SAMPLE, uniforms
+from specroll.sampling import sample_from, sampling_logits, sampling_probs, token_logprobs
+
+
+def params(n, temperature=1.0, top_k=0, top_p=1.0):
+    return (torch.full((n,), float(temperature)), torch.full((n,), top_k, dtype=torch.long),
+            torch.full((n,), float(top_p)))
+
+
+def test_uniforms_are_keyed_and_independent_of_batch():
+    ids, pos = torch.tensor([3, 4, 3]), torch.tensor([10, 10, 11])
+    batch = uniforms(0, ids, pos, STREAM_SAMPLE)
+    alone = uniforms(0, torch.tensor([4]), torch.tensor([10]), STREAM_SAMPLE)
+    assert batch[1] == alone[0]
+    assert len(set(batch.tolist())) == 3
+    assert not torch.equal(batch, uniforms(1, ids, pos, STREAM_SAMPLE))
+    assert not torch.equal(batch, uniforms(0, ids, pos, STREAM_ACCEPT))
+    assert ((batch > 0) & (batch < 1)).all()
+
+
+def test_uniforms_look_uniform():
+    u = uniforms(0, torch.arange(200_000), torch.zeros(200_000, dtype=torch.long), STREAM_SAMPLE)
+    assert abs(u.mean().item() - 0.5) < 0.005
+    hist = torch.histc(u.float(), bins=10, min=0, max=1) / len(u)
+    assert (hist - 0.1).abs().max() < 0.005
+
+
+def test_inverse_cdf_literal():
+    probs = torch.tensor([[0.2, 0.5, 0.3]] * 4)
+    u = torch.tensor([0.1, 0.2001, 0.69, 0.71], dtype=torch.float64)
+    assert sample_from(probs, u).tolist() == [0, 1, 1, 2]
+
+
+def test_top_k_and_top_p_truncate():
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
+    top2 = sampling_probs(sampling_logits(logits, *params(1, top_k=2)), params(1)[0])
+    assert torch.allclose(top2, torch.tensor([[0.625, 0.375, 0, 0]]))
+    nucleus = sampling_probs(sampling_logits(logits, *params(1, top_p=0.8)), params(1)[0])
+    assert torch.allclose(nucleus, torch.tensor([[0.625, 0.375, 0, 0]]))  # 0.5 + 0.3 reaches 0.8
+    tiny = sampling_probs(sampling_logits(logits, *params(1, top_p=0.01)), params(1)[0])
+    assert torch.allclose(tiny, torch.tensor([[1.0, 0, 0, 0]]))
+
+
+def test_greedy_is_argmax_and_reports_plain_logprob():
+    logits = torch.tensor([[0.0, 2.0, 1.0]])
+    temperature = torch.zeros(1)
+    scaled = sampling_logits(logits, temperature, torch.zeros(1, dtype=torch.long), torch.ones(1))
+    probs = sampling_probs(scaled, temperature)
+    token = sample_from(probs, torch.tensor([0.99], dtype=torch.float64))
+    assert token.item() == 1
+    assert torch.allclose(token_logprobs(scaled, token), torch.log_softmax(logits, -1)[:, 1])
+
+
+def test_temperature_sampling_matches_softmax():
+    logits = torch.tensor([1.0, 0.0, -1.0, 0.5])
+    n = 100_000
+    scaled = sampling_logits(logits.expand(n, -1), *params(n, temperature=0.7))
+    tokens = sample_from(sampling_probs(scaled, params(n, 0.7)[0]),
+                         uniforms(5, torch.arange(n), torch.zeros(n, dtype=torch.long), STREAM_SAMPLE))
+    hist = torch.bincount(tokens, minlength=4).double() / n
+    assert (hist - torch.softmax(logits / 0.7, -1).double()).abs().max() < 0.006

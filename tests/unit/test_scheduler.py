@@ -1,0 +1,51 @@
+"""Scheduler (torch-free): admission, slots, the KV budget, LIFO preemption."""
+
+from __future__ import annotations
+
+import pytest
+
+from specroll.engine.request import Request, SamplingParams, Status
+from specroll.engine.scheduler import Scheduler, SchedulerConfig
+
+
+def request(i, prompt_len=10, max_tokens=20):
+    return Request(i, i, 0, tuple(range(2, 2 + prompt_len)), SamplingParams(max_tokens=max_tokens))
+
+
+def test_admits_in_order_up_to_slots():
+    s = Scheduler(SchedulerConfig(num_slots=2, capacity=64, kv_budget_tokens=1000))
+    for i in range(3):
+        s.add(request(i))
+    d = s.schedule()
+    assert [r.request_id for r in d.prefill] == [0, 1] and [r.slot for r in d.prefill] == [0, 1]
+    assert [r.request_id for r in s.waiting] == [2]
+
+
+def test_budget_preempts_latest_and_requeues_it_first():
+    s = Scheduler(SchedulerConfig(num_slots=4, capacity=64, kv_budget_tokens=40, reserve_per_request=2))
+    for i in range(3):
+        s.add(request(i))
+    first = s.schedule()  # each needs 10 + 2: three fit in 40
+    assert len(first.prefill) == 3
+    for r in first.prefill:
+        r.output_token_ids.extend([5] * 4)  # each now 14 + 2 = 16: three need 48 > 40
+    second = s.schedule()
+    assert [r.request_id for r in second.preempted] == [2]
+    assert first.prefill[2].status is Status.WAITING and first.prefill[2].num_preemptions == 1
+    assert s.waiting[0].request_id == 2 and [r.request_id for r in second.decode] == [0, 1]
+
+
+def test_finish_frees_slot_for_next():
+    s = Scheduler(SchedulerConfig(num_slots=1, capacity=64, kv_budget_tokens=1000))
+    s.add(request(0))
+    s.add(request(1))
+    r0 = s.schedule().prefill[0]
+    s.finish(r0)
+    assert r0.status is Status.FINISHED and r0.slot is None
+    assert [r.request_id for r in s.schedule().prefill] == [1]
+
+
+def test_too_long_request_is_refused():
+    s = Scheduler(SchedulerConfig(num_slots=1, capacity=32, kv_budget_tokens=1000))
+    with pytest.raises(ValueError, match="exceeds the context"):
+        s.add(request(0, prompt_len=20, max_tokens=20))
