@@ -103,7 +103,8 @@ def build_engine(config: RolloutConfig, longest_prompt: int) -> Engine:
     drafter = None
     if config.drafter_name is not None:
         context = DrafterContext(runner.config.vocab_size, config.draft_model_dir, seed=config.seed,
-                                 max_batch_size=config.max_batch_size, max_model_len=engine_config.max_model_len)
+                                 max_batch_size=config.max_batch_size, max_model_len=engine_config.max_model_len,
+                                 max_draft=config.max_draft, verify=config.verify)
         drafter = make_drafter(config.drafter_name, context)
     policy = make_policy(config.policy if drafter is not None else "none")
     return Engine(runner, engine_config, drafter, policy, step=config.step)

@@ -38,6 +38,7 @@ class DraftQuery:
     context: Sequence[int]  # prompt + output so far; the draft continues it
     num_prompt_tokens: int
     max_draft: int  # budget from the policy (>= 1 here; 0 is never asked)
+    temperature: float = 1.0  # the request's sampling temperature (sampling drafters match it)
 
 
 @dataclass

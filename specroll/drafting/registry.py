@@ -20,10 +20,23 @@ class DrafterContext:
     seed: int = 0
     max_batch_size: int = 256
     max_model_len: int = 1024
+    max_draft: int = 8
+    verify: str = "exact"  # rejection mode gets sampling drafters that report q
+
+
+def _draft_model(ctx: DrafterContext) -> Drafter:
+    from specroll.drafting.draft_model import DraftModelDrafter
+
+    if ctx.draft_model_dir is None:
+        raise ValueError("the draft-model drafter needs a draft checkpoint (--draft-model DIR)")
+    return DraftModelDrafter.from_pretrained(ctx.draft_model_dir, ctx.max_batch_size,
+                                             ctx.max_model_len + ctx.max_draft + 1,
+                                             sample=ctx.verify == "rejection", seed=ctx.seed, device=ctx.device)
 
 
 _FACTORIES: dict[str, Callable[[DrafterContext], Drafter]] = {
     "prompt-lookup": lambda ctx: PromptLookupDrafter(),
+    "draft-model": _draft_model,
 }
 
 DEFAULT_DRAFTER = "prompt-lookup"

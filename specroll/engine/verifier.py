@@ -32,7 +32,7 @@ class VerifyResult:
 
 
 def build_drafts(drafter: Drafter, requests: Sequence[Request], budgets: Sequence[int], vocab_size: int) -> list[Draft]:
-    queries = [DraftQuery(r.request_id, r.group_id, r.context(), len(r.prompt_token_ids), k)
+    queries = [DraftQuery(r.request_id, r.group_id, r.context(), len(r.prompt_token_ids), k, r.params.temperature)
                for r, k in zip(requests, budgets) if k > 0]
     try:
         proposed = {d.request_id: d for d in drafter.propose(queries)}

@@ -57,3 +57,16 @@ def test_siblings_differ(qwen2_dir):
     requests = rollout(qwen2_dir, workload())
     group = [tuple(r.output_token_ids) for r in requests if r.group_id == 3]
     assert len(set(group)) > 1
+
+
+def test_draft_model_is_lossless(qwen2_dir, tmp_path):
+    from specroll.drafting.draft_model import DraftModelDrafter
+    from tiny_checkpoints import save_tiny_checkpoint
+
+    save_tiny_checkpoint("qwen2", tmp_path, logit_scale=30.0)  # same weights: drafts mostly right
+    for params in SAMPLING[:2]:
+        plain = rollout(qwen2_dir, workload(**params))
+        drafter = DraftModelDrafter.from_pretrained(tmp_path, 16, 128)
+        spec = rollout(qwen2_dir, workload(**params), drafter, FixedDraftLength(3))
+        assert_same_rollout(plain, spec)
+        assert rollout.last_engine.telemetry.acceptance_rate > 0.2

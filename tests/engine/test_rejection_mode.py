@@ -68,3 +68,15 @@ def test_rejection_mode_follows_target_distribution(qwen2_dir):
         assert total_variation(plain, spec) < 1.5 * noise_floor + 0.02, type(drafter).__name__
     # the test has power: a drafter that always proposes the same tokens must not pull mass to them
     assert spec != plain
+
+
+def test_rejection_mode_with_sampling_draft_model(qwen2_dir, tmp_path):
+    from specroll.drafting.draft_model import DraftModelDrafter
+    from tiny_checkpoints import save_tiny_checkpoint
+
+    save_tiny_checkpoint("llama", tmp_path)  # a different model: q differs from p
+    plain = histogram(qwen2_dir, seed=1)
+    noise_floor = total_variation(plain, histogram(qwen2_dir, seed=2))
+    drafter = DraftModelDrafter.from_pretrained(tmp_path, 256, 32, sample=True, seed=5)
+    spec = histogram(qwen2_dir, drafter, FixedDraftLength(2), verify="rejection", seed=3)
+    assert total_variation(plain, spec) < 1.5 * noise_floor + 0.02

@@ -1,0 +1,98 @@
+"""A draft model: a small LM with the target's tokenizer, run by the same model runner.
+
+Each proposal runs up to k autoregressive draft forwards for the whole batch at once. The drafter
+keeps its own KV cache; after verification the cache is rolled back to the longest prefix it shares
+with the committed context, so rejected drafts cost nothing to undo.
+
+Greedy drafts (the default for exact verification) are deterministic, q = one-hot. Sampled drafts
+(for rejection verification) draw from softmax(logits / T) with the drafter's own keyed noise
+stream and report q, which speculative sampling needs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from specroll.drafting.protocol import BaseDrafter, Draft, DraftQuery, RequestInfo
+from specroll.model.runner import ModelRunner, SequenceInput
+from specroll.noise import STREAM_DRAFT, uniforms
+from specroll.sampling import sample_from
+
+
+class DraftModelDrafter(BaseDrafter):
+    name = "draft-model"
+
+    def __init__(self, runner: ModelRunner, sample: bool = False, seed: int = 0) -> None:
+        self.runner = runner
+        self.sample = sample
+        self.seed = seed
+        self.free_slots = list(range(runner.cache.num_slots))
+        self.slots: dict[int, int] = {}
+        self.cached: dict[int, list[int]] = {}  # tokens whose K/V the draft cache holds, per request
+
+    @classmethod
+    def from_pretrained(cls, model_dir: Path, max_batch_size: int, capacity: int, sample: bool = False,
+                        seed: int = 0, device: str = "cpu") -> "DraftModelDrafter":
+        return cls(ModelRunner.from_pretrained(model_dir, max_batch_size, capacity, device=device), sample, seed)
+
+    def begin(self, info: RequestInfo) -> None:
+        self.cached[info.request_id] = []
+
+    def finish(self, request_id: int) -> None:
+        self.cached.pop(request_id, None)
+        slot = self.slots.pop(request_id, None)
+        if slot is not None:
+            self.free_slots.append(slot)
+
+    def propose(self, queries: Sequence[DraftQuery]) -> list[Draft]:
+        queries = [q for q in queries if self._has_slot(q.request_id)]
+        tokens: dict[int, list[int]] = {q.request_id: [] for q in queries}
+        probs: dict[int, list[torch.Tensor]] = {q.request_id: [] for q in queries}
+        active = list(queries)
+        for depth in range(max((q.max_draft for q in queries), default=0)):
+            active = [q for q in active if q.max_draft > depth]
+            if not active:
+                break
+            feed = [self._pending(q, tokens[q.request_id]) for q in active]
+            logits = self.runner.forward([SequenceInput(self.slots[q.request_id], len(self.cached[q.request_id]), f)
+                                          for q, f in zip(active, feed)]).logits[:, 0]  # (B, V)
+            for q, f in zip(active, feed):
+                self.cached[q.request_id] += f
+            for q, token, dist in zip(active, *self._choose(active, logits, depth)):
+                tokens[q.request_id].append(token)
+                probs[q.request_id].append(dist)
+        return [self._draft(q.request_id, tokens.get(q.request_id, []), probs.get(q.request_id, [])) for q in queries]
+
+    def _has_slot(self, request_id: int) -> bool:
+        if request_id not in self.slots and self.free_slots:
+            self.slots[request_id] = self.free_slots.pop(0)
+            self.cached.setdefault(request_id, [])
+        return request_id in self.slots
+
+    def _pending(self, query: DraftQuery, drafted: list[int]) -> list[int]:
+        """Tokens to feed: the context (and drafts so far) beyond the longest prefix already cached."""
+        sequence = [*query.context, *drafted]
+        cached = self.cached[query.request_id]
+        shared = 0
+        limit = min(len(cached), len(sequence) - 1)  # feed at least the newest token
+        while shared < limit and cached[shared] == sequence[shared]:
+            shared += 1
+        del cached[shared:]  # roll back: later writes overwrite the stale positions
+        return sequence[shared:]
+
+    def _choose(self, queries: Sequence[DraftQuery], logits: torch.Tensor, depth: int):
+        if not self.sample:
+            return logits.argmax(-1).tolist(), [None] * len(queries)
+        temperature = torch.tensor([max(q.temperature, 1e-5) for q in queries])[:, None]
+        q_probs = torch.softmax(logits / temperature, -1)  # (B, V)
+        ids = torch.tensor([q.request_id for q in queries])
+        positions = torch.tensor([len(q.context) + depth for q in queries])
+        drawn = sample_from(q_probs, uniforms(self.seed, ids, positions, STREAM_DRAFT))
+        return drawn.tolist(), list(q_probs)
+
+    def _draft(self, request_id: int, tokens: list[int], probs: list) -> Draft:
+        stacked = torch.stack(probs) if probs and probs[0] is not None else None
+        return Draft(request_id, tokens, probs=stacked)
