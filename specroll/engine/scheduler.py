@@ -21,6 +21,7 @@ class SchedulerConfig:
     kv_budget_tokens: int  # cached positions allowed over all running requests
     max_prefill_tokens: int = 16384  # tokens recomputed by one prefill forward
     reserve_per_request: int = 1  # positions a running request may add in one step (1 + max draft)
+    admit_fraction: float = 0.125  # admit once this share of slots is free: fewer, larger prefills
 
     def __post_init__(self) -> None:
         for name in ("num_slots", "capacity", "kv_budget_tokens", "max_prefill_tokens", "reserve_per_request"):
@@ -28,11 +29,23 @@ class SchedulerConfig:
                 raise ValueError(f"scheduler {name} must be positive, got {getattr(self, name)}")
 
 
+@dataclass(frozen=True)
+class SlotMove:
+    """Move a running request's cache row, keeping running slots dense (0..B-1) so the model reads
+    the cache as one view instead of gathering rows."""
+
+    request_id: int
+    source: int
+    target: int
+    length: int  # cached positions to copy
+
+
 @dataclass
 class ScheduleDecision:
     prefill: list[Request] = field(default_factory=list)  # (re)started now: whole context pending
-    decode: list[Request] = field(default_factory=list)  # running with one pending token
+    decode: list[Request] = field(default_factory=list)  # running with one pending token, by slot
     preempted: list[Request] = field(default_factory=list)
+    moves: list[SlotMove] = field(default_factory=list)  # apply before this step's forwards
 
 
 class Scheduler:
@@ -63,7 +76,8 @@ class Scheduler:
             victim = decode.pop()
             self._preempt(victim)
             decision.preempted.append(victim)
-        decision.decode = decode
+        decision.moves = self._compact()
+        decision.decode = sorted(decode, key=lambda r: r.slot)
         decision.prefill = self._admit(self._usage(decode))
         return decision
 
@@ -76,9 +90,25 @@ class Scheduler:
     def _usage(self, requests: list[Request]) -> int:
         return sum(r.num_tokens + self.config.reserve_per_request for r in requests)
 
+    def _compact(self) -> list[SlotMove]:
+        moves = []
+        by_slot = sorted(self.running, key=lambda r: r.slot, reverse=True)
+        for request in by_slot:
+            if not self.free_slots or self.free_slots[0] > request.slot:
+                break
+            target = self.free_slots.pop(0)
+            moves.append(SlotMove(request.request_id, request.slot, target, request.num_cached))
+            self.free_slots.append(request.slot)
+            self.free_slots.sort()
+            request.slot = target
+        return moves
+
     def _admit(self, usage: int) -> list[Request]:
         admitted: list[Request] = []
         prefill_tokens = 0
+        enough = max(1, int(self.config.admit_fraction * self.config.num_slots))
+        if self.running and len(self.free_slots) < min(enough, len(self.waiting)):
+            return admitted  # wait for more free slots rather than prefill one request per step
         while self.waiting and self.free_slots:
             request = self.waiting[0]
             need = request.num_tokens + self.config.reserve_per_request

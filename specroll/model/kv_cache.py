@@ -42,6 +42,12 @@ class KVCache:
         """
         return self.keys[layer][slots, :, :length], self.values[layer][slots, :, :length]
 
+    def copy_slot(self, source: int, target: int, length: int) -> None:
+        """Copy the first `length` positions of one slot into another."""
+        for keys, values in zip(self.keys, self.values):
+            keys[target, :, :length] = keys[source, :, :length]
+            values[target, :, :length] = values[source, :, :length]
+
     def move(self, slot: int, source_columns: list[int], target_columns: list[int]) -> None:
         """Copy K/V between columns of one slot (compacting an accepted tree path)."""
         src = torch.tensor(source_columns)

@@ -49,3 +49,30 @@ def test_too_long_request_is_refused():
     s = Scheduler(SchedulerConfig(num_slots=1, capacity=32, kv_budget_tokens=1000))
     with pytest.raises(ValueError, match="exceeds the context"):
         s.add(request(0, prompt_len=20, max_tokens=20))
+
+
+def test_finished_holes_are_filled_by_moving_the_highest_slots():
+    s = Scheduler(SchedulerConfig(num_slots=4, capacity=64, kv_budget_tokens=1000, admit_fraction=1.0))
+    for i in range(4):
+        s.add(request(i))
+    running = s.schedule().prefill
+    for r in running:
+        r.num_cached = 10
+    s.finish(running[0])
+    s.finish(running[1])
+    d = s.schedule()
+    assert [(m.request_id, m.source, m.target, m.length) for m in d.moves] == [(3, 3, 0, 10), (2, 2, 1, 10)]
+    assert [r.slot for r in d.decode] == [0, 1]
+
+
+def test_admission_waits_for_enough_free_slots():
+    s = Scheduler(SchedulerConfig(num_slots=8, capacity=64, kv_budget_tokens=1000, admit_fraction=0.5))
+    for i in range(12):
+        s.add(request(i))
+    running = s.schedule().prefill
+    assert len(running) == 8
+    s.finish(running[0])
+    assert s.schedule().prefill == []  # one free slot of 8: wait
+    for r in running[1:4]:
+        s.finish(r)
+    assert len(s.schedule().prefill) == 4
