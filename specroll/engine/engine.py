@@ -13,7 +13,7 @@ from typing import Callable, Iterable
 import torch
 
 from specroll.drafting.protocol import Draft, Drafter, RequestInfo
-from specroll.engine.verifier import VerifyResult, build_drafts, verify_batch
+from specroll.engine.verifier import VerifyResult, build_drafts, row_parents, verify_batch
 from specroll.engine.config import EngineConfig
 from specroll.engine.request import Request
 from specroll.engine.scheduler import Scheduler, SchedulerConfig
@@ -100,7 +100,8 @@ class Engine:
         budgets = self._draft_budgets(requests)
         if self.drafter is None or not any(budgets):
             return [Draft(r.request_id) for r in requests]
-        return build_drafts(self.drafter, requests, budgets, self.runner.config.vocab_size)
+        return build_drafts(self.drafter, requests, budgets, self.runner.config.vocab_size,
+                            allow_trees=self.config.verify == "exact")
 
     def _draft_budgets(self, requests: list[Request]) -> list[int]:
         views = [RequestView(r.request_id, r.group_id, r.num_output_tokens, r.num_remaining,
@@ -110,11 +111,14 @@ class Engine:
         return [max(0, min(k, self.config.max_draft, r.num_remaining - 1)) for k, r in zip(lengths, requests)]
 
     def _verify(self, requests: list[Request], drafts: list[Draft]) -> VerifyResult:
-        inputs = [SequenceInput(r.slot, r.num_cached, [*r.pending_tokens(), *d.token_ids],
+        inputs = [SequenceInput(r.slot, r.num_cached, [*r.pending_tokens(), *d.token_ids], row_parents(d),
                                 num_logits=1 + d.num_tokens) for r, d in zip(requests, drafts)]
         out = self.runner.forward(inputs)
         result = verify_batch(requests, drafts, out.logits, self.config.seed, self.config.verify)
-        for r, d, n in zip(requests, drafts, result.num_accepted):
+        for r, d, n, nodes in zip(requests, drafts, result.num_accepted, result.accepted_nodes):
+            if nodes and nodes != list(range(len(nodes))):  # an accepted branch off the main chain
+                first = r.num_cached + 1
+                self.runner.cache.move(r.slot, [first + i for i in nodes], [first + j for j in range(len(nodes))])
             r.num_cached += 1 + n  # the fed token and the accepted drafts; the rest is rolled back
             r.num_drafted += d.num_tokens
             r.num_accepted += n

@@ -17,21 +17,29 @@ from specroll.drafting.protocol import Draft, Drafter, DraftQuery
 from specroll.engine.request import Request
 from specroll.noise import STREAM_ACCEPT, STREAM_SAMPLE, uniforms
 from specroll.sampling import sample_from, sampling_logits, sampling_probs, token_logprobs
-from specroll.verification import verify_exact, verify_rejection
+from specroll.verification import verify_exact, verify_exact_tree, verify_rejection
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class VerifyResult:
-    """Per request of one forward: emitted tokens, their target log-probabilities, drafts accepted."""
+    """Per request of one forward.
+
+    token_ids / logprobs: the emitted tokens and their target log-probabilities.
+    num_accepted: draft tokens accepted.
+    accepted_nodes: for tree drafts, the accepted nodes (indices into the draft), root first; their
+                    K/V must move to consecutive cache positions. None for linear drafts.
+    """
 
     token_ids: list[list[int]]
     logprobs: list[list[float]]
     num_accepted: list[int]
+    accepted_nodes: list[list[int] | None]
 
 
-def build_drafts(drafter: Drafter, requests: Sequence[Request], budgets: Sequence[int], vocab_size: int) -> list[Draft]:
+def build_drafts(drafter: Drafter, requests: Sequence[Request], budgets: Sequence[int], vocab_size: int,
+                 allow_trees: bool) -> list[Draft]:
     queries = [DraftQuery(r.request_id, r.group_id, r.context(), len(r.prompt_token_ids), k, r.params.temperature)
                for r, k in zip(requests, budgets) if k > 0]
     try:
@@ -39,21 +47,40 @@ def build_drafts(drafter: Drafter, requests: Sequence[Request], budgets: Sequenc
     except Exception:  # a failing drafter costs this step's speed-up, never the rollout
         log.exception("drafter %s failed; this step decodes without drafts", getattr(drafter, "name", drafter))
         proposed = {}
-    return [_sanitised(proposed.get(r.request_id), r.request_id, k, vocab_size) for r, k in zip(requests, budgets)]
+    return [_sanitised(proposed.get(r.request_id), r.request_id, k, vocab_size, allow_trees)
+            for r, k in zip(requests, budgets)]
 
 
-def _sanitised(draft: Draft | None, request_id: int, budget: int, vocab_size: int) -> Draft:
-    """The draft's main chain, cut to the budget and before any token outside the vocabulary."""
+def _sanitised(draft: Draft | None, request_id: int, budget: int, vocab_size: int, allow_trees: bool) -> Draft:
+    """At most `budget` nodes, none outside the vocabulary (nor below such a node); trees only if
+    allowed, else the main chain. Probabilities are kept for linear drafts only."""
     if draft is None or budget <= 0 or not draft.token_ids:
         return Draft(request_id)
-    length = _chain_length(draft)
-    tokens = []
-    for token in draft.token_ids[: min(length, budget)]:
-        if not 0 <= token < vocab_size:
+    if not draft.is_tree:
+        tokens = []
+        for token in draft.token_ids[:budget]:
+            if not 0 <= token < vocab_size:
+                break
+            tokens.append(int(token))
+        probs = draft.probs[: len(tokens)] if draft.probs is not None and tokens else None
+        return Draft(request_id, tokens, probs=probs)
+    if not allow_trees:
+        return _sanitised(Draft(request_id, draft.token_ids[: _chain_length(draft)]), request_id, budget,
+                          vocab_size, allow_trees)
+    return _pruned_tree(draft, request_id, budget, vocab_size)
+
+
+def _pruned_tree(draft: Draft, request_id: int, budget: int, vocab_size: int) -> Draft:
+    kept: dict[int, int] = {-1: -1}  # old index -> new index
+    tokens, parents = [], []
+    for i, (token, parent) in enumerate(zip(draft.token_ids, draft.parents)):
+        if len(tokens) == budget:
             break
-        tokens.append(int(token))
-    probs = draft.probs[: len(tokens)] if draft.probs is not None and tokens else None
-    return Draft(request_id, tokens, probs=probs)
+        if parent in kept and parent < i and 0 <= token < vocab_size:
+            kept[i] = len(tokens)
+            tokens.append(int(token))
+            parents.append(kept[parent])
+    return Draft(request_id, tokens, parents=parents)
 
 
 def _chain_length(draft: Draft) -> int:
@@ -65,16 +92,23 @@ def _chain_length(draft: Draft) -> int:
     return n
 
 
+def row_parents(draft: Draft) -> list[int] | None:
+    """Parents of the forward's new tokens: the fed token (row 0) and then the draft's nodes."""
+    if not draft.is_tree:
+        return None
+    return [-1, *(p + 1 for p in draft.parents)]
+
+
 def verify_batch(requests: Sequence[Request], drafts: Sequence[Draft], logits: torch.Tensor,
                  seed: int, mode: str) -> VerifyResult:
-    """logits (B, Tl, V): row b holds the target's logits after the fed token and each draft."""
+    """logits (B, Tl, V): row 0 follows the fed token, row i + 1 follows draft node i."""
     B, Tl, V = logits.shape
     params = _row_params(requests, Tl)
     scaled = sampling_logits(logits.reshape(B * Tl, V), *params)  # (B*Tl, V)
     probs = sampling_probs(scaled, params[0]).view(B, Tl, V)
     draft_tokens, num_drafts = _padded_drafts(drafts, Tl - 1)
     request_ids = torch.tensor([r.request_id for r in requests])[:, None]
-    positions = torch.tensor([r.num_output_tokens for r in requests])[:, None] + torch.arange(Tl)  # (B, Tl)
+    positions = torch.tensor([r.num_output_tokens for r in requests])[:, None] + _row_depths(drafts, Tl)  # (B, Tl)
     sample_u = uniforms(seed, request_ids, positions, STREAM_SAMPLE)  # (B, Tl)
     if mode == "exact":
         emitted = sample_from(probs.view(B * Tl, V), sample_u.view(-1)).view(B, Tl)
@@ -86,7 +120,19 @@ def verify_batch(requests: Sequence[Request], drafts: Sequence[Draft], logits: t
         emitted = torch.cat([draft_tokens, torch.zeros(B, 1, dtype=torch.long)], 1)
         emitted[torch.arange(B), num_accepted] = next_token
     logprobs = token_logprobs(scaled, emitted.view(-1)).view(B, Tl)
-    return _per_request(emitted, logprobs, num_accepted)
+    return _per_request(drafts, emitted, logprobs, num_accepted)
+
+
+def _row_depths(drafts: Sequence[Draft], Tl: int) -> torch.Tensor:
+    """(B, Tl) depth of each row's context below the fed token: a chain's row i is at depth i."""
+    depths = torch.arange(Tl).repeat(len(drafts), 1)
+    for b, d in enumerate(drafts):
+        if d.is_tree:
+            row_depth = [0]
+            for p in d.parents:
+                row_depth.append(row_depth[p + 1] + 1)
+            depths[b, : len(row_depth)] = torch.tensor(row_depth)
+    return depths
 
 
 def _row_params(requests: Sequence[Request], Tl: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -115,12 +161,21 @@ def _draft_probs(drafts: Sequence[Draft], draft_tokens: torch.Tensor, V: int) ->
     return q
 
 
-def _per_request(emitted: torch.Tensor, logprobs: torch.Tensor, num_accepted: torch.Tensor) -> VerifyResult:
-    counts = (num_accepted + 1).tolist()
-    tokens = emitted.tolist()
-    values = logprobs.tolist()
-    return VerifyResult(
-        token_ids=[row[:n] for row, n in zip(tokens, counts)],
-        logprobs=[row[:n] for row, n in zip(values, counts)],
-        num_accepted=num_accepted.tolist(),
-    )
+def _per_request(drafts: Sequence[Draft], emitted: torch.Tensor, logprobs: torch.Tensor,
+                 num_accepted: torch.Tensor) -> VerifyResult:
+    """Each request's emitted rows: 0..n for a chain; for a tree, the root row and the row after each
+    accepted node (a row's sample is the target's token there, and accepted tokens equal it)."""
+    tokens, values, accepted, nodes = emitted.tolist(), logprobs.tolist(), num_accepted.tolist(), []
+    out_tokens, out_logprobs = [], []
+    for b, d in enumerate(drafts):
+        if d.is_tree:
+            path = verify_exact_tree(d.token_ids, d.parents, tokens[b][: d.num_tokens + 1])
+            rows = [0, *(p + 1 for p in path)]
+            accepted[b] = len(path)
+            nodes.append(path)
+        else:
+            rows = range(accepted[b] + 1)
+            nodes.append(None)
+        out_tokens.append([tokens[b][r] for r in rows])
+        out_logprobs.append([values[b][r] for r in rows])
+    return VerifyResult(out_tokens, out_logprobs, accepted, nodes)

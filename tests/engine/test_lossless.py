@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specroll.drafting.oracle import OracleDrafter
+from specroll.drafting.protocol import Draft
 from specroll.drafting.prompt_lookup import PromptLookupDrafter
 from specroll.policies.fixed import FixedDraftLength
 
@@ -70,3 +71,26 @@ def test_draft_model_is_lossless(qwen2_dir, tmp_path):
         spec = rollout(qwen2_dir, workload(**params), drafter, FixedDraftLength(3))
         assert_same_rollout(plain, spec)
         assert rollout.last_engine.telemetry.acceptance_rate > 0.2
+
+
+class BranchingOracle(OracleDrafter):
+    """A tree whose first branch is wrong at its root and whose second branch is the oracle's chain,
+    so acceptance needs the off-chain branch (and its K/V moved into place)."""
+
+    def _propose(self, query):
+        chain = super()._propose(query).token_ids
+        if len(chain) < 2:
+            return Draft(query.request_id, chain)
+        wrong = (chain[0] + 1) % self.vocab_size
+        tokens = [wrong, *chain[: query.max_draft - 1]]
+        parents = [-1, -1, *range(1, len(tokens) - 1)]
+        return Draft(query.request_id, tokens, parents=parents)
+
+
+@pytest.mark.parametrize("params", SAMPLING[:2])
+def test_tree_drafts_are_lossless(qwen2_dir, params):
+    plain = rollout(qwen2_dir, workload(**params))
+    tree = BranchingOracle(outputs(plain), vocab_size=97)
+    spec = rollout(qwen2_dir, workload(**params), tree, FixedDraftLength(5))
+    assert_same_rollout(plain, spec)
+    assert rollout.last_engine.telemetry.mean_acceptance_length > 2.5
