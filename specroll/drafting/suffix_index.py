@@ -24,29 +24,9 @@ from typing import Hashable, Iterable, Sequence
 DEFAULT_MAX_DEPTH = 48
 
 
-class Node:
-    """One substring: its last token, its length, its statistics and its edges."""
-
-    __slots__ = ("token", "depth", "count", "weight", "out", "children", "best", "link")
-
-    def __init__(self, token: int, depth: int) -> None:
-        self.token = token
-        self.depth = depth
-        self.count = 0  # occurrences (exact, drives removal)
-        self.weight = 0.0  # summed weight of occurrences
-        self.out = 0.0  # summed weight of occurrences followed by a token
-        self.children: dict[int, Node] = {}
-        self.best: Node | None = None  # heaviest child; None when unknown
-        self.link: Node | None = None  # suffix link; None only at the root
-
-    def best_child(self) -> Node | None:
-        best = self.best
-        if best is None:
-            for child in self.children.values():  # insertion order: ties go to the most recent
-                if best is None or child.weight >= best.weight:
-                    best = child
-            self.best = best
-        return best
+Node = int  # a node's id: an index into the index's per-node arrays
+ROOT: Node = 0
+_NONE = -1
 
 
 @dataclass
@@ -74,22 +54,35 @@ class _LiveSequence:
 
 
 class SuffixIndex:
-    """Suffix trie of live and finished sequences, keyed by a caller-chosen sequence id."""
+    """Suffix trie of live and finished sequences, keyed by a caller-chosen sequence id.
+
+    Nodes live in parallel arrays indexed by node id rather than as objects: millions of small
+    objects would make Python's cycle collector rescan them again and again as the index grows.
+    """
 
     def __init__(self, max_depth: int = DEFAULT_MAX_DEPTH) -> None:
         if max_depth < 2:
             raise ValueError(f"max_depth must be >= 2, got {max_depth}")
         self.max_depth = max_depth
-        self.root = Node(-1, 0)
+        self.root = ROOT
         self.num_removals = 0  # lets holders of match nodes know when nodes may have been detached
         self._sequences: dict[Hashable, _LiveSequence] = {}
+        self._token: list[int] = [_NONE]
+        self._depth: list[int] = [0]
+        self._count: list[int] = [0]  # occurrences (exact, drives removal)
+        self._weight: list[float] = [0.0]  # summed weight of occurrences
+        self._out: list[float] = [0.0]  # summed weight of occurrences followed by a token
+        self._children: list[dict[int, Node] | None] = [None]  # token -> child
+        self._best: list[Node] = [_NONE]  # heaviest child; _NONE when unknown
+        self._link: list[Node] = [_NONE]  # suffix link; _NONE only at the root
+        self._free: list[Node] = []
 
     # ---- sequences ------------------------------------------------------------------------------
 
     def add(self, seq_id: Hashable, token_ids: Iterable[int] = (), weight: float = 1.0) -> None:
         if seq_id in self._sequences:
             raise ValueError(f"sequence {seq_id!r} is already indexed")
-        self._sequences[seq_id] = _LiveSequence([], self.root, weight)
+        self._sequences[seq_id] = _LiveSequence([], ROOT, weight)
         self.extend(seq_id, token_ids)
 
     def extend(self, seq_id: Hashable, token_ids: Iterable[int]) -> None:
@@ -102,7 +95,7 @@ class SuffixIndex:
 
     def remove(self, seq_id: Hashable) -> None:
         seq = self._sequences.pop(seq_id)
-        tail = self.root
+        tail = ROOT
         for token in seq.token_ids:
             tail = self._unappend(tail, token, seq.weight)
         self.num_removals += 1
@@ -118,103 +111,144 @@ class SuffixIndex:
         return len(self._sequences)
 
     def num_nodes(self) -> int:
-        stack, total = [self.root], 0
-        while stack:
-            node = stack.pop()
-            total += 1
-            stack.extend(node.children.values())
-        return total
+        return len(self._token) - len(self._free)
+
+    def depth(self, node: Node) -> int:
+        return self._depth[node]
+
+    def children(self, node: Node) -> dict[int, float]:
+        """Token -> probability of following `node`'s string."""
+        kids = self._children[node] or {}
+        return {token: self._weight[child] / self._out[node] for token, child in kids.items()}
+
+    def _new_node(self, token: int, depth: int) -> Node:
+        if self._free:
+            node = self._free.pop()
+            self._token[node], self._depth[node] = token, depth
+            self._count[node], self._weight[node], self._out[node] = 0, 0.0, 0.0
+            self._children[node], self._best[node], self._link[node] = None, _NONE, _NONE
+            return node
+        self._token.append(token)
+        self._depth.append(depth)
+        self._count.append(0)
+        self._weight.append(0.0)
+        self._out.append(0.0)
+        self._children.append(None)
+        self._best.append(_NONE)
+        self._link.append(_NONE)
+        return len(self._token) - 1
 
     def _append(self, tail: Node, token: int, weight: float) -> Node:
         """Extend every suffix ending at `tail` by `token`; return the new tail."""
-        max_depth = self.max_depth
-        node: Node | None = tail
-        previous: Node | None = None
-        new_tail: Node | None = None
-        while node is not None:
-            child = node.children.get(token)
+        children, count, weights, out = self._children, self._count, self._weight, self._out
+        best, link, depth, max_depth = self._best, self._link, self._depth, self.max_depth
+        node, previous, new_tail = tail, _NONE, _NONE
+        while node != _NONE:
+            kids = children[node]
+            if kids is None:
+                kids = children[node] = {}
+            child = kids.get(token)
             if child is None:
-                child = Node(token, node.depth + 1)
-                node.children[token] = child
-            child.count += 1
-            child.weight += weight
-            node.out += weight
-            best = node.best
-            if best is not None and child.weight >= best.weight:
-                node.best = child  # ties go to the most recent continuation
-            if previous is not None and previous.link is None:
-                previous.link = child
-            if new_tail is None and child.depth < max_depth:
+                child = kids[token] = self._new_node(token, depth[node] + 1)
+            count[child] += 1
+            weights[child] += weight
+            out[node] += weight
+            b = best[node]
+            if b != _NONE and weights[child] >= weights[b]:
+                best[node] = child  # ties go to the most recent continuation
+            if previous != _NONE and link[previous] == _NONE:
+                link[previous] = child
+            if new_tail == _NONE and depth[child] < max_depth:
                 new_tail = child
             previous = child
-            node = node.link
-        previous.link = self.root  # the depth-1 node
+            node = link[node]
+        link[previous] = ROOT  # the depth-1 node
         return new_tail
 
     def _unappend(self, tail: Node, token: int, weight: float) -> Node:
         """Undo one `_append` of a sequence being replayed from its start."""
-        node: Node | None = tail
-        new_tail: Node | None = None
-        while node is not None:
-            child = node.children[token]
-            child.count -= 1
-            child.weight -= weight
-            node.out -= weight
-            if node.best is child:
-                node.best = None
-            if child.count == 0:
-                del node.children[token]  # detached; its subtree empties as the replay goes on
-            if new_tail is None and child.depth < self.max_depth:
+        children, count, weights, out, best, link = (
+            self._children, self._count, self._weight, self._out, self._best, self._link
+        )
+        node, new_tail = tail, _NONE
+        while node != _NONE:
+            child = children[node][token]
+            count[child] -= 1
+            weights[child] -= weight
+            out[node] -= weight
+            if best[node] == child:
+                best[node] = _NONE
+            if new_tail == _NONE and self._depth[child] < self.max_depth:
                 new_tail = child
-            node = node.link
+            if count[child] == 0:
+                # detached; its subtree empties as the replay goes on, so its id is free to reuse
+                del children[node][token]
+                self._free.append(child)
+            node = link[node]
         return new_tail
 
     # ---- matching -------------------------------------------------------------------------------
 
     def step(self, node: Node, token: int) -> Node:
         """The longest indexed suffix of (node's string + token), capped below `max_depth`."""
-        while token not in node.children and node.link is not None:
-            node = node.link
-        child = node.children.get(token)
-        if child is None:
-            return self.root
-        return child.link if child.depth >= self.max_depth else child
+        children, link = self._children, self._link
+        while True:
+            kids = children[node]
+            if kids and token in kids:
+                child = kids[token]
+                return link[child] if self._depth[child] >= self.max_depth else child
+            if node == ROOT:
+                return ROOT
+            node = link[node]
 
     def match(self, context: Sequence[int]) -> Node:
         """Longest indexed suffix of `context` (at most `max_depth - 1` tokens)."""
-        node = self.root
+        node = ROOT
         for token in context[max(0, len(context) - self.max_depth) :]:
             node = self.step(node, token)
         return node
 
     def continuation_point(self, node: Node, min_depth: int = 1) -> Node | None:
         """The longest suffix of `node`'s string that was followed by some token, or None."""
-        while node.depth >= min_depth:
-            if node.children:
+        children, depth, link = self._children, self._depth, self._link
+        while depth[node] >= min_depth:
+            if children[node]:
                 return node
-            node = node.link
+            node = link[node]
         return None
 
     # ---- drafting -------------------------------------------------------------------------------
 
     def _expandable(self, node: Node) -> Node:
         # a node at the depth limit has no children; its suffix continues where it left off
-        return node.link if node.depth >= self.max_depth else node
+        return self._link[node] if self._depth[node] >= self.max_depth else node
+
+    def _best_child(self, node: Node) -> Node:
+        best = self._best[node]
+        if best == _NONE and self._children[node]:
+            weights = self._weight
+            for child in self._children[node].values():  # insertion order: ties go to the most recent
+                if best == _NONE or weights[child] >= weights[best]:
+                    best = child
+            self._best[node] = best
+        return best
 
     def propose(self, node: Node, max_tokens: int, min_prob: float = 0.0) -> LinearProposal:
         """Greedy chain from `node`: the most frequent continuation at each step."""
         proposal = LinearProposal()
+        tokens, scores = proposal.token_ids, proposal.scores
+        weights, out, token_of = self._weight, self._out, self._token
         prob = 1.0
-        while len(proposal.token_ids) < max_tokens:
+        while len(tokens) < max_tokens:
             node = self._expandable(node)
-            child = node.best_child()
-            if child is None:
+            child = self._best_child(node)
+            if child == _NONE:
                 break
-            prob *= child.weight / node.out
+            prob *= weights[child] / out[node]
             if prob < min_prob:
                 break
-            proposal.token_ids.append(child.token)
-            proposal.scores.append(prob)
+            tokens.append(token_of[child])
+            scores.append(prob)
             node = child
         return proposal
 
@@ -234,7 +268,7 @@ class SuffixIndex:
             if -neg_prob < min_prob:
                 break
             index = len(proposal.token_ids)
-            proposal.token_ids.append(child.token)
+            proposal.token_ids.append(self._token[child])
             proposal.parents.append(parent)
             proposal.scores.append(-neg_prob)
             if depth < max_depth:
@@ -245,6 +279,7 @@ class SuffixIndex:
         self, frontier: list, order: itertools.count, node: Node, prob: float, index: int, depth: int
     ) -> None:
         node = self._expandable(node)
-        for child in node.children.values():
-            entry = (-prob * child.weight / node.out, next(order), index, depth, child)
+        out = self._out[node]
+        for child in (self._children[node] or {}).values():
+            entry = (-prob * self._weight[child] / out, next(order), index, depth, child)
             heapq.heappush(frontier, entry)
