@@ -219,10 +219,6 @@ class SuffixIndex:
 
     # ---- drafting -------------------------------------------------------------------------------
 
-    def _expandable(self, node: Node) -> Node:
-        # a node at the depth limit has no children; its suffix continues where it left off
-        return self._link[node] if self._depth[node] >= self.max_depth else node
-
     def _best_child(self, node: Node) -> Node:
         best = self._best[node]
         if best == _NONE and self._children[node]:
@@ -233,17 +229,18 @@ class SuffixIndex:
             self._best[node] = best
         return best
 
-    def propose(self, node: Node, max_tokens: int, min_prob: float = 0.0) -> LinearProposal:
-        """Greedy chain from `node`: the most frequent continuation at each step."""
+    def propose(self, node: Node, max_tokens: int, min_prob: float = 0.0, min_depth: int = 1) -> LinearProposal:
+        """Greedy chain after `node`: each token is the most frequent continuation of the longest
+        suffix (of at least `min_depth` tokens) of the context plus the tokens drafted so far."""
         proposal = LinearProposal()
         tokens, scores = proposal.token_ids, proposal.scores
         weights, out, token_of = self._weight, self._out, self._token
         prob = 1.0
         while len(tokens) < max_tokens:
-            node = self._expandable(node)
-            child = self._best_child(node)
-            if child == _NONE:
+            node = self.continuation_point(node, min_depth)
+            if node is None:
                 break
+            child = self._best_child(node)
             prob *= weights[child] / out[node]
             if prob < min_prob:
                 break
@@ -278,7 +275,9 @@ class SuffixIndex:
     def _push_children(
         self, frontier: list, order: itertools.count, node: Node, prob: float, index: int, depth: int
     ) -> None:
-        node = self._expandable(node)
+        node = self.continuation_point(node)
+        if node is None:
+            return
         out = self._out[node]
         for child in (self._children[node] or {}).values():
             entry = (-prob * self._weight[child] / out, next(order), index, depth, child)
