@@ -37,9 +37,9 @@ class DraftShape:
         return self.max_tree_tokens > 0
 
 
-def draft_from_match(index: SuffixIndex, node: Node, request_id: int, max_draft: int, shape: DraftShape) -> Draft:
+def draft_from_match(index: SuffixIndex, node: Node | None, request_id: int, max_draft: int, shape: DraftShape) -> Draft:
     """Draft up to `max_draft` tokens deep after the context whose longest indexed suffix is `node`."""
-    start = index.continuation_point(node, shape.min_match)
+    start = None if node is None else index.continuation_point(node, shape.min_match)
     if start is None:
         return Draft(request_id, scores=[])
     if shape.is_tree:

@@ -51,6 +51,8 @@ class _LiveSequence:
     token_ids: list[int]
     tail: Node
     weight: float
+    followed: Node | None = None  # longest suffix of the sequence followed somewhere by a token
+    synced_at: int = -1  # the index's version when `followed` was last made exact
 
 
 class SuffixIndex:
@@ -67,6 +69,7 @@ class SuffixIndex:
         self.root = ROOT
         self.num_removals = 0  # lets holders of match nodes know when nodes may have been detached
         self._sequences: dict[Hashable, _LiveSequence] = {}
+        self._version = 0  # bumped by every change to the index
         self._token: list[int] = [_NONE]
         self._depth: list[int] = [0]
         self._count: list[int] = [0]  # occurrences (exact, drives removal)
@@ -87,11 +90,27 @@ class SuffixIndex:
 
     def extend(self, seq_id: Hashable, token_ids: Iterable[int]) -> None:
         seq = self._sequences[seq_id]
-        tail, weight = seq.tail, seq.weight
+        tail, weight, followed = seq.tail, seq.weight, seq.followed
+        # Only this sequence changed the index since `followed` was exact: then the longest followed
+        # suffix grows by at most one token per token, and tracking it costs O(1) amortised.
+        is_incremental = seq.synced_at == self._version
         for token in token_ids:
             tail = self._append(tail, token, weight)
             seq.token_ids.append(token)
+            if is_incremental:
+                followed = self.continuation_point(self._children[ROOT if followed is None else followed][token])
         seq.tail = tail
+        seq.followed = followed if is_incremental else self.continuation_point(tail)
+        self._version += 1
+        seq.synced_at = self._version
+
+    def followed_suffix(self, seq_id: Hashable) -> Node | None:
+        """The longest suffix of the sequence that occurs earlier followed by a token (None if none)."""
+        seq = self._sequences[seq_id]
+        if seq.synced_at != self._version:  # other sequences changed the index since
+            seq.followed = self.continuation_point(seq.tail)
+            seq.synced_at = self._version
+        return seq.followed
 
     def remove(self, seq_id: Hashable) -> None:
         seq = self._sequences.pop(seq_id)
@@ -99,6 +118,7 @@ class SuffixIndex:
         for token in seq.token_ids:
             tail = self._unappend(tail, token, seq.weight)
         self.num_removals += 1
+        self._version += 1
 
     def tail(self, seq_id: Hashable) -> Node:
         return self._sequences[seq_id].tail

@@ -174,3 +174,15 @@ def test_removal_leaves_the_same_statistics_as_never_adding(seed):
         a, b = index.match(context), fresh.match(context)
         assert index.depth(a) == fresh.depth(b)
         assert index.children(a) == pytest.approx(fresh.children(b))
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_tracked_followed_suffix_equals_the_walk_from_the_tail(seed):
+    rng = random.Random(seed)
+    index = SuffixIndex(max_depth=5)
+    index.add("a", [])
+    index.add("b", [rng.randrange(3) for _ in range(10)])
+    for _ in range(30):
+        seq_id = "a" if rng.random() < 0.8 else "b"
+        index.extend(seq_id, [rng.randrange(3) for _ in range(rng.randrange(1, 4))])
+        assert index.followed_suffix("a") == index.continuation_point(index.tail("a"))
