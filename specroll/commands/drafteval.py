@@ -75,13 +75,14 @@ def _drafter_factory(args: argparse.Namespace) -> Callable[[], Drafter]:
     shape = DraftShape(min_prob=args.min_prob, max_tree_tokens=args.max_verify if args.tree else 0)
 
     def make() -> Drafter:
+        # the shared index comes first: on equal scores its richer statistics win the tie
         drafters: list[Drafter] = []
-        if args.drafter != "shared":
-            drafters.append(OwnContextDrafter(shape, args.max_depth))
         if args.drafter != "own" and args.mode == "grouped":
             drafters.append(GroupedDrafter(shape, args.max_depth))
         if args.drafter != "own" and args.mode == "history" and args.window > 0:
             drafters.append(HistoryDrafter(args.window, args.decay, shape, args.max_depth))
+        if args.drafter != "shared":
+            drafters.append(OwnContextDrafter(shape, args.max_depth))
         return drafters[0] if len(drafters) == 1 else CombinedDrafter(drafters)
 
     return make
