@@ -67,7 +67,6 @@ class SuffixIndex:
             raise ValueError(f"max_depth must be >= 2, got {max_depth}")
         self.max_depth = max_depth
         self.root = ROOT
-        self.num_removals = 0  # lets holders of match nodes know when nodes may have been detached
         self._sequences: dict[Hashable, _LiveSequence] = {}
         self._version = 0  # bumped by every change to the index
         self._token: list[int] = [_NONE]
@@ -117,7 +116,6 @@ class SuffixIndex:
         tail = ROOT
         for token in seq.token_ids:
             tail = self._unappend(tail, token, seq.weight)
-        self.num_removals += 1
         self._version += 1
 
     def tail(self, seq_id: Hashable) -> Node:
