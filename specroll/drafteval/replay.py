@@ -1,0 +1,96 @@
+"""Replay one recorded response through a drafter, the recorded tokens standing in for the target model.
+
+Each step the drafter proposes up to `max_draft` tokens after the context (prompt + the recorded tokens
+so far). The accepted length is the deepest drafted path equal to the recorded next tokens; the context
+then advances by it plus one bonus token (the target's own token), as in lossless speculative decoding
+with a greedy target. Mean acceptance length = target tokens / steps, bonus included (Seer, Table 2).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+from specroll.drafting.protocol import Draft, Drafter, DraftQuery, RequestInfo
+
+
+@dataclass
+class ReplayStats:
+    """Totals over replayed responses."""
+
+    steps: int = 0  # verification steps (one draft + one bonus token each)
+    target_tokens: int = 0
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0  # drafted tokens that matched, bonus tokens excluded
+    propose_seconds: float = 0.0
+
+    def add(self, other: ReplayStats) -> None:
+        self.steps += other.steps
+        self.target_tokens += other.target_tokens
+        self.drafted_tokens += other.drafted_tokens
+        self.accepted_tokens += other.accepted_tokens
+        self.propose_seconds += other.propose_seconds
+
+    @property
+    def mean_acceptance_length(self) -> float:
+        return self.target_tokens / self.steps if self.steps else 0.0
+
+    @property
+    def us_per_proposal(self) -> float:
+        return 1e6 * self.propose_seconds / self.steps if self.steps else 0.0
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {
+            "mean_acceptance_length": round(self.mean_acceptance_length, 4),
+            "steps": self.steps,
+            "target_tokens": self.target_tokens,
+            "drafted_tokens": self.drafted_tokens,
+            "accepted_tokens": self.accepted_tokens,
+            "us_per_proposal": round(self.us_per_proposal, 2),
+        }
+
+
+def accepted_length(draft: Draft, target: Sequence[int], position: int) -> int:
+    """Depth of the deepest drafted path equal to target[position:]; linear drafts are one path."""
+    depths: list[int] = []  # depth of each drafted token that lies on a matching path, else 0
+    best = 0
+    for i, token in enumerate(draft.token_ids):
+        parent = (i - 1) if draft.parents is None else draft.parents[i]
+        parent_depth = 0 if parent < 0 else depths[parent]
+        on_path = (parent < 0 or parent_depth > 0) and position + parent_depth < len(target)
+        depth = parent_depth + 1 if on_path and target[position + parent_depth] == token else 0
+        depths.append(depth)
+        best = max(best, depth)
+    return best
+
+
+def replay(drafter: Drafter, info: RequestInfo, response: Sequence[int], max_draft: int) -> ReplayStats:
+    """Run one recorded response through `drafter` from `begin` to `finish`."""
+    stats = ReplayStats(target_tokens=len(response))
+    context = list(info.prompt_token_ids)
+    drafter.begin(info)
+    position = 0
+    while position < len(response):
+        query = DraftQuery(info.request_id, info.group_id, context, len(info.prompt_token_ids), max_draft)
+        started = time.perf_counter()
+        draft = drafter.propose([query])[0]
+        stats.propose_seconds += time.perf_counter() - started
+        accepted = accepted_length(draft, response, position)
+        advance = min(accepted + 1, len(response) - position)
+        committed = response[position : position + advance]
+        context.extend(committed)
+        drafter.observe(info.request_id, committed)
+        stats.steps += 1
+        stats.drafted_tokens += draft.num_tokens
+        stats.accepted_tokens += accepted
+        position += advance
+    drafter.finish(info.request_id)
+    return stats
+
+
+def feed(drafter: Drafter, info: RequestInfo, response: Sequence[int]) -> None:
+    """Show `drafter` a whole response as if it had been generated without drafting."""
+    drafter.begin(info)
+    drafter.observe(info.request_id, response)
+    drafter.finish(info.request_id)

@@ -1,0 +1,44 @@
+"""Combining drafters: every member drafts, and each query takes the draft expected to gain most.
+
+A draft's expected gain is the sum of its tokens' scores (path probabilities), i.e. its estimated number
+of accepted tokens, so a short confident draft beats a long doubtful one. Every lifecycle call is
+forwarded to all members, so each keeps its own state.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from specroll.drafting.protocol import BaseDrafter, Draft, Drafter, DraftQuery, RequestInfo
+from specroll.drafting.suffix_draft import expected_accepted
+
+
+class CombinedDrafter(BaseDrafter):
+    """Chooses per query, by score, among the drafts of its member drafters."""
+
+    name = "combined"
+
+    def __init__(self, drafters: Sequence[Drafter]) -> None:
+        if not drafters:
+            raise ValueError("CombinedDrafter needs at least one drafter")
+        self.drafters = list(drafters)
+
+    def begin(self, info: RequestInfo) -> None:
+        for drafter in self.drafters:
+            drafter.begin(info)
+
+    def propose(self, queries: Sequence[DraftQuery]) -> list[Draft]:
+        per_drafter = [drafter.propose(queries) for drafter in self.drafters]
+        return [max(candidates, key=expected_accepted) for candidates in zip(*per_drafter)]
+
+    def observe(self, request_id: int, token_ids: Sequence[int]) -> None:
+        for drafter in self.drafters:
+            drafter.observe(request_id, token_ids)
+
+    def finish(self, request_id: int) -> None:
+        for drafter in self.drafters:
+            drafter.finish(request_id)
+
+    def advance_step(self, step: int) -> None:
+        for drafter in self.drafters:
+            drafter.advance_step(step)

@@ -1,0 +1,54 @@
+"""Turning a match in a `SuffixIndex` into a `Draft`: the one place the draft's shape is decided."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specroll.drafting.protocol import Draft
+from specroll.drafting.suffix_index import Node, SuffixIndex
+
+RESPONSE_START = -1  # marks where a response begins in group and history indexes; never drafted
+
+
+@dataclass(frozen=True)
+class DraftShape:
+    """How a suffix drafter shapes its proposals.
+
+    min_prob:        stop a path once its estimated probability falls below this (0 keeps the budget).
+    max_tree_tokens: 0 for linear drafts; otherwise best-first trees of at most this many tokens,
+                     as deep as the query's budget.
+    min_match:       shortest matched context (in tokens) a draft may start from.
+    """
+
+    min_prob: float = 0.0
+    max_tree_tokens: int = 0
+    min_match: int = 1
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.min_prob <= 1.0:
+            raise ValueError(f"min_prob must lie in [0, 1], got {self.min_prob}")
+        if self.max_tree_tokens < 0:
+            raise ValueError(f"max_tree_tokens must be >= 0, got {self.max_tree_tokens}")
+        if self.min_match < 1:
+            raise ValueError(f"min_match must be >= 1, got {self.min_match}")
+
+    @property
+    def is_tree(self) -> bool:
+        return self.max_tree_tokens > 0
+
+
+def draft_from_match(index: SuffixIndex, node: Node | None, request_id: int, max_draft: int, shape: DraftShape) -> Draft:
+    """Draft up to `max_draft` tokens deep after the context whose longest indexed suffix is `node`."""
+    start = None if node is None else index.continuation_point(node, shape.min_match)
+    if start is None:
+        return Draft(request_id, scores=[])
+    if shape.is_tree:
+        tree = index.propose_tree(start, max_draft, shape.max_tree_tokens, shape.min_prob)
+        return Draft(request_id, tree.token_ids, tree.parents, tree.scores)
+    chain = index.propose(start, max_draft, shape.min_prob)
+    return Draft(request_id, chain.token_ids, None, chain.scores)
+
+
+def expected_accepted(draft: Draft) -> float:
+    """The draft's estimated number of accepted tokens: the sum of its path probabilities."""
+    return sum(draft.scores) if draft.scores else 0.0

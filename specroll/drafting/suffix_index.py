@@ -1,0 +1,302 @@
+"""A depth-limited suffix trie over token sequences, with frequency-scored drafts.
+
+Every substring of length <= `max_depth` of every indexed sequence is a node; a node's `weight` is the
+summed weight of its occurrences and its `out` the weight of those followed by another token, so the
+probability that token c follows the node's string is  weight(child c) / out(node).
+
+Each node keeps a suffix link to the node of its string minus the first token (always present in a
+suffix trie). A sequence's *tail* is the node of its last `max_depth - 1` tokens; the tails of all its
+shorter suffixes are that node's suffix-link chain, so appending a token touches `max_depth` nodes:
+O(depth) per token. Drafting starts from a match node and follows the most probable child; a path
+that reaches `max_depth` continues through its suffix link, so drafts are not cut by the depth limit.
+
+Sequences may carry a weight (the history drafter weights recent training steps more); `count` stays
+an integer occurrence count so that removal is exact whatever the weights.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from dataclasses import dataclass, field
+from typing import Hashable, Iterable, Sequence
+
+DEFAULT_MAX_DEPTH = 48
+
+
+Node = int  # a node's id: an index into the index's per-node arrays
+ROOT: Node = 0
+_NONE = -1
+
+
+@dataclass
+class LinearProposal:
+    """A chain of drafted tokens; scores[i] is the estimated probability that tokens 0..i all match."""
+
+    token_ids: list[int] = field(default_factory=list)
+    scores: list[float] = field(default_factory=list)
+
+
+@dataclass
+class TreeProposal:
+    """Drafted tokens as a tree: parents[i] indexes token i's parent, -1 for the match point."""
+
+    token_ids: list[int] = field(default_factory=list)
+    parents: list[int] = field(default_factory=list)
+    scores: list[float] = field(default_factory=list)
+
+
+@dataclass
+class _LiveSequence:
+    token_ids: list[int]
+    tail: Node
+    weight: float
+    followed: Node | None = None  # longest suffix of the sequence followed somewhere by a token
+    synced_at: int = -1  # the index's version when `followed` was last made exact
+
+
+class SuffixIndex:
+    """Suffix trie of live and finished sequences, keyed by a caller-chosen sequence id.
+
+    Nodes live in parallel arrays indexed by node id rather than as objects: millions of small
+    objects would make Python's cycle collector rescan them again and again as the index grows.
+    """
+
+    def __init__(self, max_depth: int = DEFAULT_MAX_DEPTH) -> None:
+        if max_depth < 2:
+            raise ValueError(f"max_depth must be >= 2, got {max_depth}")
+        self.max_depth = max_depth
+        self.root = ROOT
+        self._sequences: dict[Hashable, _LiveSequence] = {}
+        self._version = 0  # bumped by every change to the index
+        self._token: list[int] = [_NONE]
+        self._depth: list[int] = [0]
+        self._count: list[int] = [0]  # occurrences (exact, drives removal)
+        self._weight: list[float] = [0.0]  # summed weight of occurrences
+        self._out: list[float] = [0.0]  # summed weight of occurrences followed by a token
+        self._children: list[dict[int, Node] | None] = [None]  # token -> child
+        self._best: list[Node] = [_NONE]  # heaviest child; _NONE when unknown
+        self._link: list[Node] = [_NONE]  # suffix link; _NONE only at the root
+        self._free: list[Node] = []
+
+    # ---- sequences ------------------------------------------------------------------------------
+
+    def add(self, seq_id: Hashable, token_ids: Iterable[int] = (), weight: float = 1.0) -> None:
+        if seq_id in self._sequences:
+            raise ValueError(f"sequence {seq_id!r} is already indexed")
+        self._sequences[seq_id] = _LiveSequence([], ROOT, weight)
+        self.extend(seq_id, token_ids)
+
+    def extend(self, seq_id: Hashable, token_ids: Iterable[int]) -> None:
+        seq = self._sequences[seq_id]
+        tail, weight, followed = seq.tail, seq.weight, seq.followed
+        # Only this sequence changed the index since `followed` was exact: then the longest followed
+        # suffix grows by at most one token per token, and tracking it costs O(1) amortised.
+        is_incremental = seq.synced_at == self._version
+        for token in token_ids:
+            tail = self._append(tail, token, weight)
+            seq.token_ids.append(token)
+            if is_incremental:
+                followed = self.continuation_point(self._children[ROOT if followed is None else followed][token])
+        seq.tail = tail
+        seq.followed = followed if is_incremental else self.continuation_point(tail)
+        self._version += 1
+        seq.synced_at = self._version
+
+    def followed_suffix(self, seq_id: Hashable) -> Node | None:
+        """The longest suffix of the sequence that occurs earlier followed by a token (None if none)."""
+        seq = self._sequences[seq_id]
+        if seq.synced_at != self._version:  # other sequences changed the index since
+            seq.followed = self.continuation_point(seq.tail)
+            seq.synced_at = self._version
+        return seq.followed
+
+    def remove(self, seq_id: Hashable) -> None:
+        seq = self._sequences.pop(seq_id)
+        tail = ROOT
+        for token in seq.token_ids:
+            tail = self._unappend(tail, token, seq.weight)
+        self._version += 1
+
+    def tail(self, seq_id: Hashable) -> Node:
+        return self._sequences[seq_id].tail
+
+    def __contains__(self, seq_id: Hashable) -> bool:
+        return seq_id in self._sequences
+
+    @property
+    def num_sequences(self) -> int:
+        return len(self._sequences)
+
+    def num_nodes(self) -> int:
+        return len(self._token) - len(self._free)
+
+    def depth(self, node: Node) -> int:
+        return self._depth[node]
+
+    def children(self, node: Node) -> dict[int, float]:
+        """Token -> probability of following `node`'s string."""
+        kids = self._children[node] or {}
+        return {token: self._weight[child] / self._out[node] for token, child in kids.items()}
+
+    def _new_node(self, token: int, depth: int) -> Node:
+        if self._free:
+            node = self._free.pop()
+            self._token[node], self._depth[node] = token, depth
+            self._count[node], self._weight[node], self._out[node] = 0, 0.0, 0.0
+            self._children[node], self._best[node], self._link[node] = None, _NONE, _NONE
+            return node
+        self._token.append(token)
+        self._depth.append(depth)
+        self._count.append(0)
+        self._weight.append(0.0)
+        self._out.append(0.0)
+        self._children.append(None)
+        self._best.append(_NONE)
+        self._link.append(_NONE)
+        return len(self._token) - 1
+
+    def _append(self, tail: Node, token: int, weight: float) -> Node:
+        """Extend every suffix ending at `tail` by `token`; return the new tail."""
+        children, count, weights, out = self._children, self._count, self._weight, self._out
+        best, link, depth, max_depth = self._best, self._link, self._depth, self.max_depth
+        node, previous, new_tail = tail, _NONE, _NONE
+        while node != _NONE:
+            kids = children[node]
+            if kids is None:
+                kids = children[node] = {}
+            child = kids.get(token)
+            if child is None:
+                child = kids[token] = self._new_node(token, depth[node] + 1)
+            count[child] += 1
+            weights[child] += weight
+            out[node] += weight
+            b = best[node]
+            if b != _NONE and weights[child] >= weights[b]:
+                best[node] = child  # ties go to the most recent continuation
+            if previous != _NONE and link[previous] == _NONE:
+                link[previous] = child
+            if new_tail == _NONE and depth[child] < max_depth:
+                new_tail = child
+            previous = child
+            node = link[node]
+        link[previous] = ROOT  # the depth-1 node
+        return new_tail
+
+    def _unappend(self, tail: Node, token: int, weight: float) -> Node:
+        """Undo one `_append` of a sequence being replayed from its start."""
+        children, count, weights, out, best, link = (
+            self._children, self._count, self._weight, self._out, self._best, self._link
+        )
+        node, new_tail = tail, _NONE
+        while node != _NONE:
+            child = children[node][token]
+            count[child] -= 1
+            weights[child] -= weight
+            out[node] -= weight
+            if best[node] == child:
+                best[node] = _NONE
+            if new_tail == _NONE and self._depth[child] < self.max_depth:
+                new_tail = child
+            if count[child] == 0:
+                # detached; its subtree empties as the replay goes on, so its id is free to reuse
+                del children[node][token]
+                self._free.append(child)
+            node = link[node]
+        return new_tail
+
+    # ---- matching -------------------------------------------------------------------------------
+
+    def step(self, node: Node, token: int) -> Node:
+        """The longest indexed suffix of (node's string + token), capped below `max_depth`."""
+        children, link = self._children, self._link
+        while True:
+            kids = children[node]
+            if kids and token in kids:
+                child = kids[token]
+                return link[child] if self._depth[child] >= self.max_depth else child
+            if node == ROOT:
+                return ROOT
+            node = link[node]
+
+    def match(self, context: Sequence[int]) -> Node:
+        """Longest indexed suffix of `context` (at most `max_depth - 1` tokens)."""
+        node = ROOT
+        for token in context[max(0, len(context) - self.max_depth) :]:
+            node = self.step(node, token)
+        return node
+
+    def continuation_point(self, node: Node, min_depth: int = 1) -> Node | None:
+        """The longest suffix of `node`'s string that was followed by some token, or None."""
+        children, depth, link = self._children, self._depth, self._link
+        while depth[node] >= min_depth:
+            if children[node]:
+                return node
+            node = link[node]
+        return None
+
+    # ---- drafting -------------------------------------------------------------------------------
+
+    def _best_child(self, node: Node) -> Node:
+        best = self._best[node]
+        if best == _NONE and self._children[node]:
+            weights = self._weight
+            for child in self._children[node].values():  # insertion order: ties go to the most recent
+                if best == _NONE or weights[child] >= weights[best]:
+                    best = child
+            self._best[node] = best
+        return best
+
+    def propose(self, node: Node, max_tokens: int, min_prob: float = 0.0, min_depth: int = 1) -> LinearProposal:
+        """Greedy chain after `node`: each token is the most frequent continuation of the longest
+        suffix (of at least `min_depth` tokens) of the context plus the tokens drafted so far."""
+        proposal = LinearProposal()
+        tokens, scores = proposal.token_ids, proposal.scores
+        weights, out, token_of = self._weight, self._out, self._token
+        prob = 1.0
+        while len(tokens) < max_tokens:
+            node = self.continuation_point(node, min_depth)
+            if node is None:
+                break
+            child = self._best_child(node)
+            prob *= weights[child] / out[node]
+            if prob < min_prob:
+                break
+            tokens.append(token_of[child])
+            scores.append(prob)
+            node = child
+        return proposal
+
+    def propose_tree(
+        self, node: Node, max_depth: int, max_nodes: int, min_prob: float = 0.0
+    ) -> TreeProposal:
+        """Best-first tree from `node`: repeatedly add the most probable path extension.
+
+        Path probabilities only shrink along a path, so parents are always added before children.
+        """
+        proposal = TreeProposal()
+        order = itertools.count()  # heap tie-breaker: earlier pushes first
+        frontier: list[tuple[float, int, int, int, Node]] = []  # (-prob, order, parent, depth, node)
+        self._push_children(frontier, order, node, 1.0, -1, 1)
+        while frontier and len(proposal.token_ids) < max_nodes:
+            neg_prob, _, parent, depth, child = heapq.heappop(frontier)
+            if -neg_prob < min_prob:
+                break
+            index = len(proposal.token_ids)
+            proposal.token_ids.append(self._token[child])
+            proposal.parents.append(parent)
+            proposal.scores.append(-neg_prob)
+            if depth < max_depth:
+                self._push_children(frontier, order, child, -neg_prob, index, depth + 1)
+        return proposal
+
+    def _push_children(
+        self, frontier: list, order: itertools.count, node: Node, prob: float, index: int, depth: int
+    ) -> None:
+        node = self.continuation_point(node)
+        if node is None:
+            return
+        out = self._out[node]
+        for child in (self._children[node] or {}).values():
+            entry = (-prob * self._weight[child] / out, next(order), index, depth, child)
+            heapq.heappush(frontier, entry)

@@ -1,0 +1,169 @@
+"""Own-context, grouped, history and combined drafters: literal drafts through the protocol."""
+
+import pytest
+
+from specroll.drafting.combined import CombinedDrafter
+from specroll.drafting.grouped import GroupedDrafter
+from specroll.drafting.history import HistoryDrafter
+from specroll.drafting.own_context import OwnContextDrafter
+from specroll.drafting.protocol import BaseDrafter, Draft, Drafter, DraftQuery, RequestInfo
+from specroll.drafting.suffix_draft import DraftShape
+
+
+def query(request_id, context=(), group_id=0, max_draft=4):
+    return DraftQuery(request_id, group_id, list(context), 0, max_draft)
+
+
+def draft_of(drafter, request_id, group_id=0, max_draft=4):
+    return drafter.propose([query(request_id, group_id=group_id, max_draft=max_draft)])[0]
+
+
+def feed(drafter, request_id, group_id, tokens, step=0):
+    drafter.begin(RequestInfo(request_id, group_id, (), step))
+    drafter.observe(request_id, tokens)
+    drafter.finish(request_id)
+
+
+@pytest.mark.parametrize("cls", [OwnContextDrafter, GroupedDrafter, HistoryDrafter])
+def test_drafters_follow_the_protocol(cls):
+    assert isinstance(cls(), Drafter)
+
+
+def test_own_context_drafts_from_prompt_and_output():
+    drafter = OwnContextDrafter()
+    drafter.begin(RequestInfo(1, 0, (5, 6, 7, 8)))
+    drafter.observe(1, [9, 5, 6])
+    draft = draft_of(drafter, 1)
+    assert draft.token_ids == [7, 8, 9, 5]
+    assert draft.parents is None
+    assert draft.scores == [1.0, 1.0, 1.0, 1.0]
+
+
+def test_own_context_tree_draft():
+    drafter = OwnContextDrafter(DraftShape(max_tree_tokens=3))
+    drafter.begin(RequestInfo(1, 0, (1, 2, 1, 3, 1)))
+    draft = draft_of(drafter, 1, max_draft=2)
+    assert draft.token_ids == [2, 3, 1]  # equal paths: the one indexed first is expanded first
+    assert draft.parents == [-1, -1, 0]
+    assert draft.scores == [0.5, 0.5, 0.5]
+
+
+def test_own_context_forgets_finished_requests():
+    drafter = OwnContextDrafter()
+    drafter.begin(RequestInfo(1, 0, (1, 2, 1)))
+    drafter.finish(1)
+    with pytest.raises(KeyError):
+        draft_of(drafter, 1)
+
+
+def test_grouped_drafts_from_a_finished_sibling():
+    drafter = GroupedDrafter()
+    feed(drafter, 1, 0, [10, 11, 12, 13, 14])
+    drafter.begin(RequestInfo(2, 0, ()))
+    assert draft_of(drafter, 2).token_ids == [10, 11, 12, 13]  # response start: the sibling's opening
+    drafter.observe(2, [99, 12])
+    assert draft_of(drafter, 2).token_ids == [13, 14]
+
+
+def test_grouped_sees_live_sibling_tokens_at_once():
+    drafter = GroupedDrafter()
+    drafter.begin(RequestInfo(1, 0, ()))
+    drafter.begin(RequestInfo(2, 0, ()))
+    drafter.observe(2, [7, 8])
+    assert draft_of(drafter, 2).token_ids == []
+    drafter.observe(1, [7, 8, 9, 4])
+    draft = draft_of(drafter, 2)
+    assert draft.token_ids == [9, 4]
+    assert draft.scores == [1.0, 1.0]
+
+
+def test_grouped_keeps_groups_apart_and_evicts_them():
+    drafter = GroupedDrafter()
+    feed(drafter, 1, 0, [1, 2, 3])
+    drafter.begin(RequestInfo(2, 1, ()))
+    drafter.observe(2, [1, 2])
+    assert draft_of(drafter, 2, group_id=1).token_ids == []
+    drafter.finish(2)
+    drafter.advance_step(1)
+    assert drafter.num_groups == 0
+
+
+def test_grouped_keeps_a_group_with_live_requests_across_steps():
+    drafter = GroupedDrafter()
+    feed(drafter, 1, 0, [1, 2, 3])
+    drafter.begin(RequestInfo(2, 0, ()))
+    drafter.advance_step(1)
+    assert drafter.num_groups == 1
+    drafter.evict(0)
+    assert drafter.num_groups == 0
+
+
+def test_history_uses_previous_steps_only():
+    drafter = HistoryDrafter(window=2)
+    feed(drafter, 1, 7, [1, 2, 3, 4], step=0)
+    drafter.begin(RequestInfo(2, 7, (), step=0))
+    drafter.observe(2, [1, 2])
+    assert draft_of(drafter, 2, group_id=7).token_ids == []  # step 0's responses join at step 1
+    drafter.finish(2)
+    drafter.advance_step(1)
+    drafter.begin(RequestInfo(3, 7, (), step=1))
+    drafter.observe(3, [1, 2])
+    draft = draft_of(drafter, 3, group_id=7)
+    assert draft.token_ids == [3, 4]
+    # step 0 held [1, 2, 3, 4] and [1, 2]; only occurrences followed by a token count
+    assert draft.scores == [1.0, 1.0]
+
+
+def test_history_weights_recent_steps_more():
+    drafter = HistoryDrafter(window=3, decay=0.5)
+    feed(drafter, 1, 0, [1, 2, 3], step=0)
+    drafter.advance_step(1)
+    feed(drafter, 2, 0, [1, 2, 4], step=1)
+    drafter.advance_step(2)
+    drafter.begin(RequestInfo(3, 0, (), step=2))
+    drafter.observe(3, [1, 2])
+    draft = draft_of(drafter, 3)
+    assert draft.token_ids == [4]
+    assert draft.scores == pytest.approx([2 / 3])
+
+
+def test_history_window_slides_out_old_steps():
+    drafter = HistoryDrafter(window=1)
+    feed(drafter, 1, 0, [1, 2, 3], step=0)
+    drafter.advance_step(1)
+    feed(drafter, 2, 0, [5, 6, 7], step=1)
+    drafter.advance_step(2)
+    assert drafter.num_responses(0) == 1
+    drafter.begin(RequestInfo(3, 0, (), step=2))
+    drafter.observe(3, [1, 2])
+    assert draft_of(drafter, 3).token_ids == []
+    drafter.observe(3, [5])
+    assert draft_of(drafter, 3).token_ids == [6, 7]
+    drafter.finish(3)
+    drafter.evict(0)
+    assert drafter.num_problems == 0
+
+
+class _Fixed(BaseDrafter):
+    def __init__(self, tokens, scores):
+        self.tokens, self.scores, self.calls = tokens, scores, []
+
+    def propose(self, queries):
+        return [Draft(q.request_id, list(self.tokens), None, list(self.scores)) for q in queries]
+
+    def observe(self, request_id, token_ids):
+        self.calls.append((request_id, list(token_ids)))
+
+
+def test_combined_takes_the_draft_with_the_highest_expected_gain():
+    short_sure = _Fixed([1, 2], [1.0, 0.9])
+    long_doubtful = _Fixed([3, 4, 5, 6], [0.6, 0.4, 0.3, 0.2])
+    combined = CombinedDrafter([long_doubtful, short_sure])
+    assert combined.propose([query(1)])[0].token_ids == [1, 2]
+    combined.observe(1, [1])
+    assert short_sure.calls == long_doubtful.calls == [(1, [1])]
+
+
+def test_combined_ties_go_to_the_first_drafter():
+    combined = CombinedDrafter([_Fixed([1], [1.0]), _Fixed([2], [1.0])])
+    assert combined.propose([query(1)])[0].token_ids == [1]
