@@ -6,7 +6,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from specroll.drafting.combined import CombinedDrafter
+from specroll.drafting.grouped import GroupedDrafter
+from specroll.drafting.history import HistoryDrafter
+from specroll.drafting.own_context import OwnContextDrafter
 from specroll.drafting.prompt_lookup import PromptLookupDrafter
+from specroll.drafting.suffix_draft import DraftShape
 from specroll.drafting.protocol import Drafter
 
 
@@ -34,12 +39,28 @@ def _draft_model(ctx: DrafterContext) -> Drafter:
                                              sample=ctx.verify == "rejection", seed=ctx.seed, device=ctx.device)
 
 
+def _suffix(tree_tokens: int) -> Callable[[DrafterContext], Drafter]:
+    """Grouped siblings, a problem's recent training steps and the request's own context, the best
+    draft by score per query (Seer §4.4, DAS §4.1)."""
+
+    def build(ctx: DrafterContext) -> Drafter:
+        shape = DraftShape(max_tree_tokens=tree_tokens)
+        return CombinedDrafter([GroupedDrafter(shape), HistoryDrafter(shape=shape), OwnContextDrafter(shape)])
+
+    return build
+
+
 _FACTORIES: dict[str, Callable[[DrafterContext], Drafter]] = {
     "prompt-lookup": lambda ctx: PromptLookupDrafter(),
+    "own-context": lambda ctx: OwnContextDrafter(),
+    "grouped": lambda ctx: GroupedDrafter(),
+    "history": lambda ctx: HistoryDrafter(),
+    "suffix": _suffix(0),
+    "suffix-tree": _suffix(16),
     "draft-model": _draft_model,
 }
 
-DEFAULT_DRAFTER = "prompt-lookup"
+DEFAULT_DRAFTER = "suffix"
 
 
 def register(name: str, factory: Callable[[DrafterContext], Drafter]) -> None:

@@ -57,6 +57,12 @@ class Engine:
         if bad:
             raise ValueError(f"request {request.request_id}: token ids {bad[:5]} outside the vocabulary 0..{vocab - 1}")
 
+    def advance_step(self, step: int) -> None:
+        """The RL trainer moved to training step `step`: history drafters roll their window."""
+        self.training_step = step
+        if self.drafter is not None:
+            self.drafter.advance_step(step)
+
     @property
     def has_unfinished(self) -> bool:
         return self.scheduler.has_unfinished

@@ -94,3 +94,32 @@ def test_tree_drafts_are_lossless(qwen2_dir, params):
     spec = rollout(qwen2_dir, workload(**params), tree, FixedDraftLength(5))
     assert_same_rollout(plain, spec)
     assert rollout.last_engine.telemetry.mean_acceptance_length > 2.5
+
+
+@pytest.mark.parametrize("name", ["prompt-lookup", "own-context", "grouped", "history", "suffix", "suffix-tree"])
+def test_every_registered_model_free_drafter_is_lossless(qwen2_dir, name):
+    from specroll.drafting.registry import DrafterContext, make_drafter
+
+    plain = rollout(qwen2_dir, workload())
+    drafter = make_drafter(name, DrafterContext(vocab_size=97))
+    spec = rollout(qwen2_dir, workload(), drafter, FixedDraftLength(6))
+    assert_same_rollout(plain, spec)
+    if name != "history":  # history drafts only from earlier training steps
+        assert rollout.last_engine.telemetry.acceptance_rate > 0
+
+
+def test_history_drafter_learns_across_training_steps(qwen2_dir):
+    from specroll.drafting.history import HistoryDrafter
+    from helpers import make_engine
+    from specroll.engine.engine import add_requests
+
+    engine = make_engine(qwen2_dir, HistoryDrafter(), FixedDraftLength(6))
+    for step in range(2):
+        engine.advance_step(step)
+        requests = workload()
+        for r in requests:
+            r.request_id += 1000 * step
+        add_requests(engine, requests)
+        engine.run()
+    # step 1 repeats step 0's prompts (and samples): its history drafts are accepted
+    assert engine.telemetry.acceptance_rate > 0.3
