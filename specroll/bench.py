@@ -1,14 +1,22 @@
-"""Side-by-side systems on one workload, in one process, so ratios hold on a noisy machine."""
+"""Side-by-side systems on one workload, in one process, so ratios hold on a noisy machine.
+
+Systems: `plain` (this engine, no speculation), `speculative` (the default drafter and policy),
+`speculative:<policy>` (the default drafter under another policy), `oracle` (the default policy
+with drafts replayed from the plain rollout: the most any drafter can gain under it) and
+`hf-generate` (Hugging Face `transformers` `generate` on the same checkpoint and batch size).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable
 
 from specroll.baselines.hf_generate import hf_generate
-from specroll.rollout import RolloutConfig, run_rollout
+from specroll.drafting.oracle import OracleDrafter
+from specroll.rollout import RolloutConfig, RolloutResult, run_rollout
 from specroll.tasks import get_task
 from specroll.tokenizer import load_tokenizer
+
+DEFAULT_SYSTEMS = ("plain", "speculative", "hf-generate")
 
 
 @dataclass(frozen=True)
@@ -21,32 +29,50 @@ class BenchRow:
     forward_passes: int | None = None
 
 
-def engine_row(system: str, config: RolloutConfig) -> BenchRow:
-    s = run_rollout(config).summary
+class Bench:
+    def __init__(self, config: RolloutConfig) -> None:
+        self.config = config
+        self._plain: RolloutResult | None = None
+
+    def row(self, system: str) -> BenchRow:
+        if system == "plain":
+            return _engine_row(system, self.plain())
+        if system == "speculative":
+            return _engine_row(system, run_rollout(replace(self.config, speculate="on")))
+        if system.startswith("speculative:"):
+            policy = system.split(":", 1)[1]
+            return _engine_row(system, run_rollout(replace(self.config, speculate="on", policy=policy)))
+        if system == "oracle":
+            outputs = {r.request_id: r.token_ids for r in self.plain().records}
+            return _engine_row(system, run_rollout(replace(self.config, speculate="on"), drafter=OracleDrafter(outputs)))
+        if system == "hf-generate":
+            return self._hf_generate_row()
+        raise ValueError(f"unknown system {system!r}; known: plain, speculative, speculative:<policy>, "
+                         "oracle, hf-generate")
+
+    def plain(self) -> RolloutResult:
+        if self._plain is None:
+            self._plain = run_rollout(replace(self.config, speculate="off"))
+        return self._plain
+
+    def _hf_generate_row(self) -> BenchRow:
+        config = self.config
+        tokenizer = load_tokenizer(config.model_dir)
+        problems = get_task(config.task).problems(config.num_prompts, config.seed)
+        prompts = [tokenizer.encode(p.prompt) for p in problems for _ in range(config.n)]
+        run = hf_generate(config.model_dir, prompts, config.max_tokens, config.temperature, config.top_k,
+                          config.top_p, config.max_batch_size, config.seed)
+        return BenchRow("hf-generate", run.makespan_s, run.output_tokens, run.output_tokens / run.makespan_s)
+
+
+def _engine_row(system: str, result: RolloutResult) -> BenchRow:
+    s = result.summary
     return BenchRow(system, s.makespan_s, s.output_tokens, s.tokens_per_s, s.mean_acceptance_length,
                     s.forward_passes)
 
 
-def hf_generate_row(config: RolloutConfig) -> BenchRow:
-    tokenizer = load_tokenizer(config.model_dir)
-    problems = get_task(config.task).problems(config.num_prompts, config.seed)
-    prompts = [tokenizer.encode(p.prompt) for p in problems for _ in range(config.n)]
-    run = hf_generate(config.model_dir, prompts, config.max_tokens, config.temperature, config.top_k,
-                      config.top_p, config.max_batch_size, config.seed)
-    return BenchRow("hf-generate", run.makespan_s, run.output_tokens, run.output_tokens / run.makespan_s)
-
-
-SYSTEMS: dict[str, Callable[[RolloutConfig], BenchRow]] = {
-    "plain": lambda config: engine_row("plain", replace(config, speculate="off")),
-    "speculative": lambda config: engine_row("speculative", replace(config, speculate="on")),
-    "hf-generate": hf_generate_row,
-}
-
-
 def run_bench(config: RolloutConfig, systems: list[str], warmup: bool = True) -> list[BenchRow]:
-    unknown = [s for s in systems if s not in SYSTEMS]
-    if unknown:
-        raise ValueError(f"unknown systems {unknown}; known: {', '.join(SYSTEMS)}")
     if warmup:  # first-call costs (allocator, kernels, imports) are not any system's
         run_rollout(replace(config, num_prompts=1, n=2, max_tokens=8))
-    return [SYSTEMS[name](config) for name in systems]
+    bench = Bench(config)
+    return [bench.row(name) for name in systems]

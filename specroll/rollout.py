@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from specroll.drafting.protocol import Drafter
 from specroll.drafting.registry import DEFAULT_DRAFTER, DrafterContext, make_drafter
 from specroll.engine.config import EngineConfig
 from specroll.engine.engine import Engine, add_requests, torch_dtype
@@ -54,6 +55,7 @@ class RolloutConfig:
 
 @dataclass
 class RolloutRecord:
+    request_id: int
     prompt_id: int
     sample: int
     token_ids: list[int]
@@ -84,15 +86,24 @@ class RolloutResult:
     telemetry: list[dict] = field(default_factory=list)
 
     def write_jsonl(self, path: str | Path) -> None:
-        with open(path, "w") as f:
-            for record in self.records:
-                f.write(json.dumps(asdict(record)) + "\n")
+        _write_jsonl(path, [asdict(r) for r in self.records])
+
+    def write_telemetry(self, path: str | Path) -> None:
+        """One object per verification forward: batch, per-request drafted/accepted, times."""
+        _write_jsonl(path, self.telemetry)
+
+
+def _write_jsonl(path: str | Path, rows: list[dict]) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
 
 
 ProgressFn = Callable[[Engine, int, int], None]  # engine, finished requests, output tokens so far
 
 
-def build_engine(config: RolloutConfig, longest_prompt: int) -> Engine:
+def build_engine(config: RolloutConfig, longest_prompt: int, drafter: Drafter | None = None) -> Engine:
     """An engine whose cache fits the longest prompt plus max_tokens (within the model's positions)."""
     max_positions = read_config(config.model_dir).max_position_embeddings
     engine_config = EngineConfig(max_batch_size=config.max_batch_size, max_draft=config.max_draft,
@@ -100,8 +111,7 @@ def build_engine(config: RolloutConfig, longest_prompt: int) -> Engine:
                                  verify=config.verify, seed=config.seed)
     runner = ModelRunner.from_pretrained(config.model_dir, engine_config.max_batch_size,
                                          engine_config.cache_capacity, torch_dtype(engine_config.dtype))
-    drafter = None
-    if config.drafter_name is not None:
+    if drafter is None and config.drafter_name is not None:
         context = DrafterContext(runner.config.vocab_size, config.draft_model_dir, seed=config.seed,
                                  max_batch_size=config.max_batch_size, max_model_len=engine_config.max_model_len,
                                  max_draft=config.max_draft, verify=config.verify)
@@ -110,12 +120,14 @@ def build_engine(config: RolloutConfig, longest_prompt: int) -> Engine:
     return Engine(runner, engine_config, drafter, policy, step=config.step)
 
 
-def run_rollout(config: RolloutConfig, progress: ProgressFn | None = None) -> RolloutResult:
+def run_rollout(config: RolloutConfig, progress: ProgressFn | None = None,
+                drafter: Drafter | None = None) -> RolloutResult:
+    """Run the rollout; `drafter` overrides the one `config.speculate` names (e.g. an oracle)."""
     task = get_task(config.task)
     tokenizer = load_tokenizer(config.model_dir)
     problems = task.problems(config.num_prompts, config.seed)
     prompts = {p.prompt_id: tuple(tokenizer.encode(p.prompt)) for p in problems}
-    engine = build_engine(config, max(map(len, prompts.values())))
+    engine = build_engine(config, max(map(len, prompts.values())), drafter)
     params = SamplingParams(config.max_tokens, config.temperature, config.top_k, config.top_p,
                             stop_token_ids=tokenizer.stop_token_ids)
     requests = [Request(p.prompt_id * config.n + s, p.prompt_id, s, prompts[p.prompt_id], params)
@@ -143,7 +155,7 @@ def _run(engine: Engine, requests: list[Request], progress: ProgressFn | None) -
 def _record(request: Request, tokenizer, task, problem, error: str | None) -> RolloutRecord:
     text = tokenizer.decode(request.output_token_ids)
     reward = None if error else task.reward(problem, text)
-    return RolloutRecord(request.group_id, request.sample_index, request.output_token_ids,
+    return RolloutRecord(request.request_id, request.group_id, request.sample_index, request.output_token_ids,
                          request.output_logprobs, text, reward, request.finish_reason,
                          request.num_preemptions, error)
 

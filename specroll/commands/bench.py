@@ -7,7 +7,7 @@ import json
 import platform
 from dataclasses import asdict
 
-from specroll.bench import SYSTEMS, BenchRow, run_bench
+from specroll.bench import DEFAULT_SYSTEMS, BenchRow, run_bench
 from specroll.commands.rollout import add_rollout_arguments, config_from_args
 
 
@@ -15,7 +15,8 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser("bench", help="compare systems on one workload")
     add_rollout_arguments(parser)
     parser.set_defaults(num_prompts=16, n=8, max_batch_size=32)
-    parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated, from {', '.join(SYSTEMS)}")
+    parser.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS),
+                        help="comma-separated: plain, speculative, speculative:<policy>, oracle, hf-generate")
     parser.add_argument("--json", action="store_true", help="print one line of JSON")
     parser.set_defaults(func=run)
 

@@ -42,6 +42,8 @@ def register(subparsers) -> None:
     add_rollout_arguments(parser)
     parser.add_argument("--speculate", default="on", help="off | on (default drafter) | a drafter's name")
     parser.add_argument("--out", type=Path, default=Path("rollout.jsonl"))
+    parser.add_argument("--telemetry", type=Path, default=None,
+                        help="also write per-forward telemetry as JSONL (default: OUT with .telemetry.jsonl)")
     parser.add_argument("--no-progress", action="store_true")
     parser.set_defaults(func=run)
 
@@ -50,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     result = run_with_progress(config, show=not args.no_progress)
     result.write_jsonl(args.out)
+    result.write_telemetry(args.telemetry or args.out.with_suffix(".telemetry.jsonl"))
     print_summary(result, config, args.out)
     return 0
 

@@ -153,6 +153,9 @@ class Engine:
             num_emitted=sum(len(t) for t in result.token_ids),
             forward_seconds=forward_seconds,
             draft_seconds=draft_seconds,
+            request_ids=tuple(r.request_id for r in requests),
+            drafted=tuple(d.num_tokens for d in drafts),
+            accepted=tuple(result.num_accepted),
         )
         self.policy.observe(stats)
         self.telemetry.record_decode(stats)

@@ -42,6 +42,9 @@ class StepStats:
     num_emitted: int  # tokens committed (accepted + one per request)
     forward_seconds: float
     draft_seconds: float
+    request_ids: tuple[int, ...] = ()  # the batch, in order
+    drafted: tuple[int, ...] = ()  # draft tokens verified, per request
+    accepted: tuple[int, ...] = ()  # of those, accepted, per request
 
 
 @runtime_checkable

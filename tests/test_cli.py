@@ -1,0 +1,60 @@
+"""The command line on the bundled default: rollout JSONL and summary, bench JSON, bad flags."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specroll.cli import main
+
+SMALL = ["--num-prompts", "4", "--n", "3", "--max-tokens", "64", "--max-batch-size", "8"]
+FIELDS = {"prompt_id", "sample", "token_ids", "logprobs", "text", "reward", "finish_reason"}
+
+
+def read_jsonl(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_rollout_writes_records_and_telemetry(tmp_path, capsys):
+    out = tmp_path / "r.jsonl"
+    assert main(["rollout", *SMALL, "--out", str(out), "--no-progress"]) == 0
+    records = read_jsonl(out)
+    assert len(records) == 12 and FIELDS <= set(records[0])
+    assert {(r["prompt_id"], r["sample"]) for r in records} == {(p, s) for p in range(4) for s in range(3)}
+    for r in records:
+        assert len(r["token_ids"]) == len(r["logprobs"]) > 0
+        assert r["finish_reason"] in ("stop", "length") and r["reward"] in (0.0, 1.0)
+    assert read_jsonl(out.with_suffix(".telemetry.jsonl"))
+    assert "mean acceptance length" in capsys.readouterr().out
+
+
+def test_speculative_and_plain_rollouts_are_identical(tmp_path):
+    plain, spec = tmp_path / "plain.jsonl", tmp_path / "spec.jsonl"
+    assert main(["rollout", *SMALL, "--speculate", "off", "--out", str(plain), "--no-progress"]) == 0
+    assert main(["rollout", *SMALL, "--speculate", "on", "--out", str(spec), "--no-progress"]) == 0
+    a, b = read_jsonl(plain), read_jsonl(spec)
+    assert [r["token_ids"] for r in a] == [r["token_ids"] for r in b]
+    assert all(abs(x - y) <= 1e-5 for ra, rb in zip(a, b) for x, y in zip(ra["logprobs"], rb["logprobs"]))
+
+
+def test_bench_json(capsys):
+    assert main(["bench", *SMALL, "--systems", "plain,speculative,oracle,hf-generate", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rows"]
+    assert [r["system"] for r in rows] == ["plain", "speculative", "oracle", "hf-generate"]
+    for r in rows:
+        assert r["makespan_s"] > 0 and r["output_tokens"] > 0 and r["tokens_per_s"] > 0
+    assert rows[2]["mean_acceptance_length"] > rows[0]["mean_acceptance_length"]
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--temperature", "-1"], "temperature"),
+    (["--top-p", "0"], "top_p"),
+    (["--max-tokens", "0"], "max_tokens"),
+    (["--speculate", "nonsense"], "unknown drafter"),
+    (["--policy", "nonsense"], "unknown policy"),
+    (["--model", "/nonexistent"], "does not exist"),
+])
+def test_bad_flags_give_clear_errors(flags, message, tmp_path, capsys):
+    assert main(["rollout", *SMALL, *flags, "--out", str(tmp_path / "x.jsonl"), "--no-progress"]) == 2
+    assert message in capsys.readouterr().err
