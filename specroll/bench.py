@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 
 from specroll.baselines.hf_generate import hf_generate
 from specroll.drafting.oracle import OracleDrafter
-from specroll.rollout import RolloutConfig, RolloutResult, run_rollout
+from specroll.rollout import RolloutConfig, RolloutResult, apply_threads, run_rollout
 from specroll.tasks import get_task
 from specroll.tokenizer import load_tokenizer
 
@@ -33,6 +33,7 @@ class Bench:
     def __init__(self, config: RolloutConfig) -> None:
         self.config = config
         self._plain: RolloutResult | None = None
+        apply_threads(config)  # every system, hf-generate included, runs with the same threads
 
     def row(self, system: str) -> BenchRow:
         if system == "plain":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -42,6 +43,7 @@ class RolloutConfig:
     max_draft: int = 8
     draft_model_dir: Path = DEFAULT_DRAFT_MODEL
     step: int = 0  # the RL training step this rollout belongs to
+    threads: int = 0  # CPU threads for torch; 0 = auto (see `cpu_threads`)
 
     def __post_init__(self) -> None:
         if self.num_prompts <= 0 or self.n <= 0:
@@ -103,6 +105,25 @@ def _write_jsonl(path: str | Path, rows: list[dict]) -> None:
 ProgressFn = Callable[[Engine, int, int], None]  # engine, finished requests, output tokens so far
 
 
+def cpu_threads(config: RolloutConfig) -> int:
+    """Threads for torch on CPU. A small model's forwards are too short to split: one thread avoids
+    synchronisation costs (and, on a shared machine, oversubscription, which we measured slowing a
+    small matmul 60x); a large model uses every core."""
+    if config.threads > 0:
+        return config.threads
+    from specroll.model.loader import read_config
+
+    model = read_config(config.model_dir)
+    params = model.num_layers * (4 * model.hidden_size ** 2 + 3 * model.hidden_size * model.intermediate_size)
+    return 1 if params < 50_000_000 else (os.cpu_count() or 1)
+
+
+def apply_threads(config: RolloutConfig) -> None:
+    import torch
+
+    torch.set_num_threads(cpu_threads(config))
+
+
 def build_engine(config: RolloutConfig, longest_prompt: int, drafter: Drafter | None = None) -> Engine:
     """An engine whose cache fits the longest prompt plus max_tokens (within the model's positions)."""
     max_positions = read_config(config.model_dir).max_position_embeddings
@@ -127,6 +148,7 @@ def run_rollout(config: RolloutConfig, progress: ProgressFn | None = None,
     tokenizer = load_tokenizer(config.model_dir)
     problems = task.problems(config.num_prompts, config.seed)
     prompts = {p.prompt_id: tuple(tokenizer.encode(p.prompt)) for p in problems}
+    apply_threads(config)
     engine = build_engine(config, max(map(len, prompts.values())), drafter)
     params = SamplingParams(config.max_tokens, config.temperature, config.top_k, config.top_p,
                             stop_token_ids=tokenizer.stop_token_ids)

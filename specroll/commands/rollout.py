@@ -26,6 +26,7 @@ def add_rollout_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verify", choices=("exact", "rejection"), default=DEFAULTS.verify)
     parser.add_argument("--max-batch-size", type=int, default=DEFAULTS.max_batch_size)
     parser.add_argument("--max-draft", type=int, default=DEFAULTS.max_draft)
+    parser.add_argument("--threads", type=int, default=DEFAULTS.threads, help="CPU threads (0 = auto)")
 
 
 def config_from_args(args: argparse.Namespace, **overrides) -> RolloutConfig:
@@ -33,7 +34,7 @@ def config_from_args(args: argparse.Namespace, **overrides) -> RolloutConfig:
                   num_prompts=args.num_prompts, n=args.n, max_tokens=args.max_tokens,
                   temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
                   speculate=getattr(args, "speculate", "on"), policy=args.policy, verify=args.verify,
-                  max_batch_size=args.max_batch_size, max_draft=args.max_draft)
+                  max_batch_size=args.max_batch_size, max_draft=args.max_draft, threads=args.threads)
     return RolloutConfig(**{**values, **overrides})
 
 
