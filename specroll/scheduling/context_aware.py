@@ -21,6 +21,7 @@ class RequestOrder(Protocol):
 
     def push(self, request_id: int, num_generated: int) -> None: ...
     def pop(self) -> int | None: ...
+    def requeue(self, request_id: int, num_generated: int) -> None: ...
     def on_progress(self, request_id: int, num_tokens: int) -> None: ...
     def on_finished(self, request_id: int, length: int) -> None: ...
     def __len__(self) -> int: ...
@@ -37,6 +38,10 @@ class FifoOrder:
 
     def pop(self) -> int | None:
         return self._queue.popleft() if self._queue else None
+
+    def requeue(self, request_id: int, num_generated: int) -> None:
+        """Undo a pop that found no worker: back to the front."""
+        self._queue.appendleft(request_id)
 
     def on_progress(self, request_id: int, num_tokens: int) -> None:
         pass
@@ -89,6 +94,16 @@ class ContextAwareOrder:
         self._size -= 1
         return self._waiting[group].popleft()
 
+    def requeue(self, request_id: int, num_generated: int) -> None:
+        """Undo a pop that found no worker: the request keeps its priority."""
+        if self.is_probe(request_id):
+            self.push(request_id, num_generated)
+            return
+        group = self._group_of[request_id]
+        self._waiting[group].appendleft(request_id)
+        self._num_waiting[group] += 1
+        self._size += 1
+
     def _longest_waiting_group(self) -> int:
         has_waiting = self._num_waiting > 0
         estimate = np.where(has_waiting, self._estimate, -np.inf)
@@ -104,3 +119,6 @@ class ContextAwareOrder:
         is_first = self._num_finished[group] == 0
         self._estimate[group] = length if is_first else max(self._estimate[group], length)
         self._num_finished[group] += 1
+
+    def __len__(self) -> int:
+        return self._size
