@@ -1,0 +1,121 @@
+"""`specroll simulate`: one synchronous rollout step of a preset cluster, or the papers' comparisons."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from specroll.sim.cost_model import GPUS, MODELS
+from specroll.sim.presets import PRESETS, Preset, get_preset
+from specroll.sim.systems import SYSTEMS, simulate
+
+OVERRIDES = {  # flag -> (Preset field, type)
+    "workers": ("num_gpus", int),
+    "prompts": ("num_prompts", int),
+    "group_size": ("group_size", int),
+    "gpus_per_worker": ("gpus_per_worker", int),
+    "model": ("model", str),
+    "gpu": ("gpu", str),
+    "seed": ("seed", int),
+}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("simulate", help="simulate a rollout step at cluster scale")
+    parser.add_argument("--preset", default="DAPO-32B-20K", choices=sorted(PRESETS))
+    parser.add_argument("--systems", default="verl,vanilla-spec,specactor,divided,divided+context,seer,das,tlt",
+                        help=f"comma-separated, from: {', '.join(SYSTEMS)}")
+    parser.add_argument("--reproduce", action="store_true", help="the papers' headline comparisons")
+    parser.add_argument("--best", action="store_true", help="rank every combination of options on the preset")
+    parser.add_argument("--json", action="store_true", help="one line of JSON")
+    parser.add_argument("--workers", type=int, help="number of workers (each gpus-per-worker GPUs)")
+    parser.add_argument("--prompts", type=int, help="prompts per step")
+    parser.add_argument("--group-size", type=int, help="requests per prompt")
+    parser.add_argument("--gpus-per-worker", type=int, help="GPUs per worker (tensor-parallel degree)")
+    parser.add_argument("--max-tokens", type=int, help="response budget")
+    parser.add_argument("--median-tokens", type=float, help="median group length")
+    parser.add_argument("--model", choices=sorted(MODELS))
+    parser.add_argument("--gpu", choices=sorted(GPUS))
+    parser.add_argument("--seed", type=int)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.reproduce:
+        return _run_reproduce(args)
+    preset = _apply_overrides(get_preset(args.preset), args)
+    if args.best:
+        return _run_best(preset, args)
+    return _run_systems(preset, args)
+
+
+def _apply_overrides(preset: Preset, args: argparse.Namespace) -> Preset:
+    changes = {}
+    gpus_per_worker = args.gpus_per_worker or preset.gpus_per_worker
+    for flag, (field_name, _) in OVERRIDES.items():
+        value = getattr(args, flag)
+        if value is not None:
+            changes[field_name] = value * gpus_per_worker if flag == "workers" else value
+    lengths = preset.lengths
+    if args.max_tokens is not None:
+        lengths = lengths.__class__(**{**lengths.__dict__, "max_tokens": args.max_tokens})
+    if args.median_tokens is not None:
+        lengths = lengths.__class__(**{**lengths.__dict__, "median_tokens": args.median_tokens})
+    return preset.with_overrides(lengths=lengths, **changes)
+
+
+def _run_systems(preset: Preset, args: argparse.Namespace) -> int:
+    names = [name.strip() for name in args.systems.split(",") if name.strip()]
+    unknown = [name for name in names if name not in SYSTEMS]
+    if unknown:
+        raise ValueError(f"unknown systems {unknown}; known: {', '.join(SYSTEMS)}")
+    rows, baseline = [], None
+    for name in names:
+        start = time.perf_counter()
+        metrics = simulate(preset, SYSTEMS[name])[0]
+        baseline = baseline or metrics
+        rows.append({"system": name, **metrics.__dict__, "speedup": baseline.makespan_s / metrics.makespan_s,
+                     "wall_s": time.perf_counter() - start})
+    _print_rows(preset, rows, args.json, first=names[0])
+    return 0
+
+
+def _print_rows(preset: Preset, rows: list[dict], as_json: bool, first: str) -> None:
+    if as_json:
+        print(json.dumps({"preset": preset.name, "systems": rows}))
+        return
+    print(f"{preset.name}: {preset.num_workers} workers x {preset.gpus_per_worker} {preset.gpu}, "
+          f"{preset.num_requests} requests, max {preset.lengths.max_tokens} tokens (ratios vs {first})")
+    print(f"{'system':20} {'makespan s':>10} {'tok/s':>10} {'tail s':>8} {'idle':>6} {'speedup':>8}")
+    for row in rows:
+        print(f"{row['system']:20} {row['makespan_s']:10.1f} {row['throughput_tps']:10.0f} {row['tail_s']:8.1f} "
+              f"{row['idle_gpu_fraction']:6.2f} {row['speedup']:7.2f}x")
+
+
+def _run_reproduce(args: argparse.Namespace) -> int:
+    from specroll.sim.reproduce import reproduce
+
+    checks = reproduce()
+    if args.json:
+        print(json.dumps({"checks": [{k: c.as_dict()[k] for k in ("name", "simulated", "paper_low", "paper_high", "within")}
+                                     for c in checks]}))
+        return 0
+    print(f"{'comparison':62} {'simulated':>9} {'paper':>11} {'±25%':>5}  source")
+    for c in checks:
+        paper = f"{c.paper_low:.3g}" if c.paper_low == c.paper_high else f"{c.paper_low:.3g}-{c.paper_high:.3g}"
+        print(f"{c.name:62} {c.simulated:9.3f} {paper:>11} {'yes' if c.within else 'no':>5}  {c.source}")
+    return 0
+
+
+def _run_best(preset: Preset, args: argparse.Namespace) -> int:
+    from specroll.sim.reproduce import best_combination
+
+    ranked = best_combination(preset)
+    if args.json:
+        print(json.dumps({"preset": preset.name, "ranking": [{"options": l, **m.__dict__} for l, m in ranked]}))
+        return 0
+    print(f"{preset.name}: all combinations, fastest first")
+    for label, metrics in ranked:
+        print(f"{label:45} {metrics.makespan_s:10.1f} s  tail {metrics.tail_s:8.1f} s  idle {metrics.idle_gpu_fraction:.2f}")
+    return 0

@@ -1,0 +1,135 @@
+"""SpecActor's decoupled-speculation planning (§4.1): the TGS model, Algorithm 1 and Algorithm 2.
+
+Drafting and verification times are affine in the batch size b (fitted by offline profiling):
+D_gd(b) = b D' + alpha, V_gv,w(b) = b V' + beta. Under decoupled execution the drafter runs ahead
+on its own GPUs, so a window of w tokens takes IL = max(w D(b), V(b)) and yields tau_w tokens
+(see speculation_math.decoupled_expected_tokens); coupled execution drafts then verifies in turn.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+import numpy as np
+
+from specroll.scheduling.speculation_math import decoupled_expected_tokens, expected_tokens_per_forward
+
+
+@dataclass(frozen=True)
+class AffineLatency:
+    """Seconds for one pass over a batch of b requests: b * per_request_s + fixed_s."""
+
+    per_request_s: float
+    fixed_s: float
+
+    def __post_init__(self) -> None:
+        if self.per_request_s < 0 or self.fixed_s < 0:
+            raise ValueError("affine latency coefficients must be non-negative")
+
+    def __call__(self, batch_size: float) -> float:
+        return batch_size * self.per_request_s + self.fixed_s
+
+
+@dataclass(frozen=True)
+class DecoupledPlan:
+    num_draft_gpus: int  # g_d
+    num_verify_gpus: int  # g_v: the verifier's parallel degree
+    window: int  # w: tokens the drafter may run ahead
+    tokens_per_second: float  # TGS of the plan at its batch size
+
+    @property
+    def gpus_per_unit(self) -> int:
+        return self.num_draft_gpus + self.num_verify_gpus
+
+
+DraftProfile = Callable[[int], AffineLatency]  # g_d -> D_gd
+VerifyProfile = Callable[[int, int], AffineLatency]  # (g_v, w) -> V_gv,w
+
+
+def decoupled_tgs(p: float, window: int, batch: float, draft: AffineLatency, verify: AffineLatency) -> float:
+    """TGS_gd,gv,w(b) = tau_w / max(w D(b), V(b)) per request."""
+    interval = max(window * draft(batch), verify(batch))
+    return float(decoupled_expected_tokens(p, window)) / interval
+
+
+def coupled_tgs(p: float, window: int, batch: float, draft: AffineLatency, verify: AffineLatency) -> float:
+    """TGS_C,w(b): draft w tokens, then verify them; the paper omits it, we use the i.i.d. form."""
+    return float(expected_tokens_per_forward(p, window)) / (window * draft(batch) + verify(batch))
+
+
+def plan_decoupled(
+    total_batch: int,
+    total_gpus: int,
+    verify_gpu_options: Iterable[int],
+    p: float,
+    draft: DraftProfile,
+    verify: VerifyProfile,
+    max_window: int = 16,
+) -> DecoupledPlan:
+    """Algorithm 1: enumerate (g_v, g_d <= g_v, w <= w_max) and keep the highest cluster TGS.
+
+    The paper maximises per-request TGS at the resulting batch b = ceil((g_d+g_v) B / G); we compare
+    b * TGS per unit times the number of units, i.e. cluster tokens per second, which ranks plans the
+    same way when every unit holds the same b and also rejects plans whose units do not fit.
+    """
+    best = DecoupledPlan(0, 0, 0, 0.0)
+    for g_v in verify_gpu_options:
+        for g_d in range(1, g_v + 1):
+            num_units = total_gpus // (g_d + g_v)
+            if num_units < 1:
+                continue
+            batch = math.ceil(total_batch / num_units)
+            for window in range(1, _max_window(draft(g_d), verify(g_v, 1), max_window) + 1):
+                tgs = decoupled_tgs(p, window, batch, draft(g_d), verify(g_v, window))
+                cluster = tgs * min(batch, total_batch) * num_units
+                if cluster > best.tokens_per_second:
+                    best = DecoupledPlan(g_d, g_v, window, cluster)
+    if best.window == 0:
+        raise ValueError("no decoupled plan fits the given GPUs")
+    return best
+
+
+def _max_window(draft: AffineLatency, verify: AffineLatency, cap: int) -> int:
+    """Algorithm 1 line 5: beyond max(V'/D', beta/alpha) the drafter only adds waste."""
+    ratios = [
+        verify.per_request_s / draft.per_request_s if draft.per_request_s > 0 else cap,
+        verify.fixed_s / draft.fixed_s if draft.fixed_s > 0 else cap,
+    ]
+    return int(min(cap, max(1, math.ceil(max(ratios)))))
+
+
+@dataclass(frozen=True)
+class RequestPlan:
+    window: int  # w_r
+    is_coupled: bool  # m_r: coupled (C) or decoupled (D)
+
+
+def reconfigure(
+    probabilities: np.ndarray,  # (num_requests,) profiled per-token acceptance of each request
+    plan: DecoupledPlan,
+    draft: AffineLatency,
+    verify_by_window: Callable[[int], AffineLatency],
+) -> list[RequestPlan | None]:
+    """Algorithm 2: for requests below the mean acceptance, pick the better of coupled/decoupled at b=1.
+
+    Requests at or above the mean keep the plan's window (None in the result).
+    """
+    mean = float(np.mean(probabilities)) if len(probabilities) else 0.0
+    result: list[RequestPlan | None] = []
+    for p in probabilities:
+        result.append(_best_request_plan(float(p), plan.window, draft, verify_by_window) if p < mean else None)
+    return result
+
+
+def _best_request_plan(
+    p: float, max_window: int, draft: AffineLatency, verify_by_window: Callable[[int], AffineLatency]
+) -> RequestPlan:
+    best, best_tgs = RequestPlan(1, True), -1.0
+    for window in range(1, max_window + 1):
+        for is_coupled, model in ((True, coupled_tgs), (False, decoupled_tgs)):
+            tgs = model(p, window, 1, draft, verify_by_window(window))
+            if tgs > best_tgs:
+                best, best_tgs = RequestPlan(window, is_coupled), tgs
+    return best

@@ -1,0 +1,219 @@
+"""The compared systems as compositions of three options: dispatch, request order, speculation.
+
+    dispatch      static (veRL: groups pinned to workers) | divided (Seer §4.2)
+    order         fifo | context (Seer §4.3); only with divided dispatch
+    speculation   none | coupled (fixed k) | decoupled (SpecActor §4.1) | grouped (Seer §4.4)
+                  | length_aware (DAS §4.2) | elastic_bandit (TLT §5.1-5.2)
+    reconfigure   SpecActor Algorithm 2 (with decoupled)
+    fastest_of_n  SpecActor Algorithm 3 on freed workers
+
+`simulate(preset, options)` builds workers, dispatcher and strategy from a preset and runs the loop.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from specroll.scheduling.adaptive_range import AdaptiveDraftRange
+from specroll.scheduling.bandit import BucketedEpsilonGreedy, ElasticThreshold, SpecStrategy
+from specroll.scheduling.context_aware import ContextAwareOrder, FifoOrder
+from specroll.scheduling.divided import ChunkPolicy
+from specroll.scheduling.placement import AffineLatency, DecoupledPlan, plan_decoupled
+from specroll.sim.cost_model import GPUS, MODELS, RooflineCost
+from specroll.sim.dispatch import DividedDispatch, StaticDispatch
+from specroll.sim.loop import LoopConfig, RolloutLoop, SimTrace
+from specroll.sim.metrics import RolloutMetrics
+from specroll.sim.presets import Preset, worker_overhead_s
+from specroll.sim.speculation import (
+    CoupledSpeculation, DecoupledSpeculation, ElasticBanditSpeculation, GroupedAdaptiveSpeculation,
+    LengthAwareSpeculation, NoSpeculation, SpecCosts, group_bonus_from_table,
+)
+from specroll.sim.worker import Worker
+from specroll.sim.workload import Workload
+
+DISPATCHES = ("static", "divided")
+ORDERS = ("fifo", "context")
+SPECULATIONS = ("none", "coupled", "decoupled", "grouped", "length_aware", "elastic_bandit")
+
+
+@dataclass(frozen=True)
+class SystemOptions:
+    dispatch: str = "static"
+    order: str = "fifo"
+    speculation: str = "none"
+    reconfigure: bool = False
+    fastest_of_n: bool = False
+
+    def __post_init__(self) -> None:
+        if self.dispatch not in DISPATCHES or self.order not in ORDERS or self.speculation not in SPECULATIONS:
+            raise ValueError(f"unknown option in {self}")
+        if self.order == "context" and self.dispatch != "divided":
+            raise ValueError("context-aware order needs divided dispatch (Seer §4.3 builds on §4.2)")
+        if self.reconfigure and self.speculation != "decoupled":
+            raise ValueError("reconfiguration adjusts decoupled windows (SpecActor Algorithm 2)")
+
+    @property
+    def label(self) -> str:
+        parts = [self.dispatch if self.order == "fifo" else "divided+context", self.speculation]
+        parts += ["reconfig"] * self.reconfigure + ["fon"] * self.fastest_of_n
+        return "/".join(parts)
+
+
+SYSTEMS: dict[str, SystemOptions] = {
+    "verl": SystemOptions(),
+    "vanilla-spec": SystemOptions(speculation="coupled"),
+    "decoupled": SystemOptions(speculation="decoupled"),
+    "decoupled+reconfig": SystemOptions(speculation="decoupled", reconfigure=True),
+    "specactor": SystemOptions(speculation="decoupled", reconfigure=True, fastest_of_n=True),
+    "divided": SystemOptions(dispatch="divided"),
+    "divided+context": SystemOptions(dispatch="divided", order="context"),
+    "seer": SystemOptions(dispatch="divided", order="context", speculation="grouped"),
+    "das": SystemOptions(speculation="length_aware"),
+    "tlt": SystemOptions(speculation="elastic_bandit"),
+}
+
+
+@dataclass(frozen=True)
+class Topology:
+    num_workers: int
+    gpus_per_worker: int  # all GPUs of a unit, drafter GPUs included
+    target: RooflineCost  # the verifier / decoding replica
+    draft_gpus: int  # GPUs a drafter model runs on
+    plan: DecoupledPlan | None = None
+
+
+def simulate(preset: Preset, options: SystemOptions, record_segments: bool = False) -> tuple[RolloutMetrics, SimTrace]:
+    rng = np.random.default_rng(preset.seed)
+    workload = Workload.sample(preset.lengths, preset.num_prompts, preset.group_size, preset.prompt_tokens, rng)
+    base = preset.acceptance.sample(workload.num_requests, rng)
+    predicted = _predicted_lengths(workload, preset.das_prediction_sigma, rng)
+    topology = _topology(preset, options)
+    costs = _spec_costs(preset, topology)
+    strategy = STRATEGIES[options.speculation](preset, topology, costs, options, rng)
+    workers = _workers(preset, workload, topology)
+    dispatcher = _dispatcher(preset, options, workload, topology, rng)
+    config = LoopConfig(is_fastest_of_n=options.fastest_of_n, record_segments=record_segments)
+    loop = RolloutLoop(workload, preset.acceptance, base, workers, dispatcher, strategy, topology.target,
+                       preset.num_gpus, predicted, config)
+    trace = loop.run()
+    return RolloutMetrics.from_trace(trace), trace
+
+
+def _predicted_lengths(workload: Workload, sigma: float, rng: np.random.Generator) -> np.ndarray:
+    """Length a history-based predictor (DAS §4.2.3) would give: the truth with log-normal error."""
+    noisy = workload.output_lengths * np.exp(sigma * rng.standard_normal(workload.num_requests))
+    return np.clip(noisy, 1, workload.max_tokens)
+
+
+def _workers(preset: Preset, workload: Workload, topology: Topology) -> list[Worker]:
+    per_worker = math.ceil(workload.num_requests / topology.num_workers)
+    capacity = topology.target.kv_capacity_tokens
+    return [Worker(i, topology.gpus_per_worker, capacity, per_worker, preset.prompt_tokens)
+            for i in range(topology.num_workers)]
+
+
+def _dispatcher(preset: Preset, options: SystemOptions, workload: Workload, topology: Topology, rng):
+    if options.dispatch == "static":
+        return StaticDispatch(workload.output_lengths, workload.group_ids, topology.num_workers, topology.target, preset.prompt_tokens, rng)
+    order = ContextAwareOrder(workload.group_ids, workload.max_tokens) if options.order == "context" else FifoOrder()
+    return DividedDispatch(workload.output_lengths, order, ChunkPolicy(preset.chunk_size), topology.target,
+                           preset.prompt_tokens, workload.max_tokens)
+
+
+def _topology(preset: Preset, options: SystemOptions) -> Topology:
+    target = preset.target_cost()
+    if options.speculation != "decoupled":
+        return Topology(preset.num_workers, preset.gpus_per_worker, target, preset.gpus_per_worker)
+    plan = _decoupled_plan(preset)
+    units = preset.num_gpus // plan.gpus_per_unit
+    return Topology(units, plan.gpus_per_unit, preset.target_cost(plan.num_verify_gpus), plan.num_draft_gpus, plan)
+
+
+def _representative_context(preset: Preset) -> float:
+    return preset.prompt_tokens + preset.lengths.median_tokens / 2.0
+
+
+def _affine(latency: Callable[[int], float], batch: int) -> AffineLatency:
+    """Two-point fit at b=1 and the planning batch, as SpecActor fits D and V by profiling (§4.1)."""
+    one, many = latency(1), latency(batch)
+    slope = max((many - one) / max(batch - 1, 1), 0.0)
+    return AffineLatency(slope, max(one - slope, 0.0))
+
+
+def _draft_cost(preset: Preset, drafter: int, num_gpus: int) -> RooflineCost | None:
+    name = preset.acceptance.drafters[drafter].draft_model
+    if name is None:
+        return None
+    model = MODELS[name]
+    return RooflineCost(model, GPUS[preset.gpu], num_gpus, worker_overhead_s(model, num_gpus))
+
+
+def _decoupled_plan(preset: Preset) -> DecoupledPlan:
+    """Algorithm 1 over verifier degrees {TP, 2 TP} with the ladder's first drafter."""
+    ctx = _representative_context(preset)
+    batch = preset.num_requests // preset.num_workers
+    p = preset.acceptance.drafters[0].mean_acceptance
+
+    def draft(g_d: int) -> AffineLatency:
+        cost = _draft_cost(preset, 0, g_d)
+        cpu = preset.acceptance.drafters[0].cpu_draft_s
+        return _affine(lambda b: cost.forward_s(b, 1, b * ctx) if cost else cpu, batch)
+
+    def verify(g_v: int, window: int) -> AffineLatency:
+        cost = preset.target_cost(g_v)
+        return _affine(lambda b: cost.forward_s(b, window + 1, b * ctx), batch)
+
+    options = (preset.gpus_per_worker, 2 * preset.gpus_per_worker)
+    return plan_decoupled(preset.num_requests, preset.num_gpus, options, p, draft, verify)
+
+
+def _spec_costs(preset: Preset, topology: Topology) -> SpecCosts:
+    drafters = preset.acceptance.drafters
+    models = tuple(_draft_cost(preset, d, topology.draft_gpus) for d in range(len(drafters)))
+    return SpecCosts(topology.target, models, tuple(d.cpu_draft_s for d in drafters))
+
+
+def _no_spec(preset, topology, costs, options, rng):
+    return NoSpeculation(costs)
+
+
+def _coupled(preset, topology, costs, options, rng):
+    return CoupledSpeculation(costs, preset.coupled_draft_len)
+
+
+def _decoupled(preset, topology, costs, options, rng):
+    ctx = _representative_context(preset)
+    draft = costs.drafters[0]
+    draft_affine = _affine(lambda b: costs.draft_step_s(0, b, b * ctx), 1)
+    verify = lambda w: _affine(lambda b: topology.target.forward_s(b, w + 1, b * ctx), 2)
+    return DecoupledSpeculation(costs, topology.plan, options.reconfigure, draft_affine, verify)
+
+
+def _grouped(preset, topology, costs, options, rng):
+    refs, rates = zip(*preset.group_acceptance) if preset.group_acceptance else ((0,), (0.0,))
+    draft_range = AdaptiveDraftRange(preset.max_draft_per_request, preset.max_draft_per_batch)
+    return GroupedAdaptiveSpeculation(costs, draft_range, group_bonus_from_table(refs, rates))
+
+
+def _length_aware(preset, topology, costs, options, rng):
+    return LengthAwareSpeculation(costs, preset.das_efficiency, preset.max_draft_per_request)
+
+
+# TLT Table 4: larger batches verify fewer tokens. Buckets of running requests [1,8), [8,17), [17,...).
+TLT_STRATEGIES = [SpecStrategy(6, 8), SpecStrategy(8, 8), SpecStrategy(3, 4), SpecStrategy(4, 4),
+                  SpecStrategy(1, 2), SpecStrategy(2, 2)]
+
+
+def _elastic_bandit(preset, topology, costs, options, rng):
+    bandit = BucketedEpsilonGreedy(TLT_STRATEGIES, [1, 8, 17], epsilon=0.1, window=16, rng=rng)
+    return ElasticBanditSpeculation(costs, ElasticThreshold(preset.tlt_threshold), bandit)
+
+
+STRATEGIES = {
+    "none": _no_spec, "coupled": _coupled, "decoupled": _decoupled, "grouped": _grouped,
+    "length_aware": _length_aware, "elastic_bandit": _elastic_bandit,
+}

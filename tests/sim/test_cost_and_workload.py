@@ -1,0 +1,62 @@
+"""Cost model calibration, workload and acceptance sampling and fitting."""
+
+import json
+
+import numpy as np
+import pytest
+
+from specroll.sim.acceptance import DrafterProfile
+from specroll.sim.cost_model import FittedCost
+from specroll.sim.presets import PRESETS, get_preset
+from specroll.sim.workload import LengthDistribution, Workload
+
+
+def test_calibration_point_13ms_qwen32b_tp4_h100():
+    cost = get_preset("DAPO-32B-20K").target_cost()
+    assert cost.forward_s(1, 1, 0) == pytest.approx(0.013, rel=1e-9)
+
+
+def test_roofline_grows_with_batch_tokens_and_context():
+    cost = get_preset("DAPO-32B-20K").target_cost()
+    assert cost.forward_s(256, 1, 0) > cost.forward_s(1, 1, 0)
+    assert cost.forward_s(256, 5, 0) > cost.forward_s(256, 1, 0)
+    assert cost.forward_s(1, 1, 500_000) > cost.forward_s(1, 1, 0)
+
+
+def test_fitted_cost_loads(tmp_path):
+    path = tmp_path / "fit.json"
+    path.write_text(json.dumps({"base_s": 0.01, "per_token_s": 1e-5, "per_context_token_s": 1e-9,
+                                "prefill_per_token_s": 2e-5, "kv_capacity_tokens": 1e6}))
+    cost = FittedCost.load(path)
+    assert cost.forward_s(10, 2, 1000) == pytest.approx(0.01 + 2e-4 + 1e-6)
+
+
+def test_lengths_are_clipped_and_fit_recovers_parameters():
+    dist = LengthDistribution(2000, 0.7, 0.3, 100_000)
+    lengths = dist.sample(2000, 16, np.random.default_rng(0))
+    assert lengths.max() <= 100_000 and lengths.min() >= 16
+    fitted = LengthDistribution.fit(lengths, 100_000)
+    assert fitted.median_tokens == pytest.approx(2000, rel=0.1)
+    assert fitted.group_sigma == pytest.approx(0.7, rel=0.1)
+    assert fitted.within_group_sigma == pytest.approx(0.3, rel=0.1)
+
+
+def test_trace_round_trip(tmp_path):
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"prompt_tokens": 10, "max_tokens": 100, "groups": [[5, 6], [70]]}))
+    workload = Workload.from_trace(path)
+    assert workload.output_lengths.tolist() == [5, 6, 70] and workload.group_ids.tolist() == [0, 0, 1]
+
+
+def test_acceptance_fit_recovers_mean():
+    profile = DrafterProfile("d", 0.6, 8.0)
+    rates = profile.sample(20_000, np.random.default_rng(0))
+    fitted = DrafterProfile.fit("d", rates * 1000, np.full(20_000, 1000))
+    assert fitted.mean_acceptance == pytest.approx(0.6, abs=0.01)
+    assert fitted.concentration == pytest.approx(8.0, rel=0.1)
+
+
+def test_every_preset_cites_its_sources():
+    for preset in PRESETS.values():
+        assert preset.sources, preset.name
+        assert all(text for text in preset.sources.values())

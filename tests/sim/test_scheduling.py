@@ -1,0 +1,112 @@
+"""Literal cases for the torch-free scheduling policies."""
+
+import numpy as np
+import pytest
+
+from specroll.scheduling.adaptive_range import AdaptiveDraftRange
+from specroll.scheduling.bandit import BucketedEpsilonGreedy, ElasticThreshold, SpecStrategy
+from specroll.scheduling.context_aware import ContextAwareOrder, FifoOrder
+from specroll.scheduling.divided import ChunkPolicy, select_instance
+from specroll.scheduling.draft_budget import LengthClasses, optimal_budgets, optimal_num_forwards
+from specroll.scheduling.fastest_of_n import FonCandidate, assign_fastest_of_n
+from specroll.scheduling.placement import AffineLatency, plan_decoupled, reconfigure
+from specroll.scheduling.speculation_math import (
+    alpha_from_acceptance_length, decoupled_expected_tokens, expected_tokens_per_forward,
+)
+from specroll.scheduling.static import assign_groups
+
+
+def test_expected_tokens_literal():
+    assert float(expected_tokens_per_forward(0.8, 4)) == pytest.approx(3.3616)
+    assert float(expected_tokens_per_forward(0.0, 4)) == pytest.approx(1.0)
+    assert float(expected_tokens_per_forward(1.0, 4)) == pytest.approx(5.0, rel=1e-6)
+
+
+def test_decoupled_tau_literal():
+    # w=1: reject (1-p) yields 1/2, accept p yields 1.
+    assert float(decoupled_expected_tokens(0.6, 1)) == pytest.approx(0.4 * 0.5 + 0.6)
+    assert float(decoupled_expected_tokens(0.8, 4)) == pytest.approx(2.2952)
+
+
+def test_alpha_inversion_round_trips():
+    alpha = alpha_from_acceptance_length(2.53, 8)
+    assert float(expected_tokens_per_forward(alpha, 8)) == pytest.approx(2.53, rel=1e-6)
+
+
+def test_static_assignment_is_balanced_and_seeded():
+    a = assign_groups(10, 4, np.random.default_rng(1))
+    b = assign_groups(10, 4, np.random.default_rng(1))
+    assert (a == b).all()
+    assert sorted(np.bincount(a, minlength=4)) == [2, 2, 3, 3]
+
+
+def test_chunk_and_least_loaded_instance():
+    assert ChunkPolicy(8192).chunk_end(10000, 20000) == 18192
+    assert ChunkPolicy(8192).chunk_end(15000, 20000) == 20000
+    reserved = np.array([500.0, 100.0, 50.0])
+    running = np.array([1, 1, 4])
+    assert select_instance(reserved, running, 1000.0, 4, 200.0) == 1  # worker 2 is full of requests
+    assert select_instance(reserved, running, 1000.0, 4, 950.0) is None
+
+
+def test_context_aware_serves_probes_shortest_first_then_longest_group():
+    groups = [0, 0, 1, 1]
+    order = ContextAwareOrder(groups, max_tokens=100)
+    for request_id in range(4):
+        order.push(request_id, 0)
+    order.on_progress(0, 5)
+    first = order.pop()
+    assert first in (0, 2) and order.is_probe(first)
+    second = order.pop()
+    assert {first, second} == {0, 2}
+    order.on_finished(0, 30)  # group 0 estimated at 30; group 1 still unknown (100)
+    assert order.pop() == 3  # longest estimated group first
+    assert order.pop() == 1
+    assert order.pop() is None
+
+
+def test_fifo_requeue_keeps_front():
+    order = FifoOrder()
+    order.push(1, 0)
+    order.push(2, 0)
+    order.requeue(order.pop(), 0)
+    assert order.pop() == 1
+
+
+def test_fastest_of_n_draft_first_lowest_acceptance_first():
+    candidates = [FonCandidate(7, 0.9, frozenset({0})), FonCandidate(3, 0.2, frozenset({0}))]
+    chosen = assign_fastest_of_n(candidates, [0, 1, 2], free_workers=[10, 11], worker_drafter={}, max_batch=1)
+    assert [(a.request_id, a.drafter, a.worker) for a in chosen] == [(3, 1, 10), (3, 2, 11)]
+
+
+def test_plan_decoupled_and_reconfigure():
+    draft = lambda g_d: AffineLatency(1e-5, 1e-3)
+    verify = lambda g_v, w: AffineLatency(1e-4 * (w + 1) * 4 / g_v, 0.013)
+    plan = plan_decoupled(1024, 64, (4, 8), 0.7, draft, verify)
+    assert plan.num_draft_gpus <= plan.num_verify_gpus and plan.window >= 1
+    plans = reconfigure(np.array([0.1, 0.9]), plan, draft(1), lambda w: verify(plan.num_verify_gpus, w))
+    assert plans[1] is None and plans[0] is not None and plans[0].window <= plan.window
+
+
+def test_das_budgets_grow_with_length_and_skip_short():
+    lengths = np.array([100.0, 1000.0, 10000.0])
+    capacity, efficiency = np.full(3, 0.6), np.ones(3)
+    n_fwd = optimal_num_forwards(lengths, capacity, efficiency, c_base=0.01, c_tok=1e-4)
+    budgets = optimal_budgets(lengths, capacity, efficiency, n_fwd)
+    assert budgets[0] == 0.0 and budgets[1] < budgets[2]
+    assert LengthClasses(1000, 5000, 2, 6).draft_len(np.array([10, 2000, 9000])).tolist() == [0, 2, 6]
+
+
+def test_adaptive_range_and_elastic_threshold():
+    draft_range = AdaptiveDraftRange(8, 128)
+    assert [draft_range.draft_len(b) for b in (1, 16, 64, 256)] == [8, 8, 2, 0]
+    assert ElasticThreshold(32).is_active(32) and not ElasticThreshold(32).is_active(33)
+
+
+def test_bandit_buckets_and_exploits_best_median():
+    strategies = [SpecStrategy(6, 8), SpecStrategy(8, 8), SpecStrategy(2, 2)]
+    bandit = BucketedEpsilonGreedy(strategies, [1, 17], epsilon=0.0, window=4, rng=np.random.default_rng(0))
+    assert bandit.select(20) == SpecStrategy(2, 2)
+    bandit.record(SpecStrategy(6, 8), 1.0, 10.0, 2)
+    bandit.record(SpecStrategy(8, 8), 1.0, 20.0, 2)
+    assert bandit.select(2) == SpecStrategy(8, 8)
