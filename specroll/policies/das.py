@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from specroll.policies.acceptance import AcceptanceTracker
-from specroll.policies.base import BatchView, StepStats
+from specroll.policies.base import BatchView, RequestView, StepStats
 from specroll.policies.cost_model import CostModel
 from specroll.policies.lengths import LengthPredictor
 
@@ -117,7 +117,7 @@ class DasPolicy:
         c_tok = self.cost_model.c_tok + self.cost_model.c_ctx * context
         return per_forward_drafts(solve(requests, self.cost_model.c_base, c_tok), batch.max_draft)
 
-    def _request(self, view) -> DasRequest:
+    def _request(self, view: RequestView) -> DasRequest:
         predicted = self.lengths.predict(self.tracker.finished_lengths, view.num_output_tokens, view.num_remaining)
         return DasRequest(predicted.num_remaining, self.tracker.alpha(view.request_id), self.efficiency)
 

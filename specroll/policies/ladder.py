@@ -54,7 +54,10 @@ class DraftLadder:
             raise ValueError(f"a ladder needs rungs with distinct names, got {names}")
 
     def rung(self, name: str) -> Rung:
-        return next(r for r in self.rungs if r.name == name)
+        for rung in self.rungs:
+            if rung.name == name:
+                return rung
+        raise ValueError(f"no rung named {name!r}; the ladder has {', '.join(r.name for r in self.rungs)}")
 
     def evaluate(self, rung: Rung, alpha: float, batch_size: int, max_draft: int,
                  context_length: float = 0.0) -> Choice:
@@ -80,7 +83,6 @@ class LadderPolicy:
 
     def __post_init__(self) -> None:
         self.active = self.active or self.ladder.rungs[0].name
-        self.ladder.rung(self.active)  # raises StopIteration on an unknown name
         self.tracker.prior_alpha = self.ladder.rung(self.active).alpha
 
     def _alphas(self, batch: BatchView) -> dict[str, float]:

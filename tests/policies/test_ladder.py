@@ -34,5 +34,5 @@ def test_policy_names_the_drafter_and_turns_off_at_large_batches():
 
 
 def test_unknown_active_rung_is_refused():
-    with pytest.raises(StopIteration):
+    with pytest.raises(ValueError, match="no rung named 'eagle'"):
         LadderPolicy(LADDER, active="eagle")
