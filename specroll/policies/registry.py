@@ -43,7 +43,7 @@ _FACTORIES: dict[str, Callable[[CostModel], SpeculationPolicy]] = {
 }
 _FIXED = re.compile(r"fixed-(\d+)$")
 
-DEFAULT_POLICY = "fixed-4"
+DEFAULT_POLICY = "auto"
 
 
 def known_policies() -> list[str]:
