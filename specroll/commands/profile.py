@@ -1,0 +1,63 @@
+"""`specroll profile`: time target (and draft model) forwards on this machine and fit the cost model.
+
+The fit is written to `profiles/<model dir name>.cost.json` (relative to the working directory)
+unless `--out` says otherwise; `CostModel.load` reads it back for the engine and the simulator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+from pathlib import Path
+
+from specroll.policies.cost_model import CostModel, LatencySample
+
+
+def default_output(model_dir: Path) -> Path:
+    return Path("profiles") / f"{model_dir.resolve().name}.cost.json"
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(v) for v in text.split(",") if v)
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("profile", help="measure forward latency and fit the cost model")
+    parser.add_argument("--model", type=Path, required=True, help="target HF checkpoint directory")
+    parser.add_argument("--draft-model", type=Path, default=None, help="draft checkpoint, for D(b)")
+    parser.add_argument("--max-batch-size", type=int, default=32)
+    parser.add_argument("--max-draft", type=int, default=8)
+    parser.add_argument("--context-lengths", type=_ints, default=(64, 512), help="comma-separated")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--out", type=Path, default=None, help="default: profiles/<model dir name>.cost.json")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from specroll.profiling import ProfileGrid, profile_checkpoint
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    grid = ProfileGrid.standard(args.max_batch_size, args.max_draft, args.context_lengths, args.repeats)
+    source = f"{args.model.resolve().name} on {platform.machine()} {args.device}"
+    model, samples = profile_checkpoint(args.model, grid, args.draft_model, args.device, source)
+    out = args.out or default_output(args.model)
+    model.save(out)
+    print_fit(model, samples, out)
+    return 0
+
+
+def print_fit(model: CostModel, samples: list[LatencySample], out: Path) -> None:
+    print(f"{'batch':>5} {'tokens':>6} {'context':>7} {'measured ms':>11} {'fitted ms':>9}")
+    for s in samples:
+        fitted = model.forward_seconds(s.batch_size, s.num_tokens, s.context_length)
+        print(f"{s.batch_size:5d} {s.num_tokens:6d} {s.context_length:7d} {s.seconds * 1e3:11.3f} {fitted * 1e3:9.3f}")
+    print(f"t = {model.c_base * 1e3:.4f} ms + {model.c_tok * 1e6:.4f} us * tokens"
+          f" + {model.c_ctx * 1e9:.4f} ns * tokens * context")
+    if model.draft_base or model.draft_row:
+        print(f"D(b) = {model.draft_base * 1e3:.4f} ms + {model.draft_row * 1e6:.4f} us * b per draft token")
+    print(f"mean relative error {model.fit_error:.1%} over {len(samples)} samples; wrote {out}")

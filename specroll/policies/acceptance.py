@@ -1,0 +1,100 @@
+"""Live per-request estimates of the per-token acceptance probability alpha. Imports no torch.
+
+A forward that verifies a draft of d tokens and accepts a of them observed a + [a < d] Bernoulli
+trials of "the next draft token is accepted" with a successes (the first rejection ends the run).
+So alpha's maximum-likelihood estimate is successes / trials, not accepted / drafted, which is
+biased low because a draft's tail is never tried once a token is rejected.
+
+The tracker sees each request's lifetime counters every step and takes differences, so it needs
+no engine support. A request whose earlier forwards it did not see (admitted before the policy, or
+back from preemption) starts from accepted / drafted, the conservative reading.
+
+The estimate shrinks toward a prior: the pooled alpha of every request seen so far (or `prior_alpha`
+before there is any), weighted as `prior_strength` pseudo-trials, i.e. a Beta prior whose mean is
+the batch's alpha.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from specroll.policies.base import BatchView, RequestView
+
+
+@dataclass
+class _Counts:
+    num_drafted: int  # the lifetime counters as last seen
+    num_accepted: int
+    successes: float
+    trials: float
+
+
+@dataclass
+class AcceptanceTracker:
+    prior_alpha: float = 0.6
+    prior_strength: float = 4.0
+    _requests: dict[int, _Counts] = field(default_factory=dict)
+    _pooled_successes: float = 0.0
+    _pooled_trials: float = 0.0
+    finished_lengths: list[int] = field(default_factory=list)  # output lengths of requests that left
+    _last_lengths: dict[int, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.prior_alpha <= 1.0:
+            raise ValueError(f"prior_alpha must be in [0, 1], got {self.prior_alpha}")
+        if self.prior_strength < 0:
+            raise ValueError(f"prior_strength must be >= 0, got {self.prior_strength}")
+
+    def update(self, batch: BatchView) -> None:
+        """Fold in what happened since the last call; requests no longer running are finished."""
+        for view in batch.requests:
+            self._update_one(view)
+        running = {v.request_id for v in batch.requests}
+        for request_id in [r for r in self._requests if r not in running]:
+            del self._requests[request_id]
+            self.finished_lengths.append(self._last_lengths.pop(request_id))
+        self._last_lengths.update({v.request_id: v.num_output_tokens for v in batch.requests})
+
+    def _update_one(self, view: RequestView) -> None:
+        counts = self._requests.get(view.request_id)
+        if counts is None:
+            counts = _Counts(view.num_drafted, view.num_accepted, view.num_accepted, view.num_drafted)
+            self._add_pooled(counts.successes, counts.trials)
+            self._requests[view.request_id] = counts
+            return
+        drafted = view.num_drafted - counts.num_drafted
+        accepted = view.num_accepted - counts.num_accepted
+        if drafted > 0:
+            trials = accepted + (1 if accepted < drafted else 0)
+            counts.successes += accepted
+            counts.trials += trials
+            self._add_pooled(accepted, trials)
+        counts.num_drafted, counts.num_accepted = view.num_drafted, view.num_accepted
+
+    def _add_pooled(self, successes: float, trials: float) -> None:
+        self._pooled_successes += successes
+        self._pooled_trials += trials
+
+    @property
+    def pooled_alpha(self) -> float:
+        """alpha over every request seen, itself shrunk toward `prior_alpha`."""
+        return _shrunk(self._pooled_successes, self._pooled_trials, self.prior_alpha, self.prior_strength)
+
+    def alpha(self, request_id: int) -> float:
+        counts = self._requests.get(request_id)
+        if counts is None:
+            return self.pooled_alpha
+        return _shrunk(counts.successes, counts.trials, self.pooled_alpha, self.prior_strength)
+
+    def batch_alpha(self, batch: BatchView) -> float:
+        """Mean alpha of the running requests."""
+        if not batch.requests:
+            return self.pooled_alpha
+        return sum(self.alpha(v.request_id) for v in batch.requests) / batch.batch_size
+
+
+def _shrunk(successes: float, trials: float, prior_mean: float, prior_strength: float) -> float:
+    """Posterior mean of a Beta(prior_strength * prior_mean, prior_strength * (1 - prior_mean)) prior."""
+    if trials + prior_strength == 0:
+        return prior_mean
+    return (successes + prior_strength * prior_mean) / (trials + prior_strength)

@@ -1,0 +1,182 @@
+"""The shared cost model every speculation policy reasons with. Imports no torch.
+
+One verification forward over `batch_size` rows, each `num_tokens` wide (the fed token plus the
+draft; rows are padded to the widest one), reading `context_length` cached positions, takes
+
+    t = c_base + c_tok * (b * n) + c_ctx * (b * n * ctx)                     (DAS eq. 1)
+
+c_base is the per-forward cost (weights streamed once, launches, Python), c_tok the cost of one
+token, c_ctx the attention cost of one token against one cached position. Drafting with a draft
+model costs, per draft token, D(b) = d_base + d_row * b (SpecActor §4.1, affine in b); a drafter
+that needs no model (prompt lookup) has D = 0. For a fixed width n and context the verification
+time is itself affine in b, V(b) = c_base + b * n * (c_tok + c_ctx * ctx) (`verify_affine`).
+
+Speculation math uses one per-token acceptance probability alpha (acceptance of draft token i is
+independent given the ones before it were accepted, Leviathan et al. 2023): a draft of k tokens
+emits (1 - alpha^(k+1)) / (1 - alpha) tokens in expectation (accepted drafts + one sampled token).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Affine:
+    """y = intercept + slope * x."""
+
+    intercept: float
+    slope: float
+
+    def __call__(self, x: float) -> float:
+        return self.intercept + self.slope * x
+
+
+@dataclass(frozen=True)
+class LatencySample:
+    """One measured forward (median over repetitions)."""
+
+    batch_size: int
+    num_tokens: int  # per row: the fed token plus the draft
+    context_length: int
+    seconds: float
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1 or self.num_tokens < 1 or self.context_length < 0 or self.seconds <= 0:
+            raise ValueError(f"invalid latency sample {self}")
+
+
+@dataclass(frozen=True)
+class CostModel:
+    c_base: float
+    c_tok: float
+    c_ctx: float = 0.0
+    draft_base: float = 0.0  # D(b) = draft_base + draft_row * b, seconds per draft token
+    draft_row: float = 0.0
+    fit_error: float | None = None  # mean relative error on the samples it was fitted to
+    source: str = ""  # what was measured, where
+
+    def __post_init__(self) -> None:
+        for name in ("c_base", "c_tok", "c_ctx", "draft_base", "draft_row"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"cost model coefficient {name} must be >= 0, got {getattr(self, name)}")
+        if self.c_base + self.c_tok <= 0:
+            raise ValueError("a cost model needs a positive c_base or c_tok")
+
+    def forward_seconds(self, batch_size: int, num_tokens: int, context_length: float = 0.0) -> float:
+        tokens = batch_size * num_tokens
+        return self.c_base + self.c_tok * tokens + self.c_ctx * tokens * context_length
+
+    def draft_seconds(self, batch_size: int, draft_length: int) -> float:
+        """A draft model proposes sequentially: k forwards at batch b."""
+        return draft_length * (self.draft_base + self.draft_row * batch_size) if draft_length else 0.0
+
+    def step_seconds(self, batch_size: int, draft_length: int, context_length: float = 0.0) -> float:
+        """Draft then verify, every row padded to `draft_length`."""
+        return (self.draft_seconds(batch_size, draft_length)
+                + self.forward_seconds(batch_size, draft_length + 1, context_length))
+
+    def verify_affine(self, num_tokens: int, context_length: float = 0.0) -> Affine:
+        """SpecActor's V(b) for one width: the same model read as affine in the batch size."""
+        return Affine(self.c_base, num_tokens * (self.c_tok + self.c_ctx * context_length))
+
+    @property
+    def draft_affine(self) -> Affine:
+        return Affine(self.draft_base, self.draft_row)
+
+    def with_draft(self, draft: Affine) -> "CostModel":
+        return CostModel(**{**asdict(self), "draft_base": draft.intercept, "draft_row": draft.slope})
+
+    def save(self, path: str | Path) -> None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(asdict(self), indent=2) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> "CostModel":
+        return cls(**json.loads(Path(path).read_text()))
+
+
+def expected_tokens(alpha: float, k: int) -> float:
+    """Tokens one forward emits for a k-token draft: sum_{i=0..k} alpha^i = (1 - alpha^(k+1)) / (1 - alpha)."""
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"acceptance probability must be in [0, 1], got {alpha}")
+    if alpha == 1.0:
+        return float(k + 1)
+    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+
+
+def speedup(model: CostModel, alpha: float, k: int, batch_size: int, context_length: float = 0.0) -> float:
+    """Tokens per second with a k-token draft for every row, over plain decoding's."""
+    plain = model.forward_seconds(batch_size, 1, context_length)
+    return expected_tokens(alpha, k) * plain / model.step_seconds(batch_size, k, context_length)
+
+
+def best_draft_length(model: CostModel, alpha: float, batch_size: int, max_draft: int,
+                      context_length: float = 0.0) -> int:
+    """The k in 0..max_draft with the highest tokens per second for a uniform batch (0 on ties)."""
+    return max(range(max_draft + 1), key=lambda k: (speedup(model, alpha, k, batch_size, context_length), -k))
+
+
+# ----- fitting
+
+_FEATURES = ("c_base", "c_tok", "c_ctx")
+
+
+def _design(samples: Sequence[LatencySample]) -> np.ndarray:
+    rows = [(1.0, s.batch_size * s.num_tokens, s.batch_size * s.num_tokens * s.context_length) for s in samples]
+    return np.asarray(rows, dtype=np.float64)  # (num_samples, 3)
+
+
+def _nonnegative_least_squares(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Least squares, dropping any feature whose coefficient comes out negative and refitting."""
+    active = list(range(X.shape[1]))
+    while True:
+        coef = np.zeros(X.shape[1])
+        coef[active] = np.linalg.lstsq(X[:, active], y, rcond=None)[0]
+        negative = [i for i in active if coef[i] < 0]
+        if not negative:
+            return coef
+        active.remove(min(negative, key=lambda i: coef[i]))
+
+
+def fit(samples: Sequence[LatencySample], source: str = "") -> CostModel:
+    """Least-squares fit of DAS eq. 1 (with the context term), weighted by 1/t so that every sample's
+    relative error counts alike: small batches are as important to policies as large ones."""
+    if len(samples) < len(_FEATURES):
+        raise ValueError(f"need at least {len(_FEATURES)} samples to fit, got {len(samples)}")
+    y = np.asarray([s.seconds for s in samples])
+    X = _design(samples)
+    coef = _nonnegative_least_squares(X / y[:, None], np.ones_like(y))
+    model = CostModel(*map(float, coef), source=source)
+    return CostModel(**{**asdict(model), "fit_error": mean_relative_error(model, samples)})
+
+
+def fit_affine(xs: Sequence[float], ys: Sequence[float]) -> Affine:
+    """Least squares y = a + b x with both coefficients kept >= 0 (used for D(b))."""
+    X = np.stack([np.ones(len(xs)), np.asarray(xs, dtype=np.float64)], axis=1)
+    y = np.asarray(ys, dtype=np.float64)
+    a, b = _nonnegative_least_squares(X / y[:, None], np.ones_like(y))
+    return Affine(float(a), float(b))
+
+
+def mean_relative_error(model: CostModel, samples: Sequence[LatencySample]) -> float:
+    errors = [abs(model.forward_seconds(s.batch_size, s.num_tokens, s.context_length) - s.seconds) / s.seconds
+              for s in samples]
+    return float(np.mean(errors))
+
+
+
+
+# Measured with `specroll profile` (median of 7, one torch thread) on a random Qwen2 of hidden 128,
+# 4 layers, vocabulary 1024, and a draft model of hidden 64, 2 layers; 2-core CPU, 24 GiB, shared;
+# 2026-11-22. The CPU shape: a forward costs ~1.6 ms plus ~0.11 ms per token, so 9-token rows cost
+# 1.5x a one-token forward at batch 1 and ~7x at batch 64. See docs/policies.md.
+# The default carries no drafting cost: the default drafter (prompt lookup) costs next to nothing.
+DEFAULT_COST_MODEL = CostModel(c_base=1.590e-3, c_tok=1.071e-4, c_ctx=0.0, fit_error=0.283,
+                               source="qwen2 h128 l4 (random), 2-core CPU, shared, 2026-11-22")
+DEFAULT_DRAFT_MODEL_COST = Affine(7.05e-4, 2.90e-5)  # D(b) of the draft model above, per draft token

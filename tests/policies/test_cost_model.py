@@ -1,0 +1,65 @@
+import pytest
+
+from specroll.policies.cost_model import (Affine, CostModel, LatencySample, expected_tokens, fit, fit_affine,
+                                          mean_relative_error, speedup)
+
+
+def test_expected_tokens_literals():
+    assert expected_tokens(0.5, 2) == pytest.approx(1.75)  # 1 + 0.5 + 0.25
+    assert expected_tokens(1.0, 3) == 4.0
+    assert expected_tokens(0.0, 8) == 1.0
+    assert expected_tokens(0.9, 0) == pytest.approx(1.0)
+
+
+def test_forward_time_and_affine_views():
+    model = CostModel(c_base=1.0, c_tok=0.1, c_ctx=0.001, draft_base=0.2, draft_row=0.01)
+    assert model.forward_seconds(4, 3, 100) == pytest.approx(1.0 + 0.1 * 12 + 0.001 * 12 * 100)
+    assert model.verify_affine(3, 100)(4) == pytest.approx(model.forward_seconds(4, 3, 100))
+    assert model.draft_seconds(4, 2) == pytest.approx(2 * (0.2 + 0.04))
+    assert model.step_seconds(4, 0) == model.forward_seconds(4, 1)
+
+
+def test_speedup_literal():
+    model = CostModel(c_base=1.0, c_tok=0.1)
+    # k=1, alpha=0.5: 1.5 tokens in 1.2 s against 1 token in 1.1 s
+    assert speedup(model, 0.5, 1, 1) == pytest.approx(1.5 * 1.1 / 1.2)
+
+
+def test_fit_recovers_exact_coefficients():
+    truth = CostModel(c_base=2e-3, c_tok=1e-4, c_ctx=5e-8)
+    samples = [LatencySample(b, n, ctx, truth.forward_seconds(b, n, ctx))
+               for b in (1, 2, 4, 8) for n in (1, 3, 5) for ctx in (64, 512)]
+    fitted = fit(samples)
+    assert fitted.c_base == pytest.approx(2e-3, rel=1e-6)
+    assert fitted.c_tok == pytest.approx(1e-4, rel=1e-6)
+    assert fitted.c_ctx == pytest.approx(5e-8, rel=1e-6)
+    assert fitted.fit_error == pytest.approx(0.0, abs=1e-9)
+
+
+def test_fit_drops_a_negative_coefficient():
+    # times fall with context: the context term would be negative, so it is dropped
+    samples = [LatencySample(b, 1, ctx, 1.0 + 0.1 * b - 1e-4 * ctx) for b in (1, 2, 4) for ctx in (0, 100)]
+    fitted = fit(samples)
+    assert fitted.c_ctx == 0.0 and fitted.c_base > 0 and fitted.c_tok > 0
+    assert mean_relative_error(fitted, samples) < 0.05
+
+
+def test_fit_affine_literal():
+    line = fit_affine([1, 2, 4], [0.3, 0.5, 0.9])
+    assert line.intercept == pytest.approx(0.1) and line.slope == pytest.approx(0.2)
+
+
+def test_save_and_load_round_trip(tmp_path):
+    model = CostModel(1e-3, 2e-4, 3e-8, 4e-4, 5e-6, fit_error=0.12, source="test")
+    model.save(tmp_path / "sub" / "m.cost.json")
+    assert CostModel.load(tmp_path / "sub" / "m.cost.json") == model
+
+
+def test_validation():
+    with pytest.raises(ValueError):
+        CostModel(c_base=-1.0, c_tok=1.0)
+    with pytest.raises(ValueError):
+        LatencySample(0, 1, 0, 1.0)
+    with pytest.raises(ValueError):
+        expected_tokens(1.5, 2)
+    assert Affine(1.0, 2.0)(3) == 7.0

@@ -1,0 +1,36 @@
+"""The profile path on a tiny random checkpoint and a grid small enough to take seconds."""
+
+from specroll.cli import main
+from specroll.commands.profile import default_output
+from specroll.policies.cost_model import CostModel
+from specroll.profiling import ProfileGrid, build_runner, profile_runner
+
+
+def test_standard_grid():
+    grid = ProfileGrid.standard(max_batch_size=12, max_draft=8, context_lengths=(64,))
+    assert grid.batch_sizes == (1, 2, 4, 8, 12)
+    assert grid.tokens_per_sequence == (1, 2, 3, 5, 9)
+    assert grid.capacity == 73
+
+
+def test_profile_runner_times_every_point(qwen2_dir):
+    grid = ProfileGrid((1, 2), (1, 3), (0, 8), repeats=1, warmup=0)
+    samples = profile_runner(build_runner(qwen2_dir, grid), grid)
+    assert [(s.batch_size, s.num_tokens, s.context_length) for s in samples] == [
+        (1, 1, 0), (1, 3, 0), (2, 1, 0), (2, 3, 0), (1, 1, 8), (1, 3, 8), (2, 1, 8), (2, 3, 8)]
+    assert all(s.seconds > 0 for s in samples)
+
+
+def test_profile_command_writes_a_loadable_fit(qwen2_dir, tmp_path, capsys):
+    out = tmp_path / "tiny.cost.json"
+    code = main(["profile", "--model", str(qwen2_dir), "--draft-model", str(qwen2_dir), "--max-batch-size", "2",
+                 "--max-draft", "2", "--context-lengths", "4,16", "--repeats", "1", "--out", str(out)])
+    assert code == 0
+    model = CostModel.load(out)
+    assert model.fit_error is not None and model.c_base + model.c_tok > 0
+    printed = capsys.readouterr().out
+    assert "mean relative error" in printed and "D(b)" in printed
+
+
+def test_default_output_is_named_after_the_checkpoint(tmp_path):
+    assert str(default_output(tmp_path / "policy")) == "profiles/policy.cost.json"
