@@ -16,6 +16,7 @@ from specroll.engine.engine import Engine, add_requests, torch_dtype
 from specroll.engine.request import Request, SamplingParams
 from specroll.model.loader import read_config
 from specroll.model.runner import ModelRunner
+from specroll.policies.cost_model import CostModel
 from specroll.policies.registry import DEFAULT_POLICY, make_policy
 from specroll.tasks import DEFAULT_TASK, get_task
 from specroll.tokenizer import load_tokenizer
@@ -23,6 +24,7 @@ from specroll.tokenizer import load_tokenizer
 CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
 DEFAULT_MODEL = CHECKPOINTS / "policy"
 DEFAULT_DRAFT_MODEL = CHECKPOINTS / "draft"
+PROFILES = CHECKPOINTS.parent / "profiles"
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class RolloutConfig:
     draft_model_dir: Path = DEFAULT_DRAFT_MODEL
     step: int = 0  # the RL training step this rollout belongs to
     threads: int = 0  # CPU threads for torch; 0 = auto (see `cpu_threads`)
+    cost_model: Path | None = None  # a `specroll profile` fit; None = profiles/<model>.cost.json if present
 
     def __post_init__(self) -> None:
         if self.num_prompts <= 0 or self.n <= 0:
@@ -124,6 +127,17 @@ def apply_threads(config: RolloutConfig) -> None:
     torch.set_num_threads(cpu_threads(config))
 
 
+def load_cost_model(config: RolloutConfig) -> CostModel | None:
+    """The profiled cost model for this checkpoint, or None (policies then use their default)."""
+    if config.cost_model is not None:
+        return CostModel.load(config.cost_model)
+    name = f"{Path(config.model_dir).resolve().name}.cost.json"
+    for folder in (Path("profiles"), PROFILES):
+        if (folder / name).is_file():
+            return CostModel.load(folder / name)
+    return None
+
+
 def build_engine(config: RolloutConfig, longest_prompt: int, drafter: Drafter | None = None) -> Engine:
     """An engine whose cache fits the longest prompt plus max_tokens (within the model's positions)."""
     max_positions = read_config(config.model_dir).max_position_embeddings
@@ -137,7 +151,7 @@ def build_engine(config: RolloutConfig, longest_prompt: int, drafter: Drafter | 
                                  max_batch_size=config.max_batch_size, max_model_len=engine_config.max_model_len,
                                  max_draft=config.max_draft, verify=config.verify)
         drafter = make_drafter(config.drafter_name, context)
-    policy = make_policy(config.policy if drafter is not None else "none")
+    policy = make_policy(config.policy if drafter is not None else "none", load_cost_model(config))
     return Engine(runner, engine_config, drafter, policy, step=config.step)
 
 

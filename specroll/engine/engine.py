@@ -111,7 +111,7 @@ class Engine:
 
     def _draft_budgets(self, requests: list[Request]) -> list[int]:
         views = [RequestView(r.request_id, r.group_id, r.num_output_tokens, r.num_remaining,
-                             r.num_drafted, r.num_accepted, r.num_forwards) for r in requests]
+                             r.num_drafted, r.num_accepted, r.num_forwards, r.num_cached) for r in requests]
         lengths = self.policy.draft_lengths(BatchView(views, self.config.max_draft))
         # a request that may emit only one more token gains nothing from drafting
         return [max(0, min(k, self.config.max_draft, r.num_remaining - 1)) for k, r in zip(lengths, requests)]
