@@ -50,6 +50,13 @@ def _suffix(tree_tokens: int) -> Callable[[DrafterContext], Drafter]:
     return build
 
 
+def _ladder(ctx: DrafterContext) -> Drafter:
+    """The draft ladder's rungs (`specroll.policies.registry.default_ladder`), switched by the policy."""
+    from specroll.drafting.switching import SwitchingDrafter
+
+    return SwitchingDrafter({"prompt-lookup": PromptLookupDrafter(), "draft-model": _draft_model(ctx)})
+
+
 _FACTORIES: dict[str, Callable[[DrafterContext], Drafter]] = {
     "prompt-lookup": lambda ctx: PromptLookupDrafter(),
     "own-context": lambda ctx: OwnContextDrafter(),
@@ -58,6 +65,7 @@ _FACTORIES: dict[str, Callable[[DrafterContext], Drafter]] = {
     "suffix": _suffix(0),
     "suffix-tree": _suffix(16),
     "draft-model": _draft_model,
+    "ladder": _ladder,
 }
 
 DEFAULT_DRAFTER = "suffix"

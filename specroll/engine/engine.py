@@ -13,6 +13,7 @@ from typing import Callable, Iterable
 import torch
 
 from specroll.drafting.protocol import Draft, Drafter, RequestInfo
+from specroll.drafting.switching import SwitchingDrafter
 from specroll.engine.verifier import VerifyResult, build_drafts, row_parents, verify_batch
 from specroll.engine.config import EngineConfig
 from specroll.engine.request import Request
@@ -103,16 +104,31 @@ class Engine:
         return finished
 
     def _draft(self, requests: list[Request]) -> list[Draft]:
-        budgets = self._draft_budgets(requests)
+        batch = self._batch_view(requests)
+        budgets = self._draft_budgets(requests, batch)
         if self.drafter is None or not any(budgets):
             return [Draft(r.request_id) for r in requests]
+        self._follow_ladder(batch)
         return build_drafts(self.drafter, requests, budgets, self.runner.config.vocab_size,
                             allow_trees=self.config.verify == "exact")
 
-    def _draft_budgets(self, requests: list[Request]) -> list[int]:
+    def _batch_view(self, requests: list[Request]) -> BatchView:
         views = [RequestView(r.request_id, r.group_id, r.num_output_tokens, r.num_remaining,
                              r.num_drafted, r.num_accepted, r.num_forwards, r.num_cached) for r in requests]
-        lengths = self.policy.draft_lengths(BatchView(views, self.config.max_draft))
+        return BatchView(views, self.config.max_draft)
+
+    def _follow_ladder(self, batch: BatchView) -> None:
+        """A policy that chooses among drafters (a draft ladder) switches a switching drafter."""
+        choose = getattr(self.policy, "drafter_choice", None)
+        if choose is None or not isinstance(self.drafter, SwitchingDrafter):
+            return
+        name = choose(batch)
+        if name is not None and name in self.drafter.drafters:
+            self.drafter.select(name)
+            self.policy.active = name
+
+    def _draft_budgets(self, requests: list[Request], batch: BatchView) -> list[int]:
+        lengths = self.policy.draft_lengths(batch)
         # a request that may emit only one more token gains nothing from drafting
         return [max(0, min(k, self.config.max_draft, r.num_remaining - 1)) for k, r in zip(lengths, requests)]
 

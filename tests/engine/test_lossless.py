@@ -123,3 +123,17 @@ def test_history_drafter_learns_across_training_steps(qwen2_dir):
         engine.run()
     # step 1 repeats step 0's prompts (and samples): its history drafts are accepted
     assert engine.telemetry.acceptance_rate > 0.3
+
+
+@pytest.mark.parametrize("policy_name", ["auto", "threshold", "das", "bandit", "ladder"])
+def test_every_policy_is_lossless(qwen2_dir, tmp_path, policy_name):
+    from specroll.drafting.registry import DrafterContext, make_drafter
+    from specroll.policies.registry import make_policy
+    from tiny_checkpoints import save_tiny_checkpoint
+
+    save_tiny_checkpoint("qwen2", tmp_path, logit_scale=30.0)
+    drafter = make_drafter("ladder" if policy_name == "ladder" else "suffix",
+                           DrafterContext(vocab_size=97, draft_model_dir=tmp_path, max_batch_size=16, max_model_len=96))
+    plain = rollout(qwen2_dir, workload())
+    spec = rollout(qwen2_dir, workload(), drafter, make_policy(policy_name))
+    assert_same_rollout(plain, spec)
