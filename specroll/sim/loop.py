@@ -81,7 +81,7 @@ class RolloutLoop:
         self._retire_stopped(worker)
         if self.dispatcher.is_growing_kv and worker.context_tokens() >= worker.kv_capacity - 1e-6:
             self._preempt_overflow(worker)
-        self.dispatcher.fill(self.workers, self._touch, [worker.index])
+        self.dispatcher.fill(self.workers, self._touch, sorted(self._touched))  # finishes touch other copies
         if self.config.is_fastest_of_n and worker.num_running == 0 and not self.dispatcher.has_pending():
             self._fastest_of_n()
         self._replan_touched()

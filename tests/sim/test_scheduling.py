@@ -125,3 +125,41 @@ def test_das_long_requests_draft_when_tokens_are_cheap():
     assert n_fwd == pytest.approx(min_num_forwards(lengths, capacity), rel=1e-3)
     k = draft_lengths(optimal_budgets(lengths, capacity, efficiency, n_fwd), n_fwd, max_draft=8)
     assert k.tolist() == [0, 1, 8]
+
+
+def test_worker_loads_heap_matches_the_linear_scan():
+    """WorkerLoads (the fast path) against select_instance (the slow reference), seeded random updates."""
+    from specroll.scheduling.divided import WorkerLoads
+    rng = np.random.default_rng(3)
+    loads = WorkerLoads(16, kv_capacity=1000.0, max_num_seqs=4)
+    for _ in range(500):
+        index = int(rng.integers(16))
+        loads.update(index, float(rng.integers(0, 1000)), int(rng.integers(0, 5)))
+        need = float(rng.integers(1, 400))
+        expected = select_instance(loads.reserved, loads.running, 1000.0, 4, need)
+        assert loads.select(need) == expected
+
+
+def _slow_longest_waiting_group(estimate, executed, num_waiting) -> int:
+    masked = np.where(num_waiting > 0, estimate, -np.inf)
+    best = masked == masked.max()
+    return int(np.argmin(np.where(best, executed, np.inf)))
+
+
+def test_context_aware_heap_matches_the_linear_scan():
+    rng = np.random.default_rng(4)
+    groups = np.repeat(np.arange(12), 4)
+    order = ContextAwareOrder(groups, max_tokens=1000)
+    for request_id in rng.permutation(len(groups)):
+        order.push(int(request_id), 0)
+    while len(order._probes):
+        order.pop()
+    for _ in range(30):
+        group = _slow_longest_waiting_group(order._estimate, order._executed, order._num_waiting)
+        request_id = order.pop()
+        assert groups[request_id] == group
+        order.on_progress(request_id, int(rng.integers(1, 50)))
+        if rng.random() < 0.5:
+            order.on_finished(request_id, int(rng.integers(1, 1000)))
+        elif len(order) < 20:
+            order.push(request_id, 10)
