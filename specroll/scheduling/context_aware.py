@@ -69,6 +69,8 @@ class ContextAwareOrder:
         self._num_waiting = np.zeros(num_groups, dtype=np.int64)
         self._num_finished = np.zeros(num_groups, dtype=np.int64)
         self._probes: list[tuple[int, int]] = []  # heap of (num_generated, request_id)
+        self._groups: list[tuple[float, float, int, int]] = []  # heap of (-L_g hat, executed, group, stamp)
+        self._stamp = np.zeros(num_groups, dtype=np.int64)
         self._size = 0
 
     def is_probe(self, request_id: int) -> bool:
@@ -82,6 +84,7 @@ class ContextAwareOrder:
         group = self._group_of[request_id]
         self._waiting[group].append(request_id)
         self._num_waiting[group] += 1
+        self._reprioritise(group)
 
     def pop(self) -> int | None:
         if self._probes:
@@ -103,15 +106,27 @@ class ContextAwareOrder:
         self._waiting[group].appendleft(request_id)
         self._num_waiting[group] += 1
         self._size += 1
+        self._reprioritise(group)
 
     def _longest_waiting_group(self) -> int:
-        has_waiting = self._num_waiting > 0
-        estimate = np.where(has_waiting, self._estimate, -np.inf)
-        best = estimate == estimate.max()
-        return int(np.argmin(np.where(best, self._executed, np.inf)))
+        """Highest estimate, then least executed, then lowest index: the top live heap entry."""
+        while True:
+            _, _, group, stamp = self._groups[0]
+            if stamp == self._stamp[group] and self._num_waiting[group] > 0:
+                return int(group)
+            heapq.heappop(self._groups)
+
+    def _reprioritise(self, group: int) -> None:
+        """Push the group's current priority; its older heap entries become stale."""
+        self._stamp[group] += 1
+        if self._num_waiting[group] > 0:
+            entry = (-float(self._estimate[group]), float(self._executed[group]), int(group), int(self._stamp[group]))
+            heapq.heappush(self._groups, entry)
 
     def on_progress(self, request_id: int, num_tokens: int) -> None:
-        self._executed[self._group_of[request_id]] += num_tokens
+        group = self._group_of[request_id]
+        self._executed[group] += num_tokens
+        self._reprioritise(group)
 
     def on_finished(self, request_id: int, length: int) -> None:
         """UPDATEESTIMATE: the longest finished sibling so far (a conservative estimate)."""
@@ -119,6 +134,7 @@ class ContextAwareOrder:
         is_first = self._num_finished[group] == 0
         self._estimate[group] = length if is_first else max(self._estimate[group], length)
         self._num_finished[group] += 1
+        self._reprioritise(group)
 
     def __len__(self) -> int:
         return self._size

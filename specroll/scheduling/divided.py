@@ -8,6 +8,7 @@ so divided rollout never preempts.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,3 +40,37 @@ def select_instance(
         return None
     load = np.where(fits, kv_reserved, np.inf)
     return int(np.argmin(load))
+
+
+class WorkerLoads:
+    """select_instance in O(log W): a heap of (KV reserved, worker) with stale entries skipped.
+
+    The least-reserved worker is also the one with the most free KV, so if it cannot hold the chunk
+    no worker can. Workers at max_num_seqs leave the heap until a request leaves them.
+    """
+
+    def __init__(self, num_workers: int, kv_capacity: float, max_num_seqs: int) -> None:
+        self.kv_capacity, self.max_num_seqs = kv_capacity, max_num_seqs
+        self.reserved = np.zeros(num_workers)
+        self.running = np.zeros(num_workers, dtype=np.int64)
+        self._stamp = np.zeros(num_workers, dtype=np.int64)
+        self._heap: list[tuple[float, int, int]] = []  # (reserved, worker, stamp)
+        for index in range(num_workers):
+            self.update(index, 0.0, 0)
+
+    def update(self, index: int, reserved: float, running: int) -> None:
+        self.reserved[index], self.running[index] = reserved, running
+        self._stamp[index] += 1
+        if running < self.max_num_seqs:
+            heapq.heappush(self._heap, (reserved, index, int(self._stamp[index])))
+
+    def add(self, index: int, need_tokens: float) -> None:
+        self.update(index, self.reserved[index] + need_tokens, int(self.running[index]) + 1)
+
+    def select(self, need_tokens: float) -> int | None:
+        """Same answer as select_instance on (reserved, running), ties to the lowest index."""
+        while self._heap and self._heap[0][2] != self._stamp[self._heap[0][1]]:
+            heapq.heappop(self._heap)
+        if not self._heap or self._heap[0][0] + need_tokens > self.kv_capacity:
+            return None
+        return self._heap[0][1]

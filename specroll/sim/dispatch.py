@@ -13,7 +13,7 @@ from typing import Callable, Protocol, Sequence
 import numpy as np
 
 from specroll.scheduling.context_aware import RequestOrder
-from specroll.scheduling.divided import ChunkPolicy, select_instance
+from specroll.scheduling.divided import ChunkPolicy, WorkerLoads
 from specroll.scheduling.static import assign_groups
 from specroll.sim.cost_model import ForwardCost
 from specroll.sim.worker import Worker
@@ -103,27 +103,29 @@ class DividedDispatch:
         self._prompt_tokens = prompt_tokens
         self._max_tokens = max_tokens
         self._position = np.zeros(len(lengths))
+        self._loads: WorkerLoads | None = None
         for request_id in range(len(lengths)):
             order.push(request_id, 0)
         self.num_preemptions = 0
 
     def fill(self, workers: Sequence[Worker], touch: Callable[[int], Worker], changed: Sequence[int]) -> None:
-        reserved = np.array([w.reserved_tokens() for w in workers])
-        running = np.array([w.num_running for w in workers])
-        capacity, max_seqs = workers[0].kv_capacity, workers[0].max_num_seqs
+        """Refresh the loads of workers whose batch changed, then dispatch chunks while one fits."""
+        if self._loads is None:
+            self._loads = WorkerLoads(len(workers), workers[0].kv_capacity, workers[0].max_num_seqs)
+        for index in changed:
+            self._loads.update(index, workers[index].reserved_tokens(), workers[index].num_running)
         while len(self._order):
             request_id = self._order.pop()
             position = self._position[request_id]
             stop = min(self._chunks.chunk_end(int(position), self._max_tokens), self._lengths[request_id])
             need = self._prompt_tokens + stop
-            index = select_instance(reserved, running, capacity, max_seqs, need)
+            index = self._loads.select(need)
             if index is None:
                 self._order.requeue(request_id, int(position))
                 return
             prefill = self._cost.prefill_s(self._prompt_tokens) if position == 0 else 0.0
             touch(index).add(request_id, 0, position, float(stop), prefill)
-            reserved[index] += need
-            running[index] += 1
+            self._loads.add(index, need)
 
     def on_stop(self, worker: Worker, request_id: int, position: float) -> None:
         self._order.on_progress(request_id, int(position - self._position[request_id]))

@@ -81,7 +81,7 @@ class RolloutLoop:
         self._retire_stopped(worker)
         if self.dispatcher.is_growing_kv and worker.context_tokens() >= worker.kv_capacity - 1e-6:
             self._preempt_overflow(worker)
-        self.dispatcher.fill(self.workers, self._touch, [worker.index])
+        self.dispatcher.fill(self.workers, self._touch, sorted(self._touched))  # finishes touch other copies
         if self.config.is_fastest_of_n and worker.num_running == 0 and not self.dispatcher.has_pending():
             self._fastest_of_n()
         self._replan_touched()
@@ -148,7 +148,10 @@ class RolloutLoop:
         return [FonCandidate(r, rates[r], frozenset(drafters[r])) for r in ranked]
 
     def _add_copy(self, request_id: int, drafter: int, index: int) -> None:
-        source = self._touch(next(iter(self.copies_on[request_id])))
+        holders = [i for i in self.copies_on[request_id] if (self.workers[i].request_ids == request_id).any()]
+        if not holders:
+            return  # its chunk ended during this event: the request is back in the dispatcher's buffer
+        source = self._touch(holders[0])
         position = float(source.positions[source.request_ids == request_id][0])
         prefill = self.prefill_cost.prefill_s(self.workload.prompt_tokens + position)  # KV recovery
         length = float(self.workload.output_lengths[request_id])

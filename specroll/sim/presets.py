@@ -156,7 +156,7 @@ PRESETS: dict[str, Preset] = {
             "batch": "DAS §5.1: 128 prompts x 16 samples, 16K max length",
             "lengths": "ASSUMPTION matching DAS §3 Fig. 1: batch collapses to a few long stragglers",
             "acceptance": "ASSUMPTION: suffix-tree drafter at T=0.6, about 2.3 tokens per round (DAS Fig. 6 shows 2-3)",
-            "das_efficiency": "ASSUMPTION: DAS eq. 3 accept efficiency 1",
+            "das_efficiency": "DAS eq. 3: the first draft is accepted at rate k_i a_i; with k_i the per-token acceptance, a_i = 1",
             "das_prediction_sigma": "ASSUMPTION: history predicts length within ~30% (DAS Fig. 9 spread)",
         },
     ),

@@ -64,10 +64,15 @@ class SpecCosts:
         return verify + self._drafting_s(draft_len, drafters, context)
 
     def _drafting_s(self, draft_len: np.ndarray, drafters: np.ndarray, context: float) -> float:
+        """A model drafter runs one forward per drafted token; a model-free one answers in one lookup.
+
+        Suffix-tree and n-gram drafters find the longest match once, then propose the whole draft along
+        the matched path (DAS §4.1.2, Seer §4.4), so their cost does not grow with the draft length.
+        """
         total, b = 0.0, len(draft_len)
         for drafter in np.unique(drafters[draft_len > 0]):
             mine = drafters == drafter
-            steps = int(draft_len[mine].max())
+            steps = int(draft_len[mine].max()) if self.drafters[drafter] is not None else 1
             total += steps * self.draft_step_s(int(drafter), int(mine.sum()), context * mine.sum() / b)
         return total
 
@@ -191,20 +196,34 @@ class LengthAwareSpeculation(_NoFeedback):
     def step(self, view: BatchView) -> Step:
         predicted = np.where(view.positions < view.predicted_lengths, view.predicted_lengths, view.max_tokens)
         remaining = np.maximum(predicted - view.positions, 1.0)
-        c_base, c_tok = self._linearised_costs(view.num_running)
-        capacity = np.clip(view.acceptance, 1e-3, 0.999)
-        efficiency = np.full(view.num_running, self.efficiency)
-        n_fwd = optimal_num_forwards(remaining, capacity, efficiency, c_base, c_tok)
-        budgets = optimal_budgets(remaining, capacity, efficiency, n_fwd)
-        k = draft_lengths(budgets, remaining, n_fwd, self.max_draft)
+        context = float(np.sum(view.positions))
+        k = np.full(view.num_running, self.max_draft, dtype=np.int64)
+        for _ in range(self.num_refits):
+            k = self._draft_lengths(remaining, view.acceptance, *self._linearised_costs(k, context))
         return _coupled_step(self.costs, view, k, view.acceptance)
 
-    def _linearised_costs(self, b: int) -> tuple[float, float]:
-        """Eq. 1 around the current batch: t_fwd = c_base + c_tok n_toks."""
-        one = self.costs.target.forward_s(b, 1, 0)
-        two = self.costs.target.forward_s(b, 2, 0)
-        c_tok = max((two - one) / b, 1e-9)
-        return one - c_tok * b, c_tok
+    num_refits = 3
+
+    def _draft_lengths(self, remaining: np.ndarray, acceptance: np.ndarray, c_base: float, c_tok: float) -> np.ndarray:
+        capacity = np.clip(acceptance, 1e-3, 0.999)
+        efficiency = np.full(len(remaining), self.efficiency)
+        n_fwd = optimal_num_forwards(remaining, capacity, efficiency, c_base, c_tok)
+        return draft_lengths(optimal_budgets(remaining, capacity, efficiency, n_fwd), n_fwd, self.max_draft)
+
+    def _linearised_costs(self, draft_len: np.ndarray, context: float) -> tuple[float, float]:
+        """Eq. 1 as the secant of the batch's forward between plain decoding and the current plan.
+
+        A tangent at one token per sequence reads c_tok = 0 whenever that forward is memory-bound, so
+        every draft looks free; a secant over the whole draft range overcharges the short drafts the
+        optimum mostly picks. The plan and the line are refitted in turn (`num_refits` times),
+        starting from the longest drafts.
+        """
+        b = len(draft_len)
+        extra = max(float(np.mean(draft_len)), 1.0)
+        plain = self.costs.target.forward_s(b, 1, context)
+        planned = self.costs.target.forward_s(b, 1 + extra, context)
+        c_tok = max((planned - plain) / (b * extra), 1e-12)
+        return max(plain - c_tok * b, 1e-9), c_tok
 
 
 @dataclass

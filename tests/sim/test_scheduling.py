@@ -7,7 +7,9 @@ from specroll.scheduling.adaptive_range import AdaptiveDraftRange
 from specroll.scheduling.bandit import BucketedEpsilonGreedy, ElasticThreshold, SpecStrategy
 from specroll.scheduling.context_aware import ContextAwareOrder, FifoOrder
 from specroll.scheduling.divided import ChunkPolicy, select_instance
-from specroll.scheduling.draft_budget import LengthClasses, optimal_budgets, optimal_num_forwards
+from specroll.scheduling.draft_budget import (
+    LengthClasses, draft_lengths, min_num_forwards, optimal_budgets, optimal_num_forwards,
+)
 from specroll.scheduling.fastest_of_n import FonCandidate, assign_fastest_of_n
 from specroll.scheduling.placement import AffineLatency, plan_decoupled, reconfigure
 from specroll.scheduling.speculation_math import (
@@ -94,6 +96,9 @@ def test_das_budgets_grow_with_length_and_skip_short():
     n_fwd = optimal_num_forwards(lengths, capacity, efficiency, c_base=0.01, c_tok=1e-4)
     budgets = optimal_budgets(lengths, capacity, efficiency, n_fwd)
     assert budgets[0] == 0.0 and budgets[1] < budgets[2]
+    forwards = lengths * (1 - capacity + capacity * np.exp(-efficiency * budgets / lengths))  # eq. 4
+    active = budgets > 0
+    assert forwards[active] == pytest.approx(np.full(active.sum(), n_fwd), rel=1e-6)  # tight (eq. 6)
     assert LengthClasses(1000, 5000, 2, 6).draft_len(np.array([10, 2000, 9000])).tolist() == [0, 2, 6]
 
 
@@ -110,3 +115,51 @@ def test_bandit_buckets_and_exploits_best_median():
     bandit.record(SpecStrategy(6, 8), 1.0, 10.0, 2)
     bandit.record(SpecStrategy(8, 8), 1.0, 20.0, 2)
     assert bandit.select(2) == SpecStrategy(8, 8)
+
+
+def test_das_long_requests_draft_when_tokens_are_cheap():
+    """The DAS preset's regression: with a near-free token cost the longest request must draft."""
+    lengths = np.array([500.0, 6000.0, 10000.0])
+    capacity, efficiency = np.full(3, 0.6), np.ones(3)
+    n_fwd = optimal_num_forwards(lengths, capacity, efficiency, c_base=6e-3, c_tok=1e-7)
+    assert n_fwd == pytest.approx(min_num_forwards(lengths, capacity), rel=1e-3)
+    k = draft_lengths(optimal_budgets(lengths, capacity, efficiency, n_fwd), n_fwd, max_draft=8)
+    assert k.tolist() == [0, 1, 8]
+
+
+def test_worker_loads_heap_matches_the_linear_scan():
+    """WorkerLoads (the fast path) against select_instance (the slow reference), seeded random updates."""
+    from specroll.scheduling.divided import WorkerLoads
+    rng = np.random.default_rng(3)
+    loads = WorkerLoads(16, kv_capacity=1000.0, max_num_seqs=4)
+    for _ in range(500):
+        index = int(rng.integers(16))
+        loads.update(index, float(rng.integers(0, 1000)), int(rng.integers(0, 5)))
+        need = float(rng.integers(1, 400))
+        expected = select_instance(loads.reserved, loads.running, 1000.0, 4, need)
+        assert loads.select(need) == expected
+
+
+def _slow_longest_waiting_group(estimate, executed, num_waiting) -> int:
+    masked = np.where(num_waiting > 0, estimate, -np.inf)
+    best = masked == masked.max()
+    return int(np.argmin(np.where(best, executed, np.inf)))
+
+
+def test_context_aware_heap_matches_the_linear_scan():
+    rng = np.random.default_rng(4)
+    groups = np.repeat(np.arange(12), 4)
+    order = ContextAwareOrder(groups, max_tokens=1000)
+    for request_id in rng.permutation(len(groups)):
+        order.push(int(request_id), 0)
+    while len(order._probes):
+        order.pop()
+    for _ in range(30):
+        group = _slow_longest_waiting_group(order._estimate, order._executed, order._num_waiting)
+        request_id = order.pop()
+        assert groups[request_id] == group
+        order.on_progress(request_id, int(rng.integers(1, 50)))
+        if rng.random() < 0.5:
+            order.on_finished(request_id, int(rng.integers(1, 1000)))
+        elif len(order) < 20:
+            order.push(request_id, 10)
