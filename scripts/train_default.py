@@ -15,7 +15,7 @@ import math
 import random
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -218,6 +218,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--out-dir", type=Path, default=REPO_ROOT / "checkpoints")
     parser.add_argument("--policy-steps", type=int, default=POLICY.num_steps)
     parser.add_argument("--draft-steps", type=int, default=DRAFT.num_steps)
+    parser.add_argument("--tokens-per-batch", type=int, default=POLICY.tokens_per_batch)
+    parser.add_argument("--learning-rate", type=float, default=POLICY.learning_rate)
     # on a machine shared with other jobs one thread beats two: two threads spin at every barrier
     parser.add_argument("--num-threads", type=int, default=2)
     return parser.parse_args()
@@ -228,8 +230,10 @@ def main() -> None:
     torch.set_num_threads(args.num_threads)
     tokenizer = build_tokenizer()
     runs = [
-        ("policy", TrainConfig(**{**POLICY.__dict__, "num_steps": args.policy_steps})),
-        ("draft", TrainConfig(**{**DRAFT.__dict__, "num_steps": args.draft_steps})),
+        ("policy", replace(POLICY, num_steps=args.policy_steps, tokens_per_batch=args.tokens_per_batch,
+                           learning_rate=args.learning_rate)),
+        ("draft", replace(DRAFT, num_steps=args.draft_steps, tokens_per_batch=args.tokens_per_batch,
+                          learning_rate=args.learning_rate)),
     ]
     for label, config in runs:
         torch.manual_seed(SEED)
