@@ -164,12 +164,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--max-new-tokens", type=int, default=512)
     parser.add_argument("--seed", type=int, default=0, help="sampling seed")
     parser.add_argument("--show", type=int, default=2, help="groups to print in full")
+    parser.add_argument("--num-threads", type=int, default=2)
     return parser.parse_args()
 
 
 def main() -> None:
     args = parse_args()
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.num_threads)
     torch.manual_seed(args.seed)
     tokenizer = AutoTokenizer.from_pretrained(args.model_dir, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(args.model_dir, local_files_only=True).eval()

@@ -15,7 +15,7 @@ import math
 import random
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -26,12 +26,12 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from specroll.tasks import DEFAULT_TASK, Problem, get_task  # noqa: E402
-from specroll.tasks.running_sum import ANSWER_WORD, PROMPT_WORD  # noqa: E402
+from specroll.tasks.running_sum import ANSWER_WORD, PROMPT_WORD, TERM_LABELS  # noqa: E402
 
 PAD, EOS, UNK = "<pad>", "<eos>", "<unk>"
 SPECIAL_TOKENS = [PAD, EOS, UNK]
 # Byte-level symbols, as Qwen2's tokenizer spells text: "Ġ" is a space, "Ċ" a newline.
-BASE_SYMBOLS = list("0123456789+=") + ["Ġ", "Ċ"] + sorted(set(PROMPT_WORD + ANSWER_WORD))
+BASE_SYMBOLS = list("0123456789+=") + ["Ġ", "Ċ"] + sorted(set(PROMPT_WORD + ANSWER_WORD + TERM_LABELS))
 # Qwen2's pre-tokenizer: digits one by one, letters in runs, newlines apart (the Qwen2 pattern).
 QWEN2_PRETOKENIZE_REGEX = (
     r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
@@ -70,8 +70,8 @@ class TrainConfig:
             raise ValueError(f"num_steps {self.num_steps} must exceed warmup_steps {self.warmup_steps}")
 
 
-POLICY = TrainConfig(ModelSize(160, 4, 4, 2, 640), num_steps=1000, tokens_per_batch=6144, learning_rate=3e-3)
-DRAFT = TrainConfig(ModelSize(64, 1, 4, 2, 256), num_steps=800, tokens_per_batch=6144, learning_rate=3e-3)
+POLICY = TrainConfig(ModelSize(128, 4, 4, 2, 512), num_steps=1300, tokens_per_batch=4096, learning_rate=3e-3)
+DRAFT = TrainConfig(ModelSize(64, 1, 4, 2, 256), num_steps=800, tokens_per_batch=4096, learning_rate=3e-3)
 SEED = 0
 
 
@@ -81,7 +81,7 @@ def word_merges(word: str) -> list[tuple[str, str]]:
 
 
 def build_tokenizer() -> PreTrainedTokenizerFast:
-    """A byte-level BPE tokenizer of ~30 tokens, laid out exactly as Qwen2's tokenizer is.
+    """A byte-level BPE tokenizer of ~80 tokens, laid out exactly as Qwen2's tokenizer is.
 
     `AutoTokenizer` rebuilds any tokenizer of a qwen2 checkpoint as `Qwen2Tokenizer` (BPE, NFC, the
     Qwen2 split pattern, byte-level), keeping only the vocabulary and merges; building it the same
@@ -218,16 +218,22 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--out-dir", type=Path, default=REPO_ROOT / "checkpoints")
     parser.add_argument("--policy-steps", type=int, default=POLICY.num_steps)
     parser.add_argument("--draft-steps", type=int, default=DRAFT.num_steps)
+    parser.add_argument("--tokens-per-batch", type=int, default=POLICY.tokens_per_batch)
+    parser.add_argument("--learning-rate", type=float, default=POLICY.learning_rate)
+    # on a machine shared with other jobs one thread beats two: two threads spin at every barrier
+    parser.add_argument("--num-threads", type=int, default=2)
     return parser.parse_args()
 
 
 def main() -> None:
     args = parse_args()
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.num_threads)
     tokenizer = build_tokenizer()
     runs = [
-        ("policy", TrainConfig(**{**POLICY.__dict__, "num_steps": args.policy_steps})),
-        ("draft", TrainConfig(**{**DRAFT.__dict__, "num_steps": args.draft_steps})),
+        ("policy", replace(POLICY, num_steps=args.policy_steps, tokens_per_batch=args.tokens_per_batch,
+                           learning_rate=args.learning_rate)),
+        ("draft", replace(DRAFT, num_steps=args.draft_steps, tokens_per_batch=args.tokens_per_batch,
+                          learning_rate=args.learning_rate)),
     ]
     for label, config in runs:
         torch.manual_seed(SEED)

@@ -29,9 +29,9 @@ def test_known_problem_prompt_and_reference_response():
     problem = RunningSumTask().make_problem(7, [37, 52, 19])
     assert problem == Problem(
         prompt_id=7,
-        prompt="add 37 52 19\n",
+        prompt="add a37 b52 c19\n",
         answer="108",
-        reference_response="+37=7300\n+52=9800\n+19=8010\nanswer 108",
+        reference_response="+a37=7300\n+b52=9800\n+c19=8010\nanswer 108",
     )
 
 
@@ -39,10 +39,10 @@ def test_reward_of_correct_and_wrong_responses():
     task = RunningSumTask()
     problem = task.make_problem(0, [37, 52, 19])
     assert task.reward(problem, problem.reference_response) == 1.0
-    assert task.reward(problem, "+37=7300\n+52=9800\n+19=8010\nanswer 108\n") == 1.0
-    assert task.reward(problem, "+37=7300\n+52=9800\n+19=9010\nanswer 109") == 0.0
-    assert task.reward(problem, "+37=7300\n+52=9800\n+19=8010\n") == 0.0  # no final answer
-    assert task.reward(problem, "answer 108\n+19=8010") == 0.0  # answer not last
+    assert task.reward(problem, "+a37=7300\n+b52=9800\n+c19=8010\nanswer 108\n") == 1.0
+    assert task.reward(problem, "+a37=7300\n+b52=9800\n+c19=9010\nanswer 109") == 0.0
+    assert task.reward(problem, "+a37=7300\n+b52=9800\n+c19=8010\n") == 0.0  # no final answer
+    assert task.reward(problem, "answer 108\n+c19=8010") == 0.0  # answer not last
     assert task.reward(problem, "answer 1080") == 0.0
 
 
@@ -63,7 +63,7 @@ def test_reference_lengths_are_heavy_tailed_and_bounded():
     lengths = sorted(len(p.reference_response) for p in task.problems(2000, seed=0))
     p50, p99 = lengths[len(lengths) // 2], lengths[int(0.99 * len(lengths))]
     assert p99 / p50 >= 4
-    assert lengths[-1] <= 9 * task.max_terms + len("answer ") + task.sum_width
+    assert lengths[-1] <= 10 * task.max_terms + len("answer ") + task.sum_width
 
 
 def test_term_counts_cover_the_configured_range():
@@ -76,7 +76,9 @@ def test_invalid_configuration_is_rejected():
     with pytest.raises(ValueError):
         RunningSumTask(min_terms=5, max_terms=4)
     with pytest.raises(ValueError):
-        RunningSumTask(max_terms=200, sum_width=4)  # 200 x 99 needs five digits
+        RunningSumTask(max_terms=52, max_term=999)  # 52 x 999 needs five digits
+    with pytest.raises(ValueError):
+        RunningSumTask(max_terms=60, sum_width=6)  # more terms than labels
 
 
 @pytest.mark.parametrize("name", ["policy", "draft"])

@@ -2,11 +2,15 @@
 
 Prompt and response, for the terms 37, 52 and 19 (the sum 108):
 
-    add 37 52 19
-    +37=7300
-    +52=9800
-    +19=8010
+    add a37 b52 c19
+    +a37=7300
+    +b52=9800
+    +c19=8010
     answer 108
+
+Each term carries a one-letter label (a..z, then A..Z) that the response repeats: finding the next
+term is then a lookup of the next label, which a tiny model learns quickly, instead of an induction
+over digit pairs that repeat across the list, which it did not learn in our training budget.
 
 Each running sum is written least-significant digit first and zero-padded to `sum_width` digits, so
 every digit the model writes depends only on digits a fixed distance back and on the carry it has
@@ -27,12 +31,14 @@ from __future__ import annotations
 import math
 import random
 import re
+import string
 from dataclasses import dataclass
 
 from specroll.tasks.base import Problem
 
 PROMPT_WORD = "add"
 ANSWER_WORD = "answer"
+TERM_LABELS = string.ascii_lowercase + string.ascii_uppercase  # the i-th term's label is TERM_LABELS[i]
 _ANSWER_LINE = re.compile(rf"{ANSWER_WORD} (\d+)")
 
 
@@ -50,6 +56,8 @@ class RunningSumTask:
     def __post_init__(self) -> None:
         if not 1 <= self.min_terms <= self.max_terms:
             raise ValueError(f"need 1 <= min_terms <= max_terms, got {self.min_terms}, {self.max_terms}")
+        if self.max_terms > len(TERM_LABELS):
+            raise ValueError(f"max_terms {self.max_terms} exceeds the {len(TERM_LABELS)} term labels")
         if not 0 <= self.min_term <= self.max_term:
             raise ValueError(f"need 0 <= min_term <= max_term, got {self.min_term}, {self.max_term}")
         if len(str(self.max_terms * self.max_term)) > self.sum_width:
@@ -66,14 +74,15 @@ class RunningSumTask:
         return [rng.randint(self.min_term, self.max_term) for _ in range(num_terms)]
 
     def make_problem(self, prompt_id: int, terms: list[int]) -> Problem:
-        prompt = f"{PROMPT_WORD} {' '.join(str(term) for term in terms)}\n"
+        labelled = " ".join(f"{label}{term}" for label, term in zip(TERM_LABELS, terms))
+        prompt = f"{PROMPT_WORD} {labelled}\n"
         return Problem(prompt_id, prompt, str(sum(terms)), self.reference_response(terms))
 
     def reference_response(self, terms: list[int]) -> str:
         lines, total = [], 0
-        for term in terms:
+        for label, term in zip(TERM_LABELS, terms):
             total += term
-            lines.append(f"+{term}={self.format_running_sum(total)}\n")
+            lines.append(f"+{label}{term}={self.format_running_sum(total)}\n")
         return "".join(lines) + f"{ANSWER_WORD} {total}"
 
     def format_running_sum(self, total: int) -> str:
