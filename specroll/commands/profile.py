@@ -56,7 +56,8 @@ def print_fit(model: CostModel, samples: list[LatencySample], out: Path) -> None
     for s in samples:
         fitted = model.forward_seconds(s.batch_size, s.num_tokens, s.context_length)
         print(f"{s.batch_size:5d} {s.num_tokens:6d} {s.context_length:7d} {s.seconds * 1e3:11.3f} {fitted * 1e3:9.3f}")
-    print(f"t = {model.c_base * 1e3:.4f} ms + {model.c_tok * 1e6:.4f} us * tokens"
+    print(f"t = {model.c_base * 1e3:.4f} ms + {model.c_row * 1e6:.4f} us * rows"
+          f" + {model.c_row_ctx * 1e9:.4f} ns * rows * context + {model.c_tok * 1e6:.4f} us * tokens"
           f" + {model.c_ctx * 1e9:.4f} ns * tokens * context")
     if model.draft_base or model.draft_row:
         print(f"D(b) = {model.draft_base * 1e3:.4f} ms + {model.draft_row * 1e6:.4f} us * b per draft token")

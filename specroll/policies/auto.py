@@ -46,7 +46,8 @@ def unpadded_draft_lengths(model: CostModel, alphas: Sequence[float], limits: Se
     """Greedy by gain / price over single draft tokens; exact for a linear cost."""
     b = len(alphas)
     prices = [model.c_tok + model.c_ctx * ctx + model.draft_base / max(1, b) + model.draft_row for ctx in contexts]
-    seconds = model.c_base + sum(model.c_tok + model.c_ctx * ctx for ctx in contexts)
+    seconds = model.c_base + sum(model.c_row + model.c_row_ctx * ctx + model.c_tok + model.c_ctx * ctx
+                                 for ctx in contexts)
     tokens = float(b)
     items = sorted(((alphas[i] ** j / prices[i], i) for i in range(b) for j in range(1, limits[i] + 1)),
                    reverse=True)

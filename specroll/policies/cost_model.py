@@ -3,10 +3,13 @@
 One verification forward over `batch_size` rows, each `num_tokens` wide (the fed token plus the
 draft; rows are padded to the widest one), reading `context_length` cached positions, takes
 
-    t = c_base + c_tok * (b * n) + c_ctx * (b * n * ctx)                     (DAS eq. 1)
+    t = c_base + c_row * b + c_row_ctx * (b * ctx) + c_tok * (b * n) + c_ctx * (b * n * ctx)
 
-c_base is the per-forward cost (weights streamed once, launches, Python), c_tok the cost of one
-token, c_ctx the attention cost of one token against one cached position. Drafting with a draft
+the token terms being DAS eq. 1. c_base is the per-forward cost (weights streamed once, launches,
+Python), c_row the cost of one row whatever its width, c_row_ctx reading one row's cached position
+once, c_tok the cost of one token, c_ctx the attention cost of one token against one cached position.
+The row terms matter: measured on CPU at batch 256, a 5-token-wide forward cost 2.75x a 1-token one,
+where token terms alone predict 4.8x. Drafting with a draft
 model costs, per draft token, D(b) = d_base + d_row * b (SpecActor §4.1, affine in b); a drafter
 that needs no model (prompt lookup) has D = 0. For a fixed width n and context the verification
 time is itself affine in b, V(b) = c_base + b * n * (c_tok + c_ctx * ctx) (`verify_affine`).
@@ -56,13 +59,15 @@ class CostModel:
     c_base: float
     c_tok: float
     c_ctx: float = 0.0
+    c_row: float = 0.0
+    c_row_ctx: float = 0.0
     draft_base: float = 0.0  # D(b) = draft_base + draft_row * b, seconds per draft token
     draft_row: float = 0.0
     fit_error: float | None = None  # mean relative error on the samples it was fitted to
     source: str = ""  # what was measured, where
 
     def __post_init__(self) -> None:
-        for name in ("c_base", "c_tok", "c_ctx", "draft_base", "draft_row"):
+        for name in ("c_base", "c_tok", "c_ctx", "c_row", "c_row_ctx", "draft_base", "draft_row"):
             if getattr(self, name) < 0:
                 raise ValueError(f"cost model coefficient {name} must be >= 0, got {getattr(self, name)}")
         if self.c_base + self.c_tok <= 0:
@@ -70,7 +75,8 @@ class CostModel:
 
     def forward_seconds(self, batch_size: int, num_tokens: int, context_length: float = 0.0) -> float:
         tokens = batch_size * num_tokens
-        return self.c_base + self.c_tok * tokens + self.c_ctx * tokens * context_length
+        rows = self.c_row * batch_size + self.c_row_ctx * batch_size * context_length
+        return self.c_base + rows + self.c_tok * tokens + self.c_ctx * tokens * context_length
 
     def draft_seconds(self, batch_size: int, draft_length: int) -> float:
         """A draft model proposes sequentially: k forwards at batch b."""
@@ -83,7 +89,8 @@ class CostModel:
 
     def verify_affine(self, num_tokens: int, context_length: float = 0.0) -> Affine:
         """SpecActor's V(b) for one width: the same model read as affine in the batch size."""
-        return Affine(self.c_base, num_tokens * (self.c_tok + self.c_ctx * context_length))
+        row = self.c_row + self.c_row_ctx * context_length
+        return Affine(self.c_base, row + num_tokens * (self.c_tok + self.c_ctx * context_length))
 
     @property
     def draft_affine(self) -> Affine:
@@ -124,12 +131,13 @@ def best_draft_length(model: CostModel, alpha: float, batch_size: int, max_draft
 
 # ----- fitting
 
-_FEATURES = ("c_base", "c_tok", "c_ctx")
+_FEATURES = ("c_base", "c_tok", "c_ctx", "c_row", "c_row_ctx")
 
 
 def _design(samples: Sequence[LatencySample]) -> np.ndarray:
-    rows = [(1.0, s.batch_size * s.num_tokens, s.batch_size * s.num_tokens * s.context_length) for s in samples]
-    return np.asarray(rows, dtype=np.float64)  # (num_samples, 3)
+    rows = [(1.0, s.batch_size * s.num_tokens, s.batch_size * s.num_tokens * s.context_length,
+             s.batch_size, s.batch_size * s.context_length) for s in samples]
+    return np.asarray(rows, dtype=np.float64)  # (num_samples, 5), columns in _FEATURES order
 
 
 def _nonnegative_least_squares(X: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -152,7 +160,7 @@ def fit(samples: Sequence[LatencySample], source: str = "") -> CostModel:
     y = np.asarray([s.seconds for s in samples])
     X = _design(samples)
     coef = _nonnegative_least_squares(X / y[:, None], np.ones_like(y))
-    model = CostModel(*map(float, coef), source=source)
+    model = CostModel(**dict(zip(_FEATURES, map(float, coef))), source=source)
     return CostModel(**{**asdict(model), "fit_error": mean_relative_error(model, samples)})
 
 
