@@ -76,6 +76,10 @@ class AcceptanceTracker:
         self._pooled_trials += trials
 
     @property
+    def pooled_trials(self) -> float:
+        return self._pooled_trials
+
+    @property
     def pooled_alpha(self) -> float:
         """alpha over every request seen, itself shrunk toward `prior_alpha`."""
         return _shrunk(self._pooled_successes, self._pooled_trials, self.prior_alpha, self.prior_strength)

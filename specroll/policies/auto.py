@@ -63,12 +63,31 @@ def unpadded_draft_lengths(model: CostModel, alphas: Sequence[float], limits: Se
 
 @dataclass
 class AutoPolicy:
+    """Exploration: the acceptance of a drafter on a workload is unknown until it drafts, and a prior
+    that predicts a loss would never be corrected. So until `warmup_trials` draft tokens have been
+    tried, and then every `probe_every` steps, a step the model would run plain drafts `probe_length`
+    tokens instead: a bounded cost that keeps the estimates live."""
+
     cost_model: CostModel
     padded: bool = True  # this engine pads every row to the widest draft
     tracker: AcceptanceTracker = field(default_factory=AcceptanceTracker)
     name: str = "auto"
+    warmup_trials: int = 64
+    probe_every: int = 16
+    probe_length: int = 2
+    num_steps: int = 0
 
     def draft_lengths(self, batch: BatchView) -> list[int]:
+        self.num_steps += 1
+        lengths = self._best_lengths(batch)
+        if any(lengths) or not self._should_probe():
+            return lengths
+        return [max(0, min(self.probe_length, batch.max_draft, v.num_remaining - 1)) for v in batch.requests]
+
+    def _should_probe(self) -> bool:
+        return self.tracker.pooled_trials < self.warmup_trials or self.num_steps % self.probe_every == 0
+
+    def _best_lengths(self, batch: BatchView) -> list[int]:
         self.tracker.update(batch)
         alphas = [self.tracker.alpha(v.request_id) for v in batch.requests]
         limits = [max(0, min(batch.max_draft, v.num_remaining - 1)) for v in batch.requests]
