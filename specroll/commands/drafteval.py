@@ -22,7 +22,7 @@ from specroll.drafting.history import HistoryDrafter
 from specroll.drafting.own_context import OwnContextDrafter
 from specroll.drafting.protocol import Drafter
 from specroll.drafting.suffix_draft import DraftShape
-from specroll.drafting.suffix_index import DEFAULT_MAX_DEPTH
+from specroll.drafting.suffix_index import DEFAULT_MAX_DEPTH, DEFAULT_SHORT_MATCH_DISCOUNT
 
 DEFAULT_MAX_GROUPS = {"grouped": 20, "history": 10}
 
@@ -40,6 +40,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-verify", type=int, default=16, help="tree: at most this many drafted tokens")
     p.add_argument("--min-prob", type=float, default=0.0, help="cut paths below this estimated probability")
     p.add_argument("--max-depth", type=int, default=DEFAULT_MAX_DEPTH, help="suffix index depth")
+    p.add_argument("--short-match-discount", type=float, default=DEFAULT_SHORT_MATCH_DISCOUNT,
+                   help="scores scale a continuation after a d-token match by d / (d + this); 0: none")
     p.add_argument("--drafter", choices=("combined", "own", "shared"), default="combined",
                    help="own context, the group/history index alone, or both chosen by score")
     p.add_argument("--max-groups", type=int, default=None,
@@ -76,7 +78,8 @@ def _validate(args: argparse.Namespace) -> None:
 
 
 def _drafter_factory(args: argparse.Namespace) -> Callable[[], Drafter]:
-    shape = DraftShape(min_prob=args.min_prob, max_tree_tokens=args.max_verify if args.tree else 0)
+    shape = DraftShape(min_prob=args.min_prob, max_tree_tokens=args.max_verify if args.tree else 0,
+                       short_match_discount=args.short_match_discount)
 
     def make() -> Drafter:
         # the shared index comes first: on equal scores its richer statistics win the tie

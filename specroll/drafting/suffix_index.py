@@ -9,6 +9,8 @@ suffix trie). A sequence's *tail* is the node of its last `max_depth - 1` tokens
 shorter suffixes are that node's suffix-link chain, so appending a token touches `max_depth` nodes:
 O(depth) per token. Drafting starts from a match node and follows the most probable child; a path
 that reaches `max_depth` continues through its suffix link, so drafts are not cut by the depth limit.
+A drafted token's score multiplies the path's continuation frequencies, each scaled by how long a match
+it was drawn from, so that scores from indexes of different richness can be compared.
 
 Sequences may carry a weight (the history drafter weights recent training steps more); `count` stays
 an integer occurrence count so that removal is exact whatever the weights.
