@@ -6,7 +6,7 @@ generator that repeats motifs (as rollouts of one prompt do). Reports microsecon
 and per proposal for specroll's SuffixIndex and, where ArcticInference is importable, for its
 SuffixDecodingCache on the same workload (each sequence an active request in one global tree).
 
-    python benchmarks/suffix_micro.py [--rounds 128] [--live 1 4 16 64 256]
+    python benchmarks/suffix_micro.py [--rounds 128] [--live 1 4 16 64 256] [--depths 48 24]
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ def token_streams(num_live: int, length: int, seed: int = 0) -> list[list[int]]:
     return streams
 
 
-def bench_specroll(streams: list[list[int]]) -> tuple[float, float]:
-    index = SuffixIndex(DEFAULT_MAX_DEPTH)
+def bench_specroll(streams: list[list[int]], max_depth: int) -> tuple[float, float]:
+    index = SuffixIndex(max_depth)
     for i in range(len(streams)):
         index.add(i)
     append_s = propose_s = 0.0
@@ -86,15 +86,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=128, help="tokens appended per sequence")
     parser.add_argument("--live", type=int, nargs="+", default=[1, 4, 16, 64, 256])
+    parser.add_argument("--depths", type=int, nargs="+", default=[DEFAULT_MAX_DEPTH], help="specroll index depths")
     args = parser.parse_args()
-    print("| live sequences | specroll append µs/token | specroll propose µs | ArcticInference append µs/token | ArcticInference propose µs |")
-    print("|---|---|---|---|---|")
+    ours_header = " | ".join(f"specroll depth {d} append µs/token | propose µs" for d in args.depths)
+    print(f"| live sequences | {ours_header} | ArcticInference append µs/token | propose µs |")
+    print("|---" * (3 + 2 * len(args.depths)) + "|")
     for num_live in args.live:
         streams = token_streams(num_live, args.rounds)
-        ours = bench_specroll(streams)
+        ours = [bench_specroll(streams, depth) for depth in args.depths]
+        ours_text = " | ".join(f"{append:.2f} | {propose:.2f}" for append, propose in ours)
         theirs = bench_arctic(streams) if SuffixDecodingCache is not None else None
         theirs_text = f"{theirs[0]:.2f} | {theirs[1]:.2f}" if theirs else "not installed | not installed"
-        print(f"| {num_live} | {ours[0]:.2f} | {ours[1]:.2f} | {theirs_text} |", flush=True)
+        print(f"| {num_live} | {ours_text} | {theirs_text} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """`specroll drafteval`: replay recorded rollouts through a drafter and report acceptance lengths.
 
 Reference protocol (Seer Table 2; the ArcticInference figures in the data README): `--max-draft 8`,
-grouped mode over the first 20 groups, history mode over the first 10 problems; these are the
-defaults of `--max-groups` per mode.
+grouped mode over the first 20 groups in file order, history mode over the first 10 problems by
+prompt_id (string order); these are the defaults of `--max-groups` and `--problem-order`. In history
+mode a problem's response at each step after its first is a target; its context is the prompt and its
+own tokens so far, its references the same problem's responses at the previous W steps.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import argparse
 import json
 from typing import Callable
 
-from specroll.drafteval.data import load_groups, load_histories
+from specroll.drafteval.data import PROBLEM_ORDERS, load_groups, load_histories
 from specroll.drafteval.protocols import TokenizedGroup, TokenizedHistory, evaluate_grouped, evaluate_history
 from specroll.drafteval.replay import ReplayStats
 from specroll.drafting.combined import CombinedDrafter
@@ -20,7 +22,7 @@ from specroll.drafting.history import HistoryDrafter
 from specroll.drafting.own_context import OwnContextDrafter
 from specroll.drafting.protocol import Drafter
 from specroll.drafting.suffix_draft import DraftShape
-from specroll.drafting.suffix_index import DEFAULT_MAX_DEPTH
+from specroll.drafting.suffix_index import DEFAULT_MAX_DEPTH, DEFAULT_SHORT_MATCH_DISCOUNT
 
 DEFAULT_MAX_GROUPS = {"grouped": 20, "history": 10}
 
@@ -38,10 +40,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-verify", type=int, default=16, help="tree: at most this many drafted tokens")
     p.add_argument("--min-prob", type=float, default=0.0, help="cut paths below this estimated probability")
     p.add_argument("--max-depth", type=int, default=DEFAULT_MAX_DEPTH, help="suffix index depth")
+    p.add_argument("--short-match-discount", type=float, default=DEFAULT_SHORT_MATCH_DISCOUNT,
+                   help="scores scale a continuation after a d-token match by d / (d + this); 0: none")
     p.add_argument("--drafter", choices=("combined", "own", "shared"), default="combined",
                    help="own context, the group/history index alone, or both chosen by score")
     p.add_argument("--max-groups", type=int, default=None,
                    help="groups (grouped) or problems (history) used as targets; default 20 / 10")
+    p.add_argument("--problem-order", choices=PROBLEM_ORDERS, default="sorted",
+                   help="history: which problems come first, by prompt_id or in file order")
     p.add_argument("--json", action="store_true", help="print one line of JSON")
     p.set_defaults(func=run)
 
@@ -55,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         groups = [_tokenize_group(g, encode) for g in load_groups(args.data)[:limit]]
         stats = evaluate_grouped(groups, make_drafter, args.refs, args.max_draft)
     else:
-        problems = [_tokenize_history(h, encode) for h in load_histories(args.data)[:limit]]
+        problems = [_tokenize_history(h, encode) for h in load_histories(args.data, args.problem_order)[:limit]]
         stats = evaluate_history(problems, make_drafter, args.max_draft)
     _print(stats, args)
     return 0
@@ -72,7 +78,8 @@ def _validate(args: argparse.Namespace) -> None:
 
 
 def _drafter_factory(args: argparse.Namespace) -> Callable[[], Drafter]:
-    shape = DraftShape(min_prob=args.min_prob, max_tree_tokens=args.max_verify if args.tree else 0)
+    shape = DraftShape(min_prob=args.min_prob, max_tree_tokens=args.max_verify if args.tree else 0,
+                       short_match_discount=args.short_match_discount)
 
     def make() -> Drafter:
         # the shared index comes first: on equal scores its richer statistics win the tie

@@ -39,15 +39,25 @@ def load_groups(path: str | Path) -> list[GroupRecord]:
     return [GroupRecord(str(r["prompt_id"]), r.get("prompt") or "", tuple(r["responses"])) for r in rows]
 
 
-def load_histories(path: str | Path) -> list[ProblemHistory]:
-    """Rows `{prompt_id, prompt, step, response}`, grouped by problem in order of first appearance."""
+PROBLEM_ORDERS = ("sorted", "file")
+
+
+def load_histories(path: str | Path, order: str = "sorted") -> list[ProblemHistory]:
+    """Rows `{prompt_id, prompt, step, response}`, grouped by problem.
+
+    order: "sorted" lists problems by prompt_id (as strings: "p-10" before "p-2"), the selection under
+    which the data README's history reference figures are reproduced; "file" by first appearance.
+    """
+    if order not in PROBLEM_ORDERS:
+        raise ValueError(f"order must be one of {PROBLEM_ORDERS}, got {order!r}")
     rows = _read_jsonl(path)
     if rows and "step" not in rows[0]:
         raise ValueError(f"{path}: rows have no 'step' field; is this a training-history file?")
     by_problem: dict[str, list[dict]] = {}
     for row in rows:
         by_problem.setdefault(str(row["prompt_id"]), []).append(row)
-    return [_history(prompt_id, problem_rows) for prompt_id, problem_rows in by_problem.items()]
+    prompt_ids = sorted(by_problem) if order == "sorted" else list(by_problem)
+    return [_history(prompt_id, by_problem[prompt_id]) for prompt_id in prompt_ids]
 
 
 def _history(prompt_id: str, rows: list[dict]) -> ProblemHistory:

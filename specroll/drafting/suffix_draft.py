@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specroll.drafting.protocol import Draft
-from specroll.drafting.suffix_index import Node, SuffixIndex
+from specroll.drafting.suffix_index import DEFAULT_SHORT_MATCH_DISCOUNT, Node, SuffixIndex
 
 RESPONSE_START = -1  # marks where a response begins in group and history indexes; never drafted
 
@@ -18,11 +18,16 @@ class DraftShape:
     max_tree_tokens: 0 for linear drafts; otherwise best-first trees of at most this many tokens,
                      as deep as the query's budget.
     min_match:       shortest matched context (in tokens) a draft may start from.
+    short_match_discount: a continuation found after a match of d tokens has its frequency scaled by
+                     d / (d + short_match_discount) in the scores (0: frequencies alone). Scores rank
+                     drafts from different sources and shape trees; a linear draft keeps its budget
+                     whatever its scores unless `min_prob` cuts it.
     """
 
     min_prob: float = 0.0
     max_tree_tokens: int = 0
     min_match: int = 1
+    short_match_discount: float = DEFAULT_SHORT_MATCH_DISCOUNT
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.min_prob <= 1.0:
@@ -31,6 +36,8 @@ class DraftShape:
             raise ValueError(f"max_tree_tokens must be >= 0, got {self.max_tree_tokens}")
         if self.min_match < 1:
             raise ValueError(f"min_match must be >= 1, got {self.min_match}")
+        if self.short_match_discount < 0:
+            raise ValueError(f"short_match_discount must be >= 0, got {self.short_match_discount}")
 
     @property
     def is_tree(self) -> bool:
@@ -43,9 +50,9 @@ def draft_from_match(index: SuffixIndex, node: Node | None, request_id: int, max
     if start is None:
         return Draft(request_id, scores=[])
     if shape.is_tree:
-        tree = index.propose_tree(start, max_draft, shape.max_tree_tokens, shape.min_prob)
+        tree = index.propose_tree(start, max_draft, shape.max_tree_tokens, shape.min_prob, shape.short_match_discount)
         return Draft(request_id, tree.token_ids, tree.parents, tree.scores)
-    chain = index.propose(start, max_draft, shape.min_prob)
+    chain = index.propose(start, max_draft, shape.min_prob, short_match_discount=shape.short_match_discount)
     return Draft(request_id, chain.token_ids, None, chain.scores)
 
 

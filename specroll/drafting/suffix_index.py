@@ -9,6 +9,8 @@ suffix trie). A sequence's *tail* is the node of its last `max_depth - 1` tokens
 shorter suffixes are that node's suffix-link chain, so appending a token touches `max_depth` nodes:
 O(depth) per token. Drafting starts from a match node and follows the most probable child; a path
 that reaches `max_depth` continues through its suffix link, so drafts are not cut by the depth limit.
+A drafted token's score multiplies the path's continuation frequencies, each scaled by how long a match
+it was drawn from, so that scores from indexes of different richness can be compared.
 
 Sequences may carry a weight (the history drafter weights recent training steps more); `count` stays
 an integer occurrence count so that removal is exact whatever the weights.
@@ -16,12 +18,14 @@ an integer occurrence count so that removal is exact whatever the weights.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 from dataclasses import dataclass, field
 from typing import Hashable, Iterable, Sequence
 
-DEFAULT_MAX_DEPTH = 48
+DEFAULT_MAX_DEPTH = 24
+DEFAULT_SHORT_MATCH_DISCOUNT = 2.0
 
 
 Node = int  # a node's id: an index into the index's per-node arrays
@@ -247,9 +251,24 @@ class SuffixIndex:
             self._best[node] = best
         return best
 
-    def propose(self, node: Node, max_tokens: int, min_prob: float = 0.0, min_depth: int = 1) -> LinearProposal:
+    def _match_confidence(self, node: Node, discount: float) -> float:
+        """How far a continuation of `node` is trusted for its match length d: d / (d + discount).
+
+        A continuation seen after one matching token says little; after twenty, nearly all it can.
+        """
+        depth = self._depth[node]
+        return depth / (depth + discount)
+
+    def propose(
+        self, node: Node, max_tokens: int, min_prob: float = 0.0, min_depth: int = 1,
+        short_match_discount: float = DEFAULT_SHORT_MATCH_DISCOUNT,
+    ) -> LinearProposal:
         """Greedy chain after `node`: each token is the most frequent continuation of the longest
-        suffix (of at least `min_depth` tokens) of the context plus the tokens drafted so far."""
+        suffix (of at least `min_depth` tokens) of the context plus the tokens drafted so far.
+
+        A token's score is its path probability: the product of the continuation frequencies along
+        the path, each discounted by the match length it was drawn from (`_match_confidence`).
+        """
         proposal = LinearProposal()
         tokens, scores = proposal.token_ids, proposal.scores
         weights, out, token_of = self._weight, self._out, self._token
@@ -259,7 +278,7 @@ class SuffixIndex:
             if node is None:
                 break
             child = self._best_child(node)
-            prob *= weights[child] / out[node]
+            prob *= weights[child] / out[node] * self._match_confidence(node, short_match_discount)
             if prob < min_prob:
                 break
             tokens.append(token_of[child])
@@ -268,7 +287,8 @@ class SuffixIndex:
         return proposal
 
     def propose_tree(
-        self, node: Node, max_depth: int, max_nodes: int, min_prob: float = 0.0
+        self, node: Node, max_depth: int, max_nodes: int, min_prob: float = 0.0,
+        short_match_discount: float = DEFAULT_SHORT_MATCH_DISCOUNT,
     ) -> TreeProposal:
         """Best-first tree from `node`: repeatedly add the most probable path extension.
 
@@ -277,7 +297,8 @@ class SuffixIndex:
         proposal = TreeProposal()
         order = itertools.count()  # heap tie-breaker: earlier pushes first
         frontier: list[tuple[float, int, int, int, Node]] = []  # (-prob, order, parent, depth, node)
-        self._push_children(frontier, order, node, 1.0, -1, 1)
+        push = functools.partial(self._push_children, frontier, order, discount=short_match_discount)
+        push(node, 1.0, -1, 1)
         while frontier and len(proposal.token_ids) < max_nodes:
             neg_prob, _, parent, depth, child = heapq.heappop(frontier)
             if -neg_prob < min_prob:
@@ -287,16 +308,17 @@ class SuffixIndex:
             proposal.parents.append(parent)
             proposal.scores.append(-neg_prob)
             if depth < max_depth:
-                self._push_children(frontier, order, child, -neg_prob, index, depth + 1)
+                push(child, -neg_prob, index, depth + 1)
         return proposal
 
     def _push_children(
-        self, frontier: list, order: itertools.count, node: Node, prob: float, index: int, depth: int
+        self, frontier: list, order: itertools.count, node: Node, prob: float, index: int, depth: int,
+        discount: float,
     ) -> None:
         node = self.continuation_point(node)
         if node is None:
             return
-        out = self._out[node]
+        out = self._out[node] / self._match_confidence(node, discount)
         for child in (self._children[node] or {}).values():
             entry = (-prob * self._weight[child] / out, next(order), index, depth, child)
             heapq.heappush(frontier, entry)

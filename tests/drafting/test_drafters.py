@@ -10,6 +10,9 @@ from specroll.drafting.protocol import BaseDrafter, Draft, Drafter, DraftQuery, 
 from specroll.drafting.suffix_draft import DraftShape
 
 
+FREQUENCIES = DraftShape(short_match_discount=0)  # scores are the continuation frequencies alone
+
+
 def query(request_id, context=(), group_id=0, max_draft=4):
     return DraftQuery(request_id, group_id, list(context), 0, max_draft)
 
@@ -30,7 +33,7 @@ def test_drafters_follow_the_protocol(cls):
 
 
 def test_own_context_drafts_from_prompt_and_output():
-    drafter = OwnContextDrafter()
+    drafter = OwnContextDrafter(FREQUENCIES)
     drafter.begin(RequestInfo(1, 0, (5, 6, 7, 8)))
     drafter.observe(1, [9, 5, 6])
     draft = draft_of(drafter, 1)
@@ -40,7 +43,7 @@ def test_own_context_drafts_from_prompt_and_output():
 
 
 def test_own_context_tree_draft():
-    drafter = OwnContextDrafter(DraftShape(max_tree_tokens=3))
+    drafter = OwnContextDrafter(DraftShape(max_tree_tokens=3, short_match_discount=0))
     drafter.begin(RequestInfo(1, 0, (1, 2, 1, 3, 1)))
     draft = draft_of(drafter, 1, max_draft=2)
     assert draft.token_ids == [2, 3, 1]  # equal paths: the one indexed first is expanded first
@@ -66,7 +69,7 @@ def test_grouped_drafts_from_a_finished_sibling():
 
 
 def test_grouped_sees_live_sibling_tokens_at_once():
-    drafter = GroupedDrafter()
+    drafter = GroupedDrafter(FREQUENCIES)
     drafter.begin(RequestInfo(1, 0, ()))
     drafter.begin(RequestInfo(2, 0, ()))
     drafter.observe(2, [7, 8])
@@ -99,7 +102,7 @@ def test_grouped_keeps_a_group_with_live_requests_across_steps():
 
 
 def test_history_uses_previous_steps_only():
-    drafter = HistoryDrafter(window=2)
+    drafter = HistoryDrafter(window=2, shape=FREQUENCIES)
     feed(drafter, 1, 7, [1, 2, 3, 4], step=0)
     drafter.begin(RequestInfo(2, 7, (), step=0))
     drafter.observe(2, [1, 2])
@@ -115,7 +118,7 @@ def test_history_uses_previous_steps_only():
 
 
 def test_history_weights_recent_steps_more():
-    drafter = HistoryDrafter(window=3, decay=0.5)
+    drafter = HistoryDrafter(window=3, decay=0.5, shape=FREQUENCIES)
     feed(drafter, 1, 0, [1, 2, 3], step=0)
     drafter.advance_step(1)
     feed(drafter, 2, 0, [1, 2, 4], step=1)
@@ -167,3 +170,23 @@ def test_combined_takes_the_draft_with_the_highest_expected_gain():
 def test_combined_ties_go_to_the_first_drafter():
     combined = CombinedDrafter([_Fixed([1], [1.0]), _Fixed([2], [1.0])])
     assert combined.propose([query(1)])[0].token_ids == [1]
+
+
+def test_short_matches_are_discounted_in_the_scores():
+    drafter = OwnContextDrafter(DraftShape(short_match_discount=2.0))
+    drafter.begin(RequestInfo(1, 0, (5, 6, 7, 8)))
+    drafter.observe(1, [9, 5, 6])
+    draft = draft_of(drafter, 1, max_draft=2)
+    # matched [5, 6] (2 tokens): 7 scores 2/4; then [5, 6, 7] (3 tokens): 8 adds a factor 3/5
+    assert draft.token_ids == [7, 8]
+    assert draft.scores == pytest.approx([1 / 2, 1 / 2 * 3 / 5])
+
+
+def test_a_long_match_outranks_an_equally_frequent_short_one():
+    # own context matches one token ([4] -> 9), the sibling three ([2, 3, 4] -> 5): both seen once
+    own, shared = OwnContextDrafter(), GroupedDrafter()
+    combined = CombinedDrafter([own, shared])
+    feed(combined, 1, 0, [1, 2, 3, 4, 5, 6])
+    combined.begin(RequestInfo(2, 0, (4, 9)))
+    combined.observe(2, [2, 3, 4])
+    assert combined.propose([query(2)])[0].token_ids[:2] == [5, 6]

@@ -84,3 +84,15 @@ def test_cli_prints_one_json_line(tmp_path, capsys, mode):
     assert set(result) == {"mean_acceptance_length", "steps", "target_tokens", "drafted_tokens",
                            "accepted_tokens", "us_per_proposal"}
     assert result["mean_acceptance_length"] > 1.0
+
+
+def test_histories_are_ordered_by_prompt_id_or_by_file(tmp_path):
+    from specroll.drafteval.data import load_histories
+
+    data = tmp_path / "history.jsonl"
+    rows = [{"prompt_id": p, "prompt": "", "step": s, "response": f"{p}@{s}"}
+            for s in (7, 3) for p in ("p-2", "p-10", "p-1")]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert [h.prompt_id for h in load_histories(data)] == ["p-1", "p-10", "p-2"]
+    assert [h.prompt_id for h in load_histories(data, "file")] == ["p-2", "p-10", "p-1"]
+    assert load_histories(data)[0].responses == ("p-1@3", "p-1@7")  # oldest step first
