@@ -45,7 +45,7 @@ class SequenceInput:
 @dataclass
 class ForwardOutput:
     logits: torch.Tensor  # (B, Tl, V) float32; row b holds its num_logits rows first, then padding
-    hidden: torch.Tensor  # (B, Tl, H) last-layer hidden states before the final norm
+    hidden: torch.Tensor  # (B, Tl, H) last hidden states (after the final norm), as HF's last_hidden_state
 
 
 class ModelRunner:

@@ -109,7 +109,8 @@ class Backbone(nn.Module):
 
 
 class CausalLM(nn.Module):
-    """forward(batch, cache) -> (logits (B, Tl, V), hidden (B, Tl, H) before the final norm)."""
+    """forward(batch, cache) -> (logits (B, Tl, V), hidden (B, Tl, H) after the final norm, i.e. the
+    features the LM head reads, which EAGLE-style drafters condition on)."""
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
@@ -127,5 +128,5 @@ class CausalLM(nn.Module):
         for layer in self.model.layers:
             x = layer(x, rope, cache, batch)
         index = batch.logit_index[..., None].expand(-1, -1, x.shape[-1])
-        hidden = torch.gather(x, 1, index)  # (B, Tl, H)
-        return self.lm_head(self.model.norm(hidden)), hidden
+        hidden = self.model.norm(torch.gather(x, 1, index))  # (B, Tl, H)
+        return self.lm_head(hidden), hidden

@@ -56,3 +56,13 @@ def test_tree_verification_equals_each_branch(tiny_checkpoint):
     for node, path in branches.items():
         expected = hf_logits(hf_model, prompt + path)[-1]
         assert torch.allclose(out.logits[0, node], expected, atol=ATOL), (arch, node)
+
+
+def test_hidden_states_match_last_hidden_state(tiny_checkpoint):
+    arch, directory, hf_model = tiny_checkpoint
+    runner = ModelRunner.from_pretrained(directory, num_slots=1, capacity=32)
+    prompt = [3, 9, 27, 81 % 97, 50]
+    out = runner.forward([SequenceInput(0, 0, prompt, num_logits=len(prompt))])
+    with torch.no_grad():
+        expected = hf_model.model(torch.tensor([prompt])).last_hidden_state[0]
+    assert torch.allclose(out.hidden[0], expected, atol=ATOL), arch
