@@ -23,6 +23,17 @@ def test_roofline_grows_with_batch_tokens_and_context():
     assert cost.forward_s(1, 1, 500_000) > cost.forward_s(1, 1, 0)
 
 
+def test_kv_read_does_not_hide_verification_compute():
+    """SpecActor §3 (Fig. 5b): at batch 128 a 5-token verification costs well above a decode, even at
+    a long context where the KV read dominates the decode."""
+    cost = get_preset("DAPO-32B-20K").target_cost()
+    context = 128 * 6000
+    decode, verify = cost.forward_s(128, 1, context), cost.forward_s(128, 5, context)
+    attention = context * cost.model.kv_bytes_per_token / (4 * cost.gpu.bandwidth * cost.bandwidth_efficiency)
+    assert verify - decode > 0.010
+    assert verify == pytest.approx(cost.forward_s(128, 5, 0) + attention, rel=1e-9)
+
+
 def test_fitted_cost_loads(tmp_path):
     path = tmp_path / "fit.json"
     path.write_text(json.dumps({"base_s": 0.01, "per_token_s": 1e-5, "per_context_token_s": 1e-9,
