@@ -71,3 +71,17 @@ def test_every_preset_cites_its_sources():
     for preset in PRESETS.values():
         assert preset.sources, preset.name
         assert all(text for text in preset.sources.values())
+
+
+def test_coupled_speculation_gains_little_at_batch_256():
+    """SpecActor §3 (Fig. 5b) and §5.5: vanilla k=4 speculation with the 0.5B drafter (same TP4 GPUs)
+    gains next to nothing per output token at the DAPO-32B-20K initial batch of 256."""
+    from specroll.sim.systems import _draft_cost, _representative_context
+
+    preset = get_preset("DAPO-32B-20K")
+    target, draft = preset.target_cost(), _draft_cost(preset, 0, preset.gpus_per_worker)
+    batch, context = 256, 256 * _representative_context(preset)
+    alpha, k = preset.acceptance.drafters[0].mean_acceptance, preset.coupled_draft_len
+    tokens = (1 - alpha ** (k + 1)) / (1 - alpha)
+    speculative = (target.forward_s(batch, k + 1, context) + k * draft.forward_s(batch, 1, context)) / tokens
+    assert 0.9 < target.forward_s(batch, 1, context) / speculative < 1.1
