@@ -1,9 +1,15 @@
 """Per-forward latency of one worker (a model replica over `num_gpus` GPUs), from the roofline.
 
 A decode forward over b sequences of q tokens each, with S context tokens in the KV cache in total,
-takes  overhead + max(compute, memory), where
-    compute = 2 * active_params * b * q / (num_gpus * peak_flops * flops_efficiency)
-    memory  = (weight bytes read + S * kv_bytes_per_token) / (num_gpus * bandwidth * bw_efficiency)
+takes  overhead + max(gemm, weights) + attention, where
+    gemm      = 2 * active_params * b * q / (num_gpus * peak_flops * flops_efficiency)
+    weights   = weight bytes read / (num_gpus * bandwidth * bw_efficiency)
+    attention = S * kv_bytes_per_token / (num_gpus * bandwidth * bw_efficiency)
+The roofline is taken per kernel class and the classes are summed: within a layer the projection GEMMs
+and the attention kernel run one after the other, so the KV read cannot hide the GEMMs' compute. A
+single max over the whole forward would let a k-token verification at batch 128 and long context cost
+the same as a one-token decode, against SpecActor §3 (Fig. 5b, 6a): there, verification at per-worker
+batch 128 grows with the token batch until speculation gains nothing.
 The overhead (kernel launches, tensor-parallel all-reduces, sampling) is per forward. The presets
 calibrate it so that Qwen2.5-32B on one TP4 H100 worker decodes at 13 ms per token at batch 1, the
 figure SpecActor §5.1 reports for its platform. A fitted affine model can replace the roofline.
@@ -113,10 +119,13 @@ class RooflineCost:
     def forward_s(self, num_seqs: int, tokens_per_seq: float, context_tokens: float) -> float:
         num_tokens = num_seqs * tokens_per_seq
         flops = 2.0 * self.model.num_active_params * num_tokens
-        compute = flops / (self.num_gpus * self.gpu.peak_flops * self.flops_efficiency)
-        bytes_read = self.model.weight_bytes_read(num_tokens) + context_tokens * self.model.kv_bytes_per_token
-        memory = bytes_read / (self.num_gpus * self.gpu.bandwidth * self.bandwidth_efficiency)
-        return self.overhead_s + max(compute, memory)
+        gemm = flops / (self.num_gpus * self.gpu.peak_flops * self.flops_efficiency)
+        weights = self._read_s(self.model.weight_bytes_read(num_tokens))
+        attention = self._read_s(context_tokens * self.model.kv_bytes_per_token)
+        return self.overhead_s + max(gemm, weights) + attention
+
+    def _read_s(self, num_bytes: float) -> float:
+        return num_bytes / (self.num_gpus * self.gpu.bandwidth * self.bandwidth_efficiency)
 
     def prefill_s(self, num_tokens: float) -> float:
         return self.forward_s(1, num_tokens, num_tokens / 2.0) if num_tokens > 0 else 0.0

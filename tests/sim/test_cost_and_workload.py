@@ -23,6 +23,17 @@ def test_roofline_grows_with_batch_tokens_and_context():
     assert cost.forward_s(1, 1, 500_000) > cost.forward_s(1, 1, 0)
 
 
+def test_kv_read_does_not_hide_verification_compute():
+    """SpecActor §3 (Fig. 5b): at batch 128 a 5-token verification costs well above a decode, even at
+    a long context where the KV read dominates the decode."""
+    cost = get_preset("DAPO-32B-20K").target_cost()
+    context = 128 * 6000
+    decode, verify = cost.forward_s(128, 1, context), cost.forward_s(128, 5, context)
+    attention = context * cost.model.kv_bytes_per_token / (4 * cost.gpu.bandwidth * cost.bandwidth_efficiency)
+    assert verify - decode > 0.010
+    assert verify == pytest.approx(cost.forward_s(128, 5, 0) + attention, rel=1e-9)
+
+
 def test_fitted_cost_loads(tmp_path):
     path = tmp_path / "fit.json"
     path.write_text(json.dumps({"base_s": 0.01, "per_token_s": 1e-5, "per_context_token_s": 1e-9,
@@ -60,3 +71,17 @@ def test_every_preset_cites_its_sources():
     for preset in PRESETS.values():
         assert preset.sources, preset.name
         assert all(text for text in preset.sources.values())
+
+
+def test_coupled_speculation_gains_little_at_batch_256():
+    """SpecActor §3 (Fig. 5b) and §5.5: vanilla k=4 speculation with the 0.5B drafter (same TP4 GPUs)
+    gains next to nothing per output token at the DAPO-32B-20K initial batch of 256."""
+    from specroll.sim.systems import _draft_cost, _representative_context
+
+    preset = get_preset("DAPO-32B-20K")
+    target, draft = preset.target_cost(), _draft_cost(preset, 0, preset.gpus_per_worker)
+    batch, context = 256, 256 * _representative_context(preset)
+    alpha, k = preset.acceptance.drafters[0].mean_acceptance, preset.coupled_draft_len
+    tokens = (1 - alpha ** (k + 1)) / (1 - alpha)
+    speculative = (target.forward_s(batch, k + 1, context) + k * draft.forward_s(batch, 1, context)) / tokens
+    assert 0.9 < target.forward_s(batch, 1, context) / speculative < 1.1
