@@ -24,7 +24,7 @@ class ReplayStats:
     drafted_tokens: int = 0
     accepted_tokens: int = 0  # drafted tokens that matched, bonus tokens excluded
     propose_seconds: float = 0.0  # inside `propose` (deferred index updates included)
-    observe_seconds: float = 0.0  # inside `observe` of the targets' own tokens
+    observe_seconds: float = 0.0  # inside begin / observe / finish / advance_step, references' included
 
     def add(self, other: ReplayStats) -> None:
         self.steps += other.steps
@@ -44,7 +44,7 @@ class ReplayStats:
 
     @property
     def us_per_step(self) -> float:
-        """Drafter time per step: proposing plus observing the committed tokens."""
+        """All drafter time per step: proposing, and taking in targets' and references' tokens."""
         return 1e6 * (self.propose_seconds + self.observe_seconds) / self.steps if self.steps else 0.0
 
     def as_dict(self) -> dict[str, float | int]:
@@ -99,8 +99,11 @@ def replay(drafter: Drafter, info: RequestInfo, response: Sequence[int], max_dra
     return stats
 
 
-def feed(drafter: Drafter, info: RequestInfo, response: Sequence[int]) -> None:
-    """Show `drafter` a whole response as if it had been generated without drafting."""
+def feed(drafter: Drafter, info: RequestInfo, response: Sequence[int]) -> float:
+    """Show `drafter` a whole response as if it had been generated without drafting; returns the
+    seconds the drafter took."""
+    started = time.perf_counter()
     drafter.begin(info)
     drafter.observe(info.request_id, response)
     drafter.finish(info.request_id)
+    return time.perf_counter() - started

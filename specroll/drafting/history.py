@@ -15,7 +15,6 @@ deferred, is built only when one of its requests proposes).
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -154,5 +153,5 @@ class HistoryDrafter(BaseDrafter):
         if request.num_matched < 0:
             request.match = index.match([RESPONSE_START, *request.token_ids[-self.max_depth :]])
         else:
-            request.match = index.walk(request.match, itertools.islice(request.token_ids, request.num_matched, None))
+            request.match = index.walk(request.match, request.token_ids[request.num_matched :])
         request.num_matched = len(request.token_ids)

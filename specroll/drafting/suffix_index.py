@@ -121,7 +121,7 @@ class SuffixIndex:
         # suffix grows by at most one token per token, and tracking it costs O(1) amortised.
         is_incremental = seq.synced_at == self._version
         children, append = self._children, self._append
-        for token in itertools.islice(seq.token_ids, seq.num_indexed, end):
+        for token in seq.token_ids[seq.num_indexed : end]:
             tail = append(tail, token, weight)
             if is_incremental:
                 followed = self._continuation_point(children[ROOT if followed is None else followed][token])
