@@ -212,6 +212,7 @@ class SuffixIndex:
         links exist, so the rest of the walk only adds weight.
         """
         children, weights, out, best, link = self._children, self._weight, self._out, self._best, self._link
+        token_of, depth, count, is_reusing = self._token, self._depth, self._count, bool(self._free)
         node, previous, first = tail, _NONE, _NONE
         while node != _NONE:  # suffixes never followed by `token` before: new nodes
             kids = children[node]
@@ -220,7 +221,20 @@ class SuffixIndex:
             child = kids.get(token)
             if child is not None:
                 break
-            child = kids[token] = self._new_node(token, self._depth[node] + 1, weight)
+            if is_reusing:
+                child = self._new_node(token, depth[node] + 1, weight)
+                is_reusing = bool(self._free)
+            else:  # `_new_node` inlined: most appends create nodes, and this is the hot loop
+                child = len(depth)
+                token_of.append(token)
+                depth.append(depth[node] + 1)
+                count.append(1)
+                weights.append(weight)
+                out.append(0.0)
+                children.append(None)
+                best.append(_NONE)
+                link.append(_NONE)
+            kids[token] = child
             out[node] += weight
             b = best[node]
             if b != _NONE and weight >= weights[b]:
@@ -237,7 +251,6 @@ class SuffixIndex:
             link[previous] = child
         else:
             first = child
-        count = self._count
         while node != _NONE:  # suffixes followed by `token` before: more weight
             child = children[node][token]
             count[child] += 1
