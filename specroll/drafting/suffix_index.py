@@ -251,16 +251,24 @@ class SuffixIndex:
             link[previous] = child
         else:
             first = child
-        while node != _NONE:  # suffixes followed by `token` before: more weight
+        self._add_weight(node, token, weight)
+        return first if depth[first] < self.max_depth else link[first]
+
+    def _add_weight(self, node: Node, token: int, weight: float) -> None:
+        """Count one more occurrence of `token` after `node` and after each of its suffixes, all of
+        which were followed by `token` before."""
+        children, count, weights, out, best, link = (
+            self._children, self._count, self._weight, self._out, self._best, self._link
+        )
+        while node != _NONE:
             child = children[node][token]
             count[child] += 1
             weights[child] += weight
             out[node] += weight
             b = best[node]
             if b != _NONE and weights[child] >= weights[b]:
-                best[node] = child
+                best[node] = child  # ties go to the most recent continuation
             node = link[node]
-        return first if self._depth[first] < self.max_depth else link[first]
 
     def _unappend(self, tail: Node, token: int, weight: float) -> Node:
         """Undo one `_append` of a sequence being replayed from its start."""
