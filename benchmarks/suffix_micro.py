@@ -1,12 +1,18 @@
 """Microbenchmark: appending tokens to, and drafting from, live sequences sharing one suffix index.
 
 Workload: `num_live` sequences grow in lockstep, one token per round; every round each sequence appends
-its token and then asks for an 8-token linear draft of its own context. Tokens come from a seeded
-generator that repeats motifs (as rollouts of one prompt do). Reports microseconds per appended token
-and per proposal for specroll's SuffixIndex and, where ArcticInference is importable, for its
-SuffixDecodingCache on the same workload (each sequence an active request in one global tree).
+its token and, every `--propose-every` rounds (0: never), asks for an 8-token linear draft of its own
+context. Tokens come from a seeded generator that repeats motifs (as rollouts of one prompt do).
+Reports microseconds per appended token (time in `extend`), per proposal (time to draft, deferred
+index updates included) and the total per token, for specroll's SuffixIndex and, where
+ArcticInference is importable, for its SuffixDecodingCache on the same workload (each sequence an
+active request in one global tree).
+
+`--drafters` runs the engine's view instead: the live sequences are requests of one group, each
+observed by grouped, history and own-context drafters behind one CombinedDrafter, as a rollout does.
 
     python benchmarks/suffix_micro.py [--rounds 128] [--live 1 4 16 64 256] [--depths 48 24]
+        [--propose-every 1] [--drafters] [--repeats 1]
 """
 
 from __future__ import annotations
@@ -19,6 +25,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from specroll.drafteval.replay import feed  # noqa: E402
+from specroll.drafting.combined import CombinedDrafter  # noqa: E402
+from specroll.drafting.grouped import GroupedDrafter  # noqa: E402
+from specroll.drafting.history import HistoryDrafter  # noqa: E402
+from specroll.drafting.own_context import OwnContextDrafter  # noqa: E402
+from specroll.drafting.protocol import DraftQuery, RequestInfo  # noqa: E402
 from specroll.drafting.suffix_index import DEFAULT_MAX_DEPTH, SuffixIndex  # noqa: E402
 
 try:
@@ -42,22 +54,58 @@ def token_streams(num_live: int, length: int, seed: int = 0) -> list[list[int]]:
     return streams
 
 
-def bench_specroll(streams: list[list[int]], max_depth: int) -> tuple[float, float]:
+def bench_specroll(streams: list[list[int]], max_depth: int, propose_every: int) -> tuple[float, float, float]:
     index = SuffixIndex(max_depth)
     for i in range(len(streams)):
         index.add(i)
     append_s = propose_s = 0.0
     for position in range(len(streams[0])):
+        is_proposing = _is_proposing(position, propose_every)
         for i, seq in enumerate(streams):
             started = time.perf_counter()
             index.extend(i, (seq[position],))
             middle = time.perf_counter()
-            node = index.followed_suffix(i)
-            if node is not None:
-                index.propose(node, MAX_DRAFT)
+            if is_proposing:
+                node = index.followed_suffix(i)
+                if node is not None:
+                    index.propose(node, MAX_DRAFT)
             propose_s += time.perf_counter() - middle
             append_s += middle - started
-    return _per_op(append_s, propose_s, streams)
+    return _per_op(append_s, propose_s, streams, propose_every)
+
+
+def bench_drafters(streams: list[list[int]], max_depth: int, propose_every: int) -> tuple[float, float, float]:
+    """The live sequences as one group's requests, each observed by three drafters, one token a round;
+    the history drafter holds the group's previous step (as many responses, from another seed)."""
+    history = HistoryDrafter(max_depth=max_depth)
+    prompt = tuple(streams[0][:16])
+    for i, response in enumerate(token_streams(len(streams), len(streams[0]), seed=1)):
+        feed(history, RequestInfo(-1 - i, 0, prompt), response)
+    history.advance_step(1)
+    drafter = CombinedDrafter([GroupedDrafter(max_depth=max_depth), history, OwnContextDrafter(max_depth=max_depth)])
+    for i in range(len(streams)):
+        drafter.begin(RequestInfo(i, 0, prompt, step=1))
+    observe_s = propose_s = 0.0
+    for position in range(len(streams[0])):
+        is_proposing = _is_proposing(position, propose_every)
+        for i, seq in enumerate(streams):
+            started = time.perf_counter()
+            drafter.observe(i, (seq[position],))
+            middle = time.perf_counter()
+            if is_proposing:
+                drafter.propose([DraftQuery(i, 0, seq[: position + 1], len(prompt), MAX_DRAFT)])
+            propose_s += time.perf_counter() - middle
+            observe_s += middle - started
+    return _per_op(observe_s, propose_s, streams, propose_every)
+
+
+def _fastest(repeats: int, bench, *args) -> tuple[float, float, float]:
+    """The run with the smallest total: on a shared machine the others measure the neighbours."""
+    return min((bench(*args) for _ in range(repeats)), key=lambda row: row[-1])
+
+
+def _is_proposing(position: int, propose_every: int) -> bool:
+    return propose_every > 0 and (position + 1) % propose_every == 0
 
 
 def bench_arctic(streams: list[list[int]]) -> tuple[float, float]:
@@ -77,9 +125,14 @@ def bench_arctic(streams: list[list[int]]) -> tuple[float, float]:
     return _per_op(append_s, propose_s, streams)
 
 
-def _per_op(append_s: float, propose_s: float, streams: list[list[int]]) -> tuple[float, float]:
-    num_ops = len(streams) * len(streams[0])
-    return 1e6 * append_s / num_ops, 1e6 * propose_s / num_ops
+def _per_op(
+    append_s: float, propose_s: float, streams: list[list[int]], propose_every: int = 1
+) -> tuple[float, float, float]:
+    """(µs per appended token, µs per proposal, total µs per token)."""
+    num_tokens = len(streams) * len(streams[0])
+    num_proposals = len(streams) * (len(streams[0]) // propose_every) if propose_every > 0 else 0
+    per_proposal = 1e6 * propose_s / num_proposals if num_proposals else 0.0
+    return 1e6 * append_s / num_tokens, per_proposal, 1e6 * (append_s + propose_s) / num_tokens
 
 
 def main() -> None:
@@ -87,17 +140,21 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=128, help="tokens appended per sequence")
     parser.add_argument("--live", type=int, nargs="+", default=[1, 4, 16, 64, 256])
     parser.add_argument("--depths", type=int, nargs="+", default=[DEFAULT_MAX_DEPTH], help="specroll index depths")
+    parser.add_argument("--propose-every", type=int, default=1, help="rounds between drafts (0: never draft)")
+    parser.add_argument("--drafters", action="store_true", help="through the drafters, not one index")
+    parser.add_argument("--repeats", type=int, default=1, help="report the fastest of this many runs (noisy machines)")
     args = parser.parse_args()
-    ours_header = " | ".join(f"specroll depth {d} append µs/token | propose µs" for d in args.depths)
-    print(f"| live sequences | {ours_header} | ArcticInference append µs/token | propose µs |")
-    print("|---" * (3 + 2 * len(args.depths)) + "|")
+    with_arctic = SuffixDecodingCache is not None and not args.drafters and args.propose_every == 1
+    columns = [f"depth {d} {what}" for d in args.depths for what in ("append µs/token", "propose µs", "total µs/token")]
+    columns += ["ArcticInference append µs/token", "propose µs", "total µs/token"] if with_arctic else []
+    print("| live sequences | " + " | ".join(columns) + " |")
+    print("|---" * (1 + len(columns)) + "|")
+    bench = bench_drafters if args.drafters else bench_specroll
     for num_live in args.live:
         streams = token_streams(num_live, args.rounds)
-        ours = [bench_specroll(streams, depth) for depth in args.depths]
-        ours_text = " | ".join(f"{append:.2f} | {propose:.2f}" for append, propose in ours)
-        theirs = bench_arctic(streams) if SuffixDecodingCache is not None else None
-        theirs_text = f"{theirs[0]:.2f} | {theirs[1]:.2f}" if theirs else "not installed | not installed"
-        print(f"| {num_live} | {ours_text} | {theirs_text} |", flush=True)
+        rows = [_fastest(args.repeats, bench, streams, depth, args.propose_every) for depth in args.depths]
+        rows += [_fastest(args.repeats, bench_arctic, streams)] if with_arctic else []
+        print(f"| {num_live} | " + " | ".join(" | ".join(f"{x:.2f}" for x in row) for row in rows) + " |", flush=True)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ Steps are the ordinal positions of a problem's recorded steps (0, 1, 2, ...), no
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -39,7 +40,7 @@ def evaluate_grouped(
             drafter = make_drafter()
             others = [i for i in range(len(group.responses)) if i != target][:num_refs]
             for ref in others:
-                feed(drafter, RequestInfo(ref, group_id, group.prompt), group.responses[ref])
+                total.observe_seconds += feed(drafter, RequestInfo(ref, group_id, group.prompt), group.responses[ref])
             info = RequestInfo(target, group_id, group.prompt)
             total.add(replay(drafter, info, group.responses[target], max_draft))
     return total
@@ -54,13 +55,15 @@ def evaluate_history(
     request_ids = iter(range(1 << 62))
     num_steps = max((len(p.responses) for p in problems), default=0)
     for step in range(num_steps):
+        started = time.perf_counter()
         drafter.advance_step(step)
+        total.observe_seconds += time.perf_counter() - started
         for group_id, problem in enumerate(problems):
             if step >= len(problem.responses):
                 continue
             info = RequestInfo(next(request_ids), group_id, problem.prompt, step)
             if step == 0:
-                feed(drafter, info, problem.responses[step])
+                total.observe_seconds += feed(drafter, info, problem.responses[step])
             else:
                 total.add(replay(drafter, info, problem.responses[step], max_draft))
     return total

@@ -23,7 +23,8 @@ class ReplayStats:
     target_tokens: int = 0
     drafted_tokens: int = 0
     accepted_tokens: int = 0  # drafted tokens that matched, bonus tokens excluded
-    propose_seconds: float = 0.0
+    propose_seconds: float = 0.0  # inside `propose` (deferred index updates included)
+    observe_seconds: float = 0.0  # inside begin / observe / finish / advance_step, references' included
 
     def add(self, other: ReplayStats) -> None:
         self.steps += other.steps
@@ -31,6 +32,7 @@ class ReplayStats:
         self.drafted_tokens += other.drafted_tokens
         self.accepted_tokens += other.accepted_tokens
         self.propose_seconds += other.propose_seconds
+        self.observe_seconds += other.observe_seconds
 
     @property
     def mean_acceptance_length(self) -> float:
@@ -40,6 +42,11 @@ class ReplayStats:
     def us_per_proposal(self) -> float:
         return 1e6 * self.propose_seconds / self.steps if self.steps else 0.0
 
+    @property
+    def us_per_step(self) -> float:
+        """All drafter time per step: proposing, and taking in targets' and references' tokens."""
+        return 1e6 * (self.propose_seconds + self.observe_seconds) / self.steps if self.steps else 0.0
+
     def as_dict(self) -> dict[str, float | int]:
         return {
             "mean_acceptance_length": round(self.mean_acceptance_length, 4),
@@ -48,6 +55,7 @@ class ReplayStats:
             "drafted_tokens": self.drafted_tokens,
             "accepted_tokens": self.accepted_tokens,
             "us_per_proposal": round(self.us_per_proposal, 2),
+            "us_per_step": round(self.us_per_step, 2),
         }
 
 
@@ -80,7 +88,9 @@ def replay(drafter: Drafter, info: RequestInfo, response: Sequence[int], max_dra
         advance = min(accepted + 1, len(response) - position)
         committed = response[position : position + advance]
         context.extend(committed)
+        started = time.perf_counter()
         drafter.observe(info.request_id, committed)
+        stats.observe_seconds += time.perf_counter() - started
         stats.steps += 1
         stats.drafted_tokens += draft.num_tokens
         stats.accepted_tokens += accepted
@@ -89,8 +99,11 @@ def replay(drafter: Drafter, info: RequestInfo, response: Sequence[int], max_dra
     return stats
 
 
-def feed(drafter: Drafter, info: RequestInfo, response: Sequence[int]) -> None:
-    """Show `drafter` a whole response as if it had been generated without drafting."""
+def feed(drafter: Drafter, info: RequestInfo, response: Sequence[int]) -> float:
+    """Show `drafter` a whole response as if it had been generated without drafting; returns the
+    seconds the drafter took."""
+    started = time.perf_counter()
     drafter.begin(info)
     drafter.observe(info.request_id, response)
     drafter.finish(info.request_id)
+    return time.perf_counter() - started

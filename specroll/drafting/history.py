@@ -7,6 +7,10 @@ weights are stored as decay^-s, which keeps every ratio right without reweightin
 
 A finished response joins its problem's history at the next `advance_step`, never during its own step,
 so the history stays the previous steps'; responses leave once they are `window` steps old.
+
+Observing only records tokens: a request's match point is brought up to date when it proposes, so a
+request the policy never drafts for costs nothing but its token list (and its problem's index, itself
+deferred, is built only when one of its requests proposes).
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ class _LiveRequest:
     group_id: int
     step: int
     token_ids: list[int]
-    match: Node | None  # longest suffix of [RESPONSE_START] + output in the problem's index
+    match: Node | None  # longest suffix of [RESPONSE_START] + token_ids[:num_matched] in the problem's index
+    num_matched: int = -1  # -1: `match` must be found afresh (the index changed since)
 
 
 class HistoryDrafter(BaseDrafter):
@@ -63,17 +68,9 @@ class HistoryDrafter(BaseDrafter):
 
     def begin(self, info: RequestInfo) -> None:
         self._live[info.request_id] = _LiveRequest(info.group_id, info.step, [], None)
-        self._rematch(self._live[info.request_id])
 
     def observe(self, request_id: int, token_ids: Sequence[int]) -> None:
-        request = self._live[request_id]
-        request.token_ids.extend(token_ids)
-        problem = self._problems.get(request.group_id)
-        if problem is not None:
-            step, node = problem.index.step, request.match
-            for token in token_ids:
-                node = step(node, token)
-            request.match = node
+        self._live[request_id].token_ids.extend(token_ids)
 
     def propose(self, queries: Sequence[DraftQuery]) -> list[Draft]:
         return [self._propose_one(q) for q in queries]
@@ -83,6 +80,7 @@ class HistoryDrafter(BaseDrafter):
         problem = self._problems.get(request.group_id)
         if problem is None:
             return Draft(query.request_id, scores=[])
+        self._catch_up(request, problem.index)
         return draft_from_match(problem.index, request.match, query.request_id, query.max_draft, self.shape)
 
     def finish(self, request_id: int) -> None:
@@ -100,11 +98,14 @@ class HistoryDrafter(BaseDrafter):
         for group_id in list(self._problems):
             self._evict_older(group_id, step - self.window)
         for request in self._live.values():
-            self._rematch(request)
+            request.num_matched = -1
 
     def evict(self, group_id: int) -> None:
         """Forget a problem's history."""
         self._problems.pop(group_id, None)
+        for request in self._live.values():
+            if request.group_id == group_id:
+                request.num_matched = -1
 
     @property
     def num_problems(self) -> int:
@@ -147,9 +148,10 @@ class HistoryDrafter(BaseDrafter):
             problem.index.add(seq_id, [RESPONSE_START, *token_ids], self._weight(problem, step))
         return problem
 
-    def _rematch(self, request: _LiveRequest) -> None:
-        problem = self._problems.get(request.group_id)
-        if problem is None:
-            request.match = None
-            return
-        request.match = problem.index.match([RESPONSE_START, *request.token_ids[-self.max_depth :]])
+    def _catch_up(self, request: _LiveRequest, index: SuffixIndex) -> None:
+        """Bring the request's match point up to its output so far."""
+        if request.num_matched < 0:
+            request.match = index.match([RESPONSE_START, *request.token_ids[-self.max_depth :]])
+        else:
+            request.match = index.walk(request.match, request.token_ids[request.num_matched :])
+        request.num_matched = len(request.token_ids)

@@ -12,6 +12,11 @@ that reaches `max_depth` continues through its suffix link, so drafts are not cu
 A drafted token's score multiplies the path's continuation frequencies, each scaled by how long a match
 it was drawn from, so that scores from indexes of different richness can be compared.
 
+Appending is deferred: `extend` only records the tokens, and the trie catches up, replaying every
+recorded extension in arrival order, when it is next read (a match, a draft, a removal). A request
+whose index is never queried (the policy drafted nothing for it) so costs a list append per token, and
+the trie after catching up is the one eager appending would have built.
+
 Sequences may carry a weight (the history drafter weights recent training steps more); `count` stays
 an integer occurrence count so that removal is exact whatever the weights.
 """
@@ -52,9 +57,10 @@ class TreeProposal:
 
 @dataclass
 class _LiveSequence:
-    token_ids: list[int]
+    token_ids: list[int]  # every token given to `extend`, indexed or not
     tail: Node
     weight: float
+    num_indexed: int = 0  # token_ids[:num_indexed] are in the trie
     followed: Node | None = None  # longest suffix of the sequence followed somewhere by a token
     synced_at: int = -1  # the index's version when `followed` was last made exact
 
@@ -72,7 +78,8 @@ class SuffixIndex:
         self.max_depth = max_depth
         self.root = ROOT
         self._sequences: dict[Hashable, _LiveSequence] = {}
-        self._version = 0  # bumped by every change to the index
+        self._version = 0  # bumped by every change to the trie
+        self._pending: list[list] = []  # [seq id, end]: index the sequence's tokens up to `end`, in order
         self._token: list[int] = [_NONE]
         self._depth: list[int] = [0]
         self._count: list[int] = [0]  # occurrences (exact, drives removal)
@@ -92,37 +99,69 @@ class SuffixIndex:
         self.extend(seq_id, token_ids)
 
     def extend(self, seq_id: Hashable, token_ids: Iterable[int]) -> None:
+        """Record tokens at the end of the sequence; the trie takes them in at its next read."""
         seq = self._sequences[seq_id]
+        seq.token_ids.extend(token_ids)
+        pending = self._pending
+        if pending and pending[-1][0] == seq_id:  # consecutive extensions of one sequence are one
+            pending[-1][1] = len(seq.token_ids)
+        elif len(seq.token_ids) > seq.num_indexed:
+            pending.append([seq_id, len(seq.token_ids)])
+
+    def _catch_up(self) -> None:
+        """Index every recorded extension, in the order `extend` was called."""
+        sequences = self._sequences
+        for seq_id, end in self._pending:
+            self._index_tokens(sequences[seq_id], end)
+        self._pending.clear()
+
+    def _index_tokens(self, seq: _LiveSequence, end: int) -> None:
         tail, weight, followed = seq.tail, seq.weight, seq.followed
-        # Only this sequence changed the index since `followed` was exact: then the longest followed
+        # Only this sequence changed the trie since `followed` was exact: then the longest followed
         # suffix grows by at most one token per token, and tracking it costs O(1) amortised.
         is_incremental = seq.synced_at == self._version
-        for token in token_ids:
-            tail = self._append(tail, token, weight)
-            seq.token_ids.append(token)
+        children, append = self._children, self._append
+        for token in seq.token_ids[seq.num_indexed : end]:
+            tail = append(tail, token, weight)
             if is_incremental:
-                followed = self.continuation_point(self._children[ROOT if followed is None else followed][token])
+                followed = self._continuation_point(children[ROOT if followed is None else followed][token])
+        seq.num_indexed = end
         seq.tail = tail
-        seq.followed = followed if is_incremental else self.continuation_point(tail)
+        seq.followed = followed if is_incremental else self._continuation_point(tail)
         self._version += 1
         seq.synced_at = self._version
 
     def followed_suffix(self, seq_id: Hashable) -> Node | None:
         """The longest suffix of the sequence that occurs earlier followed by a token (None if none)."""
+        if self._pending:
+            self._catch_up()
         seq = self._sequences[seq_id]
-        if seq.synced_at != self._version:  # other sequences changed the index since
-            seq.followed = self.continuation_point(seq.tail)
+        if seq.synced_at != self._version:  # other sequences changed the trie since
+            seq.followed = self._continuation_point(seq.tail)
             seq.synced_at = self._version
         return seq.followed
 
     def remove(self, seq_id: Hashable) -> None:
-        seq = self._sequences.pop(seq_id)
+        seq = self._sequences[seq_id]
+        if seq.num_indexed == 0:  # never reached the trie: forgetting its recorded tokens is enough
+            self._pending = [entry for entry in self._pending if entry[0] != seq_id]
+            del self._sequences[seq_id]
+            return
+        if self._pending:
+            self._catch_up()
+        del self._sequences[seq_id]
         tail = ROOT
         for token in seq.token_ids:
             tail = self._unappend(tail, token, seq.weight)
         self._version += 1
 
+    def token_ids(self, seq_id: Hashable) -> list[int]:
+        """The sequence's tokens (read-only)."""
+        return self._sequences[seq_id].token_ids
+
     def tail(self, seq_id: Hashable) -> Node:
+        if self._pending:
+            self._catch_up()
         return self._sequences[seq_id].tail
 
     def __contains__(self, seq_id: Hashable) -> bool:
@@ -133,6 +172,8 @@ class SuffixIndex:
         return len(self._sequences)
 
     def num_nodes(self) -> int:
+        if self._pending:
+            self._catch_up()
         return len(self._token) - len(self._free)
 
     def depth(self, node: Node) -> int:
@@ -140,20 +181,23 @@ class SuffixIndex:
 
     def children(self, node: Node) -> dict[int, float]:
         """Token -> probability of following `node`'s string."""
+        if self._pending:
+            self._catch_up()
         kids = self._children[node] or {}
         return {token: self._weight[child] / self._out[node] for token, child in kids.items()}
 
-    def _new_node(self, token: int, depth: int) -> Node:
+    def _new_node(self, token: int, depth: int, weight: float) -> Node:
+        """A node seen once, with the given weight, and no children yet."""
         if self._free:
             node = self._free.pop()
             self._token[node], self._depth[node] = token, depth
-            self._count[node], self._weight[node], self._out[node] = 0, 0.0, 0.0
+            self._count[node], self._weight[node], self._out[node] = 1, weight, 0.0
             self._children[node], self._best[node], self._link[node] = None, _NONE, _NONE
             return node
         self._token.append(token)
         self._depth.append(depth)
-        self._count.append(0)
-        self._weight.append(0.0)
+        self._count.append(1)
+        self._weight.append(weight)
         self._out.append(0.0)
         self._children.append(None)
         self._best.append(_NONE)
@@ -161,31 +205,70 @@ class SuffixIndex:
         return len(self._token) - 1
 
     def _append(self, tail: Node, token: int, weight: float) -> Node:
-        """Extend every suffix ending at `tail` by `token`; return the new tail."""
-        children, count, weights, out = self._children, self._count, self._weight, self._out
-        best, link, depth, max_depth = self._best, self._link, self._depth, self.max_depth
-        node, previous, new_tail = tail, _NONE, _NONE
-        while node != _NONE:
+        """Extend every suffix ending at `tail` by `token`; return the new tail.
+
+        The suffixes are visited longest first. Once one of them was already followed by `token`, so
+        were all shorter ones (their strings occur wherever the longer one does) and their suffix
+        links exist, so the rest of the walk only adds weight.
+        """
+        children, weights, out, best, link = self._children, self._weight, self._out, self._best, self._link
+        token_of, depth, count, is_reusing = self._token, self._depth, self._count, bool(self._free)
+        node, previous, first = tail, _NONE, _NONE
+        while node != _NONE:  # suffixes never followed by `token` before: new nodes
             kids = children[node]
             if kids is None:
                 kids = children[node] = {}
             child = kids.get(token)
-            if child is None:
-                child = kids[token] = self._new_node(token, depth[node] + 1)
+            if child is not None:
+                break
+            if is_reusing:
+                child = self._new_node(token, depth[node] + 1, weight)
+                is_reusing = bool(self._free)
+            else:  # `_new_node` inlined: most appends create nodes, and this is the hot loop
+                child = len(depth)
+                token_of.append(token)
+                depth.append(depth[node] + 1)
+                count.append(1)
+                weights.append(weight)
+                out.append(0.0)
+                children.append(None)
+                best.append(_NONE)
+                link.append(_NONE)
+            kids[token] = child
+            out[node] += weight
+            b = best[node]
+            if b != _NONE and weight >= weights[b]:
+                best[node] = child  # ties go to the most recent continuation
+            if previous == _NONE:
+                first = child
+            else:
+                link[previous] = child
+            previous = child
+            node = link[node]
+        else:
+            child = ROOT  # the new depth-1 node links to the root
+        if previous != _NONE:
+            link[previous] = child
+        else:
+            first = child
+        self._add_weight(node, token, weight)
+        return first if depth[first] < self.max_depth else link[first]
+
+    def _add_weight(self, node: Node, token: int, weight: float) -> None:
+        """Count one more occurrence of `token` after `node` and after each of its suffixes, all of
+        which were followed by `token` before."""
+        children, count, weights, out, best, link = (
+            self._children, self._count, self._weight, self._out, self._best, self._link
+        )
+        while node != _NONE:
+            child = children[node][token]
             count[child] += 1
             weights[child] += weight
             out[node] += weight
             b = best[node]
             if b != _NONE and weights[child] >= weights[b]:
                 best[node] = child  # ties go to the most recent continuation
-            if previous != _NONE and link[previous] == _NONE:
-                link[previous] = child
-            if new_tail == _NONE and depth[child] < max_depth:
-                new_tail = child
-            previous = child
             node = link[node]
-        link[previous] = ROOT  # the depth-1 node
-        return new_tail
 
     def _unappend(self, tail: Node, token: int, weight: float) -> Node:
         """Undo one `_append` of a sequence being replayed from its start."""
@@ -213,25 +296,36 @@ class SuffixIndex:
 
     def step(self, node: Node, token: int) -> Node:
         """The longest indexed suffix of (node's string + token), capped below `max_depth`."""
-        children, link = self._children, self._link
-        while True:
-            kids = children[node]
-            if kids and token in kids:
-                child = kids[token]
-                return link[child] if self._depth[child] >= self.max_depth else child
-            if node == ROOT:
-                return ROOT
-            node = link[node]
+        return self.walk(node, (token,))
+
+    def walk(self, node: Node, token_ids: Iterable[int]) -> Node:
+        """`step` once per token: the longest indexed suffix of node's string + token_ids."""
+        if self._pending:
+            self._catch_up()
+        children, link, depth, max_depth = self._children, self._link, self._depth, self.max_depth
+        for token in token_ids:
+            while True:
+                kids = children[node]
+                if kids and token in kids:
+                    child = kids[token]
+                    node = link[child] if depth[child] >= max_depth else child
+                    break
+                if node == ROOT:
+                    break
+                node = link[node]
+        return node
 
     def match(self, context: Sequence[int]) -> Node:
         """Longest indexed suffix of `context` (at most `max_depth - 1` tokens)."""
-        node = ROOT
-        for token in context[max(0, len(context) - self.max_depth) :]:
-            node = self.step(node, token)
-        return node
+        return self.walk(ROOT, context[max(0, len(context) - self.max_depth) :])
 
     def continuation_point(self, node: Node, min_depth: int = 1) -> Node | None:
         """The longest suffix of `node`'s string that was followed by some token, or None."""
+        if self._pending:
+            self._catch_up()
+        return self._continuation_point(node, min_depth)
+
+    def _continuation_point(self, node: Node, min_depth: int = 1) -> Node | None:
         children, depth, link = self._children, self._depth, self._link
         while depth[node] >= min_depth:
             if children[node]:
@@ -269,12 +363,14 @@ class SuffixIndex:
         A token's score is its path probability: the product of the continuation frequencies along
         the path, each discounted by the match length it was drawn from (`_match_confidence`).
         """
+        if self._pending:
+            self._catch_up()
         proposal = LinearProposal()
         tokens, scores = proposal.token_ids, proposal.scores
         weights, out, token_of = self._weight, self._out, self._token
         prob = 1.0
         while len(tokens) < max_tokens:
-            node = self.continuation_point(node, min_depth)
+            node = self._continuation_point(node, min_depth)
             if node is None:
                 break
             child = self._best_child(node)
@@ -294,6 +390,8 @@ class SuffixIndex:
 
         Path probabilities only shrink along a path, so parents are always added before children.
         """
+        if self._pending:
+            self._catch_up()
         proposal = TreeProposal()
         order = itertools.count()  # heap tie-breaker: earlier pushes first
         frontier: list[tuple[float, int, int, int, Node]] = []  # (-prob, order, parent, depth, node)
@@ -315,7 +413,7 @@ class SuffixIndex:
         self, frontier: list, order: itertools.count, node: Node, prob: float, index: int, depth: int,
         discount: float,
     ) -> None:
-        node = self.continuation_point(node)
+        node = self._continuation_point(node)
         if node is None:
             return
         out = self._out[node] / self._match_confidence(node, discount)

@@ -190,3 +190,31 @@ def test_a_long_match_outranks_an_equally_frequent_short_one():
     combined.begin(RequestInfo(2, 0, (4, 9)))
     combined.observe(2, [2, 3, 4])
     assert combined.propose([query(2)])[0].token_ids[:2] == [5, 6]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_drafts_do_not_depend_on_whether_earlier_steps_drafted(seed):
+    """Drafters defer their index work to `propose`; skipping proposals must not change later drafts."""
+    import random
+
+    rng = random.Random(seed)
+    history = [[rng.randrange(4) for _ in range(30)] for _ in range(3)]
+    output = [rng.randrange(4) for _ in range(40)]
+
+    def make():
+        drafter = CombinedDrafter([GroupedDrafter(), HistoryDrafter(window=2), OwnContextDrafter()])
+        for step, response in enumerate(history):
+            feed(drafter, 100 + step, 0, response, step)
+            drafter.advance_step(step + 1)
+        drafter.begin(RequestInfo(1, 0, (3, 2), len(history)))
+        return drafter
+
+    every_step, last_only = make(), make()
+    for position, token in enumerate(output):
+        every_step.propose([query(1, [3, 2, *output[:position]])])
+        every_step.observe(1, [token])
+        last_only.observe(1, [token])
+        if position == 20:  # a step change while the request is live
+            every_step.advance_step(len(history) + 1)
+            last_only.advance_step(len(history) + 1)
+    assert draft_of(every_step, 1, max_draft=6) == draft_of(last_only, 1, max_draft=6)

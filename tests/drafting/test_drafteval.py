@@ -82,7 +82,7 @@ def test_cli_prints_one_json_line(tmp_path, capsys, mode):
     assert main(argv) == 0
     result = json.loads(capsys.readouterr().out)
     assert set(result) == {"mean_acceptance_length", "steps", "target_tokens", "drafted_tokens",
-                           "accepted_tokens", "us_per_proposal"}
+                           "accepted_tokens", "us_per_proposal", "us_per_step"}
     assert result["mean_acceptance_length"] > 1.0
 
 

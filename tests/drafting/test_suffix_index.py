@@ -186,3 +186,37 @@ def test_tracked_followed_suffix_equals_the_walk_from_the_tail(seed):
         seq_id = "a" if rng.random() < 0.8 else "b"
         index.extend(seq_id, [rng.randrange(3) for _ in range(rng.randrange(1, 4))])
         assert index.followed_suffix("a") == index.continuation_point(index.tail("a"))
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_deferred_appending_builds_the_index_eager_appending_would(seed):
+    """The trie catches up on extensions only when read; reading after every extension must not matter."""
+    rng = random.Random(seed)
+    eager, deferred = SuffixIndex(max_depth=5), SuffixIndex(max_depth=5)
+    for seq_id, weight in (("a", 1.0), ("b", 2.0), ("c", 0.5)):
+        eager.add(seq_id, weight=weight)
+        deferred.add(seq_id, weight=weight)
+    for _ in range(40):
+        seq_id = rng.choice("abc")
+        tokens = [rng.randrange(3) for _ in range(rng.randrange(1, 4))]
+        eager.extend(seq_id, tokens)
+        deferred.extend(seq_id, tokens)
+        eager.followed_suffix(seq_id)  # a read: forces the eager index to catch up every time
+    assert eager.num_nodes() == deferred.num_nodes()
+    for seq_id in "abc":
+        a, b = eager.followed_suffix(seq_id), deferred.followed_suffix(seq_id)
+        assert (a is None) == (b is None)
+        if a is not None:
+            assert eager.propose(a, 6) == deferred.propose(b, 6)
+
+
+def test_removing_a_sequence_never_read_leaves_no_trace():
+    index, fresh = SuffixIndex(max_depth=4), SuffixIndex(max_depth=4)
+    index.add("kept", [1, 2, 3])
+    index.add("gone", [1, 2, 4])
+    index.extend("kept", [1, 2])
+    index.extend("gone", [5])
+    index.remove("gone")
+    fresh.add("kept", [1, 2, 3, 1, 2])
+    assert index.num_nodes() == fresh.num_nodes()
+    assert index.children(index.match([1, 2])) == fresh.children(fresh.match([1, 2])) == {3: 1.0}
