@@ -45,7 +45,8 @@ class Bench:
             return _engine_row(system, run_rollout(replace(self.config, speculate="on", policy=policy)))
         if system == "oracle":
             outputs = {r.request_id: r.token_ids for r in self.plain().records}
-            return _engine_row(system, run_rollout(replace(self.config, speculate="on"), drafter=OracleDrafter(outputs)))
+            # the oracle drafts for free, so policies see a model-free drafter's costs
+            return _engine_row(system, run_rollout(replace(self.config, speculate="suffix"), drafter=OracleDrafter(outputs)))
         if system == "hf-generate":
             return self._hf_generate_row()
         raise ValueError(f"unknown system {system!r}; known: plain, speculative, speculative:<policy>, "

@@ -16,7 +16,7 @@ from specroll.engine.engine import Engine, add_requests, torch_dtype
 from specroll.engine.request import Request, SamplingParams
 from specroll.model.loader import read_config
 from specroll.model.runner import ModelRunner
-from specroll.policies.cost_model import CostModel
+from specroll.policies.cost_model import Affine, CostModel
 from specroll.policies.registry import DEFAULT_POLICY, make_policy
 from specroll.tasks import DEFAULT_TASK, get_task
 from specroll.tokenizer import load_tokenizer
@@ -55,7 +55,12 @@ class RolloutConfig:
 
     @property
     def drafter_name(self) -> str | None:
-        return {"off": None, "on": DEFAULT_DRAFTER}.get(self.speculate, self.speculate)
+        """`on` means the draft model when a draft checkpoint is at hand (it measured the highest
+        acceptance on the bundled task), else the model-free suffix drafters."""
+        if self.speculate == "on":
+            has_draft = self.draft_model_dir is not None and (Path(self.draft_model_dir) / "config.json").is_file()
+            return "draft-model" if has_draft else DEFAULT_DRAFTER
+        return None if self.speculate == "off" else self.speculate
 
 
 @dataclass
@@ -138,6 +143,10 @@ def load_cost_model(config: RolloutConfig) -> CostModel | None:
     return None
 
 
+def _runs_draft_model(config: RolloutConfig) -> bool:
+    return config.drafter_name in ("draft-model", "ladder")
+
+
 def build_engine(config: RolloutConfig, longest_prompt: int, drafter: Drafter | None = None) -> Engine:
     """An engine whose cache fits the longest prompt plus max_tokens (within the model's positions)."""
     max_positions = read_config(config.model_dir).max_position_embeddings
@@ -151,7 +160,10 @@ def build_engine(config: RolloutConfig, longest_prompt: int, drafter: Drafter | 
                                  max_batch_size=config.max_batch_size, max_model_len=engine_config.max_model_len,
                                  max_draft=config.max_draft, verify=config.verify)
         drafter = make_drafter(config.drafter_name, context)
-    policy = make_policy(config.policy if drafter is not None else "none", load_cost_model(config))
+    cost_model = load_cost_model(config)
+    if cost_model is not None and not _runs_draft_model(config):
+        cost_model = cost_model.with_draft(Affine(0.0, 0.0))  # model-free drafting costs ~nothing
+    policy = make_policy(config.policy if drafter is not None else "none", cost_model)
     return Engine(runner, engine_config, drafter, policy, step=config.step)
 
 
