@@ -70,7 +70,7 @@ class TrainConfig:
             raise ValueError(f"num_steps {self.num_steps} must exceed warmup_steps {self.warmup_steps}")
 
 
-POLICY = TrainConfig(ModelSize(128, 4, 4, 2, 512), num_steps=1300, tokens_per_batch=4096, learning_rate=3e-3)
+POLICY = TrainConfig(ModelSize(128, 4, 4, 2, 512), num_steps=2600, tokens_per_batch=4096, learning_rate=3e-3)
 DRAFT = TrainConfig(ModelSize(64, 1, 4, 2, 256), num_steps=800, tokens_per_batch=4096, learning_rate=3e-3)
 SEED = 0
 

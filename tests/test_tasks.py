@@ -26,13 +26,15 @@ def test_unknown_task_error_names_it_and_the_known_ones():
 
 
 def test_known_problem_prompt_and_reference_response():
-    problem = RunningSumTask().make_problem(7, [37, 52, 19])
+    problem = RunningSumTask().make_problem(7, [7, 5, 9])
     assert problem == Problem(
         prompt_id=7,
-        prompt="add a37 b52 c19\n",
-        answer="108",
-        reference_response="+a37=7300\n+b52=9800\n+c19=8010\nanswer 108",
+        prompt="add a7 b5 c9\n",
+        answer="21",
+        reference_response="+a7=700\n+b5=210\n+c9=120\nanswer 21",
     )
+    wide = RunningSumTask(min_term=10, max_term=99, sum_width=4).make_problem(7, [37, 52, 19])
+    assert wide.reference_response == "+a37=7300\n+b52=9800\n+c19=8010\nanswer 108"
 
 
 def test_reward_of_correct_and_wrong_responses():

@@ -1,12 +1,15 @@
-"""The bundled default task: add a list of two-digit numbers, writing the running sum line by line.
+"""The bundled default task: add a list of numbers, writing the running sum line by line.
 
-Prompt and response, for the terms 37, 52 and 19 (the sum 108):
+Prompt and response, for the terms 7, 5 and 9 (the sum 21), with the default single-digit terms:
 
-    add a37 b52 c19
-    +a37=7300
-    +b52=9800
-    +c19=8010
-    answer 108
+    add a7 b5 c9
+    +a7=700
+    +b5=210
+    +c9=120
+    answer 21
+
+(`RunningSumTask(min_term=10, max_term=99, sum_width=4)` is the two-digit variant: harder, and with
+the training budget of `scripts/train_default.py` the tiny policy reached a reward of only 0.006 on it.)
 
 Each term carries a one-letter label (a..z, then A..Z) that the response repeats: finding the next
 term is then a lookup of the next label, which a tiny model learns quickly, instead of an induction
@@ -49,9 +52,9 @@ class RunningSumTask:
     name: str = "running_sum"
     min_terms: int = 2
     max_terms: int = 48
-    min_term: int = 10
-    max_term: int = 99
-    sum_width: int = 4  # digits of every running sum, zero-padded
+    min_term: int = 1
+    max_term: int = 9
+    sum_width: int = 3  # digits of every running sum, zero-padded
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_terms <= self.max_terms:
