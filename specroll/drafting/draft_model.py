@@ -32,6 +32,7 @@ class DraftModelDrafter(BaseDrafter):
         self.free_slots = list(range(runner.cache.num_slots))
         self.slots: dict[int, int] = {}
         self.cached: dict[int, list[int]] = {}  # tokens whose K/V the draft cache holds, per request
+        self.known: dict[int, int] = {}  # leading cached tokens known to be committed context
 
     @classmethod
     def from_pretrained(cls, model_dir: Path, max_batch_size: int, capacity: int, sample: bool = False,
@@ -43,6 +44,7 @@ class DraftModelDrafter(BaseDrafter):
 
     def finish(self, request_id: int) -> None:
         self.cached.pop(request_id, None)
+        self.known.pop(request_id, None)
         slot = self.slots.pop(request_id, None)
         if slot is not None:
             self.free_slots.append(slot)
@@ -61,6 +63,8 @@ class DraftModelDrafter(BaseDrafter):
                                           for q, f in zip(active, feed)]).logits[:, 0]  # (B, V)
             for q, f in zip(active, feed):
                 self.cached[q.request_id] += f
+                if depth == 0:  # the whole context is cached now, and committed tokens never change
+                    self.known[q.request_id] = len(q.context)
             for q, token, dist in zip(active, *self._choose(active, logits, depth)):
                 tokens[q.request_id].append(token)
                 probs[q.request_id].append(dist)
@@ -76,8 +80,8 @@ class DraftModelDrafter(BaseDrafter):
         """Tokens to feed: the context (and drafts so far) beyond the longest prefix already cached."""
         sequence = [*query.context, *drafted]
         cached = self.cached[query.request_id]
-        shared = 0
         limit = min(len(cached), len(sequence) - 1)  # feed at least the newest token
+        shared = min(self.known.get(query.request_id, 0), limit)  # compare only past the known prefix
         while shared < limit and cached[shared] == sequence[shared]:
             shared += 1
         del cached[shared:]  # roll back: later writes overwrite the stale positions
