@@ -121,7 +121,7 @@ def test_history_drafter_learns_across_training_steps(qwen2_dir):
             r.request_id += 1000 * step
         add_requests(engine, requests)
         engine.run()
-    # step 1 repeats step 0's prompts (and samples): its history drafts are accepted
+    # step 1 repeats step 0's prompts: its drafts come from step 0's responses to the same problems
     assert engine.telemetry.acceptance_rate > 0.3
 
 

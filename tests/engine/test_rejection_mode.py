@@ -66,8 +66,11 @@ def test_rejection_mode_follows_target_distribution(qwen2_dir):
     for drafter in (FixedTokenDrafter(list(likely[1:])), FixedTokenDrafter([40, 41]), SamplingDrafter(97)):
         spec = histogram(qwen2_dir, drafter, FixedDraftLength(2), verify="rejection", seed=3)
         assert total_variation(plain, spec) < 1.5 * noise_floor + 0.02, type(drafter).__name__
-    # the test has power: a drafter that always proposes the same tokens must not pull mass to them
-    assert spec != plain
+    # the threshold has power: accepting the fixed drafts blindly would be caught
+    blind = Counter()
+    for tokens, count in plain.items():
+        blind[(tokens[0], 40, 41)[: len(tokens)]] += count
+    assert total_variation(plain, blind) > 1.5 * noise_floor + 0.02
 
 
 def test_rejection_mode_with_sampling_draft_model(qwen2_dir, tmp_path):
