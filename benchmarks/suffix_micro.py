@@ -54,23 +54,34 @@ def token_streams(num_live: int, length: int, seed: int = 0) -> list[list[int]]:
     return streams
 
 
-def bench_specroll(streams: list[list[int]], max_depth: int, propose_every: int) -> tuple[float, float, float]:
-    index = SuffixIndex(max_depth)
-    for i in range(len(streams)):
-        index.add(i)
+def _timed_rounds(streams: list[list[int]], propose_every: int, append, propose) -> tuple[float, float]:
+    """One token a round for every live sequence: seconds spent in `append(i, token)` and in
+    `propose(i, position)` (called on proposing rounds only)."""
     append_s = propose_s = 0.0
     for position in range(len(streams[0])):
         is_proposing = _is_proposing(position, propose_every)
         for i, seq in enumerate(streams):
             started = time.perf_counter()
-            index.extend(i, (seq[position],))
+            append(i, seq[position])
             middle = time.perf_counter()
             if is_proposing:
-                node = index.followed_suffix(i)
-                if node is not None:
-                    index.propose(node, MAX_DRAFT)
+                propose(i, position)
             propose_s += time.perf_counter() - middle
             append_s += middle - started
+    return append_s, propose_s
+
+
+def bench_specroll(streams: list[list[int]], max_depth: int, propose_every: int) -> tuple[float, float, float]:
+    index = SuffixIndex(max_depth)
+    for i in range(len(streams)):
+        index.add(i)
+
+    def propose(i: int, position: int) -> None:
+        node = index.followed_suffix(i)
+        if node is not None:
+            index.propose(node, MAX_DRAFT)
+
+    append_s, propose_s = _timed_rounds(streams, propose_every, lambda i, t: index.extend(i, (t,)), propose)
     return _per_op(append_s, propose_s, streams, propose_every)
 
 
@@ -85,17 +96,9 @@ def bench_drafters(streams: list[list[int]], max_depth: int, propose_every: int)
     drafter = CombinedDrafter([GroupedDrafter(max_depth=max_depth), history, OwnContextDrafter(max_depth=max_depth)])
     for i in range(len(streams)):
         drafter.begin(RequestInfo(i, 0, prompt, step=1))
-    observe_s = propose_s = 0.0
-    for position in range(len(streams[0])):
-        is_proposing = _is_proposing(position, propose_every)
-        for i, seq in enumerate(streams):
-            started = time.perf_counter()
-            drafter.observe(i, (seq[position],))
-            middle = time.perf_counter()
-            if is_proposing:
-                drafter.propose([DraftQuery(i, 0, seq[: position + 1], len(prompt), MAX_DRAFT)])
-            propose_s += time.perf_counter() - middle
-            observe_s += middle - started
+    observe_s, propose_s = _timed_rounds(
+        streams, propose_every, lambda i, t: drafter.observe(i, (t,)),
+        lambda i, position: drafter.propose([DraftQuery(i, 0, streams[i][: position + 1], len(prompt), MAX_DRAFT)]))
     return _per_op(observe_s, propose_s, streams, propose_every)
 
 

@@ -36,21 +36,25 @@ class Bench:
         apply_threads(config)  # every system, hf-generate included, runs with the same threads
 
     def row(self, system: str) -> BenchRow:
-        if system == "plain":
-            return _engine_row(system, self.plain())
-        if system == "speculative":
-            return _engine_row(system, run_rollout(replace(self.config, speculate="on")))
-        if system.startswith("speculative:"):
-            policy = system.split(":", 1)[1]
-            return _engine_row(system, run_rollout(replace(self.config, speculate="on", policy=policy)))
-        if system == "oracle":
-            outputs = {r.request_id: r.token_ids for r in self.plain().records}
-            # the oracle drafts for free, so policies see a model-free drafter's costs
-            return _engine_row(system, run_rollout(replace(self.config, speculate="suffix"), drafter=OracleDrafter(outputs)))
-        if system == "hf-generate":
-            return self._hf_generate_row()
-        raise ValueError(f"unknown system {system!r}; known: plain, speculative, speculative:<policy>, "
-                         "oracle, hf-generate")
+        name, _, policy = system.partition(":")
+        runs = {"plain": self._plain_row, "speculative": self._speculative_row, "oracle": self._oracle_row,
+                "hf-generate": self._hf_generate_row}
+        if name not in runs or (policy and name != "speculative"):
+            raise ValueError(f"unknown system {system!r}; known: plain, speculative, speculative:<policy>, "
+                             "oracle, hf-generate")
+        return runs[name](policy) if name == "speculative" else runs[name]()
+
+    def _plain_row(self) -> BenchRow:
+        return _engine_row("plain", self.plain())
+
+    def _speculative_row(self, policy: str) -> BenchRow:
+        config = replace(self.config, speculate="on", policy=policy or self.config.policy)
+        return _engine_row(f"speculative:{policy}" if policy else "speculative", run_rollout(config))
+
+    def _oracle_row(self) -> BenchRow:
+        outputs = {r.request_id: r.token_ids for r in self.plain().records}
+        # the oracle drafts for free, so policies see a model-free drafter's costs
+        return _engine_row("oracle", run_rollout(replace(self.config, speculate="suffix"), drafter=OracleDrafter(outputs)))
 
     def plain(self) -> RolloutResult:
         if self._plain is None:

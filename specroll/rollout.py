@@ -119,8 +119,6 @@ def cpu_threads(config: RolloutConfig) -> int:
     small matmul 60x); a large model uses every core."""
     if config.threads > 0:
         return config.threads
-    from specroll.model.loader import read_config
-
     model = read_config(config.model_dir)
     params = model.num_layers * (4 * model.hidden_size ** 2 + 3 * model.hidden_size * model.intermediate_size)
     return 1 if params < 50_000_000 else (os.cpu_count() or 1)

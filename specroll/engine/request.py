@@ -78,7 +78,11 @@ class Request:
         return [*self.prompt_token_ids, *self.output_token_ids]
 
     def pending_tokens(self) -> list[int]:
-        """Tokens not yet in the cache: the whole context when (re)starting, else the newest token."""
+        """Tokens not yet in the cache: the whole context when (re)starting, else the newest token.
+        (On the decode path this slices the output only, not a copy of the whole context.)"""
+        num_prompt = len(self.prompt_token_ids)
+        if self.num_cached >= num_prompt:
+            return self.output_token_ids[self.num_cached - num_prompt:]
         return self.context()[self.num_cached:]
 
     def commit(self, token_ids: list[int], logprobs: list[float], eos_token_ids: frozenset[int]) -> list[int]:
