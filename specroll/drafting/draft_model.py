@@ -2,7 +2,9 @@
 
 Each proposal runs up to k autoregressive draft forwards for the whole batch at once. The drafter
 keeps its own KV cache; after verification the cache is rolled back to the longest prefix it shares
-with the committed context, so rejected drafts cost nothing to undo.
+with the committed context, so rejected drafts cost nothing to undo. Before drafting, the queried
+requests' cache rows are moved to consecutive slots, longest budget first, so that every draft
+forward (a prefix of those rows) reads the cache as a view rather than gathering a copy of it.
 
 Greedy drafts (the default for exact verification) are deterministic, q = one-hot. Sampled drafts
 (for rejection verification) draw from softmax(logits / T) with the drafter's own keyed noise
@@ -51,9 +53,10 @@ class DraftModelDrafter(BaseDrafter):
 
     def propose(self, queries: Sequence[DraftQuery]) -> list[Draft]:
         queries = [q for q in queries if self._has_slot(q.request_id)]
+        self._align([q.request_id for q in sorted(queries, key=lambda q: -q.max_draft)])
         tokens: dict[int, list[int]] = {q.request_id: [] for q in queries}
         probs: dict[int, list[torch.Tensor]] = {q.request_id: [] for q in queries}
-        active = list(queries)
+        active = sorted(queries, key=lambda q: self.slots[q.request_id])
         for depth in range(max((q.max_draft for q in queries), default=0)):
             active = [q for q in active if q.max_draft > depth]
             if not active:
@@ -75,6 +78,21 @@ class DraftModelDrafter(BaseDrafter):
             self.slots[request_id] = self.free_slots.pop(0)
             self.cached.setdefault(request_id, [])
         return request_id in self.slots
+
+    def _align(self, request_ids: list[int]) -> None:
+        """Move the rows of `request_ids` to slots 0..n-1 in that order; other requests keep their
+        slot if it is >= n, else take a free one."""
+        order = {rid: i for i, rid in enumerate(request_ids)}
+        if all(self.slots[rid] == i for rid, i in order.items()):
+            return
+        kept = {self.slots[rid] for rid in self.slots if rid not in order and self.slots[rid] >= len(order)}
+        spare = iter(sorted(set(range(len(order), self.runner.cache.num_slots)) - kept))
+        target = {rid: order.get(rid, s if s >= len(order) else None) for rid, s in self.slots.items()}
+        target = {rid: next(spare) if t is None else t for rid, t in target.items()}
+        moved = [rid for rid in target if target[rid] != self.slots[rid]]
+        self.runner.cache.move_slots([self.slots[rid] for rid in moved], [target[rid] for rid in moved])
+        self.slots = target
+        self.free_slots = sorted(set(range(self.runner.cache.num_slots)) - set(target.values()))
 
     def _pending(self, query: DraftQuery, drafted: list[int]) -> list[int]:
         """Tokens to feed: the context (and drafts so far) beyond the longest prefix already cached."""

@@ -137,17 +137,17 @@ def _row_depths(drafts: Sequence[Draft], Tl: int) -> torch.Tensor:
 
 def _row_params(requests: Sequence[Request], Tl: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Each request's temperature, top_k and top_p, repeated over its Tl rows."""
-    temperature = torch.tensor([r.params.temperature for r in requests], dtype=torch.float32)
-    top_k = torch.tensor([r.params.top_k for r in requests], dtype=torch.long)
-    top_p = torch.tensor([r.params.top_p for r in requests], dtype=torch.float32)
-    return tuple(t.repeat_interleave(Tl) for t in (temperature, top_k, top_p))
+    params = [r.params for r in requests for _ in range(Tl)]
+    return (torch.tensor([p.temperature for p in params], dtype=torch.float32),
+            torch.tensor([p.top_k for p in params], dtype=torch.long),
+            torch.tensor([p.top_p for p in params], dtype=torch.float32))
 
 
 def _padded_drafts(drafts: Sequence[Draft], K: int) -> tuple[torch.Tensor, torch.Tensor]:
-    tokens = torch.zeros(len(drafts), K, dtype=torch.long)
-    for b, d in enumerate(drafts):
-        tokens[b, : d.num_tokens] = torch.tensor(d.token_ids, dtype=torch.long)
-    return tokens, torch.tensor([d.num_tokens for d in drafts])
+    """(B, K) draft tokens padded with 0, and (B,) how many are real."""
+    rows = [[*d.token_ids, *[0] * (K - len(d.token_ids))] for d in drafts]
+    return (torch.tensor(rows, dtype=torch.long).view(len(drafts), K),
+            torch.tensor([len(d.token_ids) for d in drafts]))
 
 
 def _draft_probs(drafts: Sequence[Draft], draft_tokens: torch.Tensor, V: int) -> torch.Tensor | None:

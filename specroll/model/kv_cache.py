@@ -20,6 +20,7 @@ class KVCache:
             raise ValueError(f"KV cache needs positive slots and capacity, got {num_slots}, {capacity}")
         self.num_slots = num_slots
         self.capacity = capacity
+        self.num_kv_heads = config.num_kv_heads
         shape = (num_slots, config.num_kv_heads, capacity + 1, config.head_dim)  # (S, Hkv, C+1, D)
         self.keys = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(config.num_layers)]
         self.values = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(config.num_layers)]
@@ -28,12 +29,19 @@ class KVCache:
     def scratch_column(self) -> int:
         return self.capacity
 
-    def write(self, layer: int, slots: torch.Tensor, columns: torch.Tensor,
-              keys: torch.Tensor, values: torch.Tensor) -> None:
-        """slots (B,), columns (B, T), keys/values (B, Hkv, T, D): store each new token's K/V."""
-        rows = slots[:, None].expand_as(columns)
-        self.keys[layer][rows, :, columns] = keys.transpose(1, 2)
-        self.values[layer][rows, :, columns] = values.transpose(1, 2)
+    def write_index(self, slots: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:
+        """slots (B,), columns (B, T) -> (B*Hkv*T,) rows of the flattened cache, in (b, head, t) order.
+
+        Computed once per forward and shared by every layer's write."""
+        heads = torch.arange(self.num_kv_heads)
+        rows = (slots[:, None, None] * self.num_kv_heads + heads[None, :, None]) * (self.capacity + 1)
+        return (rows + columns[:, None, :]).reshape(-1)
+
+    def write(self, layer: int, index: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> None:
+        """keys/values (B, Hkv, T, D): store each new token's K/V at `write_index` rows."""
+        D = keys.shape[-1]
+        self.keys[layer].view(-1, D).index_copy_(0, index, keys.reshape(-1, D))
+        self.values[layer].view(-1, D).index_copy_(0, index, values.reshape(-1, D))
 
     def read(self, layer: int, slots: torch.Tensor | slice, length: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The first `length` positions of each slot: keys, values each (B, Hkv, length, D).
@@ -47,6 +55,16 @@ class KVCache:
         for keys, values in zip(self.keys, self.values):
             keys[target, :, :length] = keys[source, :, :length]
             values[target, :, :length] = values[source, :, :length]
+
+    def move_slots(self, sources: list[int], targets: list[int]) -> None:
+        """Move whole slots: slot sources[i] to targets[i]; every source is read before any target is
+        written, so the two lists may overlap (a permutation)."""
+        if not sources:
+            return
+        src, dst = torch.tensor(sources), torch.tensor(targets)
+        for keys, values in zip(self.keys, self.values):
+            keys[dst] = keys[src]
+            values[dst] = values[src]
 
     def move(self, slot: int, source_columns: list[int], target_columns: list[int]) -> None:
         """Copy K/V between columns of one slot (compacting an accepted tree path)."""

@@ -68,21 +68,27 @@ class ModelRunner:
 
     def prepare(self, sequences: Sequence[SequenceInput]) -> ForwardBatch:
         self._check(sequences)
-        T = max(len(s.token_ids) for s in sequences)
-        num_new = torch.tensor([len(s.token_ids) for s in sequences])
-        depth, relation = _layout(sequences, num_new, T)
-        start = torch.tensor([s.start for s in sequences])
-        read_length = int((start + num_new).max())
+        starts = [s.start for s in sequences]
+        num_new = [len(s.token_ids) for s in sequences]
+        T = max(num_new)
+        read_length = max(a + n for a, n in zip(starts, num_new))
+        start, new = torch.tensor(starts), torch.tensor(num_new)
         offsets = torch.arange(T)
-        is_real = offsets[None] < num_new[:, None]  # (B, T)
-        slots = torch.tensor([s.slot for s in sequences])
+        if any(s.parents is not None for s in sequences):
+            depth, relation = _layout(sequences, new, T)
+            mask = _attention_mask(start, new, relation, read_length)
+        else:
+            depth, mask = offsets.expand(len(sequences), T), _chain_mask(start, new, T, read_length)
+        slot_list = [s.slot for s in sequences]
+        slots = torch.tensor(slot_list)
+        columns = torch.where(offsets[None] < new[:, None], start[:, None] + offsets, self.cache.scratch_column)
         return ForwardBatch(
-            slots=_as_slice(slots),
-            write_slots=slots.to(self.device),
-            input_ids=_padded([s.token_ids for s in sequences], T).to(self.device),
+            slots=_as_slice(slot_list) or slots.to(self.device),
+            write_index=self.cache.write_index(slots, columns).to(self.device),
+            input_ids=torch.tensor([[*s.token_ids, *[0] * (T - n)] for s, n in zip(sequences, num_new)],
+                                   device=self.device),
             positions=(start[:, None] + depth).to(self.device),
-            write_columns=torch.where(is_real, start[:, None] + offsets, self.cache.scratch_column).to(self.device),
-            attn_mask=_attention_mask(start, num_new, relation, read_length).to(self.device),
+            attn_mask=mask.to(self.device),
             logit_index=_logit_index(sequences, num_new).to(self.device),
             read_length=read_length,
         )
@@ -99,6 +105,13 @@ class ModelRunner:
                                  f"cache capacity {self.cache.capacity}")
             if min(s.token_ids) < 0 or max(s.token_ids) >= vocab:
                 raise ValueError(f"slot {s.slot}: token ids outside the vocabulary 0..{vocab - 1}")
+
+
+def _chain_mask(start: torch.Tensor, num_new: torch.Tensor, T: int, read_length: int) -> torch.Tensor:
+    """(B, 1, T, L) for chains: query t sees every cached position and the new tokens up to itself.
+    A padded query (t >= num_new) sees what the last real one sees, so its softmax stays finite."""
+    last_seen = start[:, None] + torch.minimum(torch.arange(T)[None], num_new[:, None] - 1)  # (B, T)
+    return (torch.arange(read_length)[None, None] <= last_seen[:, :, None])[:, None]
 
 
 def _layout(sequences: Sequence[SequenceInput], num_new: torch.Tensor, T: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -139,23 +152,14 @@ def _attention_mask(start: torch.Tensor, num_new: torch.Tensor, relation: torch.
     return mask[:, None]
 
 
-def _logit_index(sequences: Sequence[SequenceInput], num_new: torch.Tensor) -> torch.Tensor:
+def _logit_index(sequences: Sequence[SequenceInput], num_new: list[int]) -> torch.Tensor:
+    """(B, Tl): row b's num_logits trailing new tokens, then its last one again as padding."""
     Tl = max(s.num_logits for s in sequences)
-    num_logits = torch.tensor([s.num_logits for s in sequences])
-    index = (num_new - num_logits)[:, None] + torch.arange(Tl)[None]
-    return torch.minimum(index, num_new[:, None] - 1)
+    return torch.tensor([[min(n - s.num_logits + i, n - 1) for i in range(Tl)] for s, n in zip(sequences, num_new)])
 
 
-def _padded(rows: Sequence[Sequence[int]], width: int) -> torch.Tensor:
-    out = torch.zeros(len(rows), width, dtype=torch.long)
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = torch.as_tensor(list(row), dtype=torch.long)
-    return out
-
-
-def _as_slice(slots: torch.Tensor) -> torch.Tensor | slice:
+def _as_slice(slots: list[int]) -> slice | None:
     """Consecutive ascending slots read the cache as a view instead of a gathered copy."""
-    first = int(slots[0])
-    if bool((slots == torch.arange(first, first + len(slots))).all()):
-        return slice(first, first + len(slots))
-    return slots
+    if slots == list(range(slots[0], slots[0] + len(slots))):
+        return slice(slots[0], slots[0] + len(slots))
+    return None

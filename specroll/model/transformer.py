@@ -22,10 +22,9 @@ class ForwardBatch:
     """Everything one forward needs; built by `ModelRunner.prepare`."""
 
     slots: torch.Tensor | slice  # (B,) cache slot of each sequence, or a slice of consecutive slots
-    write_slots: torch.Tensor  # (B,) the same slots as a tensor, for cache writes
+    write_index: torch.Tensor  # (B*Hkv*T,) flat cache row of each new token's K/V (`KVCache.write_index`)
     input_ids: torch.Tensor  # (B, T) new tokens, padded
     positions: torch.Tensor  # (B, T) rope positions of the new tokens
-    write_columns: torch.Tensor  # (B, T) cache column of each new token (scratch for padding)
     attn_mask: torch.Tensor  # (B, 1, T, L) True where a query may attend to a key
     logit_index: torch.Tensor  # (B, Tl) which of the T new tokens produce logits
     read_length: int  # L: cache positions read per sequence
@@ -38,7 +37,9 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dtype = x.dtype
+        if x.dtype == torch.float32:  # one fused kernel; the same arithmetic as below
+            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
+        dtype = x.dtype  # as Hugging Face: normalise in float32, scale in the model's dtype
         x = x.to(torch.float32)
         x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.weight * x.to(dtype)
@@ -69,7 +70,7 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         q = apply_rotary(q.transpose(1, 2), *rope)  # (B, H, T, D)
         k = apply_rotary(k.transpose(1, 2), *rope)  # (B, Hkv, T, D)
-        cache.write(self.layer, batch.write_slots, batch.write_columns, k, v)
+        cache.write(self.layer, batch.write_index, k, v)
         keys, values = cache.read(self.layer, batch.slots, batch.read_length)  # (B, Hkv, L, D)
         out = F.scaled_dot_product_attention(q, keys, values, attn_mask=batch.attn_mask,
                                              enable_gqa=self.num_heads != self.num_kv_heads)

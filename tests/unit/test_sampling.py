@@ -24,6 +24,29 @@ def test_uniforms_are_keyed_and_independent_of_batch():
     assert ((batch > 0) & (batch < 1)).all()
 
 
+def _splitmix_reference(*keys: int) -> float:
+    """SplitMix64's finaliser over Python integers, mod 2**64: the slow reference for `uniforms`."""
+    mask = (1 << 64) - 1
+    state = 0
+    for key in keys:
+        x = (state + 0x9E3779B97F4A7C15 + key) & mask
+        x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & mask
+        state = x ^ (x >> 31)
+    return ((state >> 11) + 0.5) * 2.0**-53
+
+
+def test_uniforms_equal_the_integer_reference():
+    ids, pos = torch.tensor([[0], [3], [123_456_789]]), torch.tensor([[0, 1, 511]])
+    for seed in (0, 1, -5, 2**40 + 3):
+        u = uniforms(seed, ids, pos, STREAM_ACCEPT)
+        assert u.shape == (3, 3)
+        for i in range(3):
+            for j in range(3):
+                expected = _splitmix_reference(seed, int(ids[i, 0]), int(pos[0, j]), STREAM_ACCEPT)
+                assert u[i, j].item() == expected
+
+
 def test_uniforms_look_uniform():
     u = uniforms(0, torch.arange(200_000), torch.zeros(200_000, dtype=torch.long), STREAM_SAMPLE)
     assert abs(u.mean().item() - 0.5) < 0.005
