@@ -13,16 +13,33 @@ def batch(drafted: int, accepted: int) -> BatchView:
     return BatchView([RequestView(i, 0, 10, 100, drafted, accepted, 1, 20) for i in range(4)], max_draft=8)
 
 
-def test_probes_during_warmup_then_only_periodically():
-    policy = AutoPolicy(COMPUTE_BOUND, warmup_trials=8, probe_every=4, probe_length=2)
+def probe_steps(policy: AutoPolicy, num_steps: int) -> list[int]:
     drafted, probes = 0, []
-    for step in range(1, 11):
+    for step in range(1, num_steps + 1):
         lengths = policy.draft_lengths(batch(drafted, 0))
         if any(lengths):
             probes.append(step)
             drafted += lengths[0]  # every draft rejected at its first token: one trial per request
-    # warm-up: steps 1 and 2 (4 trials each, 8 in all), then every 4th step
-    assert probes == [1, 2, 4, 8]
+    return probes
+
+
+def test_probes_during_warmup_then_about_one_step_in_probe_every():
+    policy = AutoPolicy(COMPUTE_BOUND, warmup_trials=8, probe_every=4, probe_length=2)
+    probes = probe_steps(policy, 2000)
+    assert probes[:2] == [1, 2]  # warm-up: 4 trials a step, 8 in all
+    assert 400 < len(probes[2:]) < 600  # then 1 in 4 of the remaining 1998 steps
+
+
+def test_probes_land_on_every_phase_of_a_periodic_output():
+    # a fixed probe period resonates with periodic outputs (lines of 8 tokens moving in step)
+    probes = probe_steps(AutoPolicy(COMPUTE_BOUND, warmup_trials=8, probe_every=16, probe_length=2), 800)
+    assert {step % 8 for step in probes[2:]} == set(range(8))
+
+
+def test_probing_is_seeded():
+    def run(seed: int) -> list[int]:
+        return probe_steps(AutoPolicy(COMPUTE_BOUND, warmup_trials=8, probe_every=4, seed=seed), 200)
+    assert run(0) == run(0) != run(1)
 
 
 def test_no_probe_when_speculation_already_chosen():
