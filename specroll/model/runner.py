@@ -14,7 +14,8 @@ import torch
 from specroll.model.config import ModelConfig
 from specroll.model.kv_cache import KVCache
 from specroll.model.loader import load_model
-from specroll.model.transformer import CausalLM, ForwardBatch
+from specroll.model.attention_chunks import Chunk, plan_chunks
+from specroll.model.transformer import AttentionSpan, CausalLM, ForwardBatch
 
 
 @dataclass(frozen=True)
@@ -49,8 +50,18 @@ class ForwardOutput:
 
 
 class ModelRunner:
-    def __init__(self, model: CausalLM, num_slots: int, capacity: int) -> None:
+    """Runs forwards of `model` over a static KV cache of `num_slots` x `capacity` positions.
+
+    max_attention_chunks: rows are attended in at most this many consecutive chunks, each reading
+    only as far as its longest row (`specroll.model.attention_chunks`); 1 reads every row to the
+    batch's longest context. A cut is made only if it saves `min_chunk_saving` row-positions.
+    """
+
+    def __init__(self, model: CausalLM, num_slots: int, capacity: int, max_attention_chunks: int = 4,
+                 min_chunk_saving: int = 512) -> None:
         self.model = model
+        self.max_attention_chunks = max_attention_chunks
+        self.min_chunk_saving = min_chunk_saving
         self.config: ModelConfig = model.config
         self.device = next(model.parameters()).device
         self.cache = KVCache(self.config, num_slots, capacity,
@@ -71,27 +82,35 @@ class ModelRunner:
         starts = [s.start for s in sequences]
         num_new = [len(s.token_ids) for s in sequences]
         T = max(num_new)
-        read_length = max(a + n for a, n in zip(starts, num_new))
         start, new = torch.tensor(starts), torch.tensor(num_new)
         offsets = torch.arange(T)
-        if any(s.parents is not None for s in sequences):
-            depth, relation = _layout(sequences, new, T)
-            mask = _attention_mask(start, new, relation, read_length)
-        else:
-            depth, mask = offsets.expand(len(sequences), T), _chain_mask(start, new, T, read_length)
+        is_tree = any(s.parents is not None for s in sequences)
+        depth, relation = _layout(sequences, new, T) if is_tree else (offsets.expand(len(sequences), T), None)
         slot_list = [s.slot for s in sequences]
         slots = torch.tensor(slot_list)
         columns = torch.where(offsets[None] < new[:, None], start[:, None] + offsets, self.cache.scratch_column)
+        spans = [self._span(chunk, slot_list, start, new, relation)
+                 for chunk in plan_chunks([a + n for a, n in zip(starts, num_new)], self.max_attention_chunks,
+                                          self.min_chunk_saving)]
         return ForwardBatch(
-            slots=_as_slice(slot_list) or slots.to(self.device),
             write_index=self.cache.write_index(slots, columns).to(self.device),
             input_ids=torch.tensor([[*s.token_ids, *[0] * (T - n)] for s, n in zip(sequences, num_new)],
                                    device=self.device),
             positions=(start[:, None] + depth).to(self.device),
-            attn_mask=mask.to(self.device),
+            spans=spans,
             logit_index=_logit_index(sequences, num_new).to(self.device),
-            read_length=read_length,
         )
+
+    def _span(self, chunk: Chunk, slots: list[int], start: torch.Tensor, num_new: torch.Tensor,
+              relation: torch.Tensor | None) -> AttentionSpan:
+        rows = slice(chunk.first, chunk.end)
+        if relation is None:
+            mask = _chain_mask(start[rows], num_new[rows], int(num_new.max()), chunk.read_length)
+        else:
+            mask = _attention_mask(start[rows], num_new[rows], relation[rows], chunk.read_length)
+        chunk_slots = slots[rows]
+        return AttentionSpan(rows, _as_slice(chunk_slots) or torch.tensor(chunk_slots, device=self.device),
+                             mask.to(self.device), chunk.read_length)
 
     def _check(self, sequences: Sequence[SequenceInput]) -> None:
         if not sequences:

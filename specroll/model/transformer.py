@@ -18,16 +18,25 @@ from specroll.model.rope import apply_rotary, cos_sin, inverse_frequencies
 
 
 @dataclass
+class AttentionSpan:
+    """Rows `rows` of the batch attend together, each reading the first `read_length` positions of
+    its cache slot (see `specroll.model.attention_chunks`)."""
+
+    rows: slice
+    slots: torch.Tensor | slice  # (b,) their cache slots, or a slice of consecutive slots
+    attn_mask: torch.Tensor  # (b, 1, T, L) True where a query may attend to a key
+    read_length: int  # L
+
+
+@dataclass
 class ForwardBatch:
     """Everything one forward needs; built by `ModelRunner.prepare`."""
 
-    slots: torch.Tensor | slice  # (B,) cache slot of each sequence, or a slice of consecutive slots
     write_index: torch.Tensor  # (B*Hkv*T,) flat cache row of each new token's K/V (`KVCache.write_index`)
     input_ids: torch.Tensor  # (B, T) new tokens, padded
     positions: torch.Tensor  # (B, T) rope positions of the new tokens
-    attn_mask: torch.Tensor  # (B, 1, T, L) True where a query may attend to a key
+    spans: list[AttentionSpan]  # consecutive row ranges covering the batch, in order
     logit_index: torch.Tensor  # (B, Tl) which of the T new tokens produce logits
-    read_length: int  # L: cache positions read per sequence
 
 
 class RMSNorm(nn.Module):
@@ -71,10 +80,17 @@ class Attention(nn.Module):
         q = apply_rotary(q.transpose(1, 2), *rope)  # (B, H, T, D)
         k = apply_rotary(k.transpose(1, 2), *rope)  # (B, Hkv, T, D)
         cache.write(self.layer, batch.write_index, k, v)
-        keys, values = cache.read(self.layer, batch.slots, batch.read_length)  # (B, Hkv, L, D)
-        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=batch.attn_mask,
-                                             enable_gqa=self.num_heads != self.num_kv_heads)
+        if len(batch.spans) == 1:
+            out = self._attend(q, cache, batch.spans[0])
+        else:
+            out = torch.cat([self._attend(q[span.rows], cache, span) for span in batch.spans])
         return self.o_proj(out.transpose(1, 2).reshape(B, T, -1))
+
+    def _attend(self, q: torch.Tensor, cache: KVCache, span: AttentionSpan) -> torch.Tensor:
+        """q (b, H, T, D) -> (b, H, T, D) over the span's cached keys and values."""
+        keys, values = cache.read(self.layer, span.slots, span.read_length)  # (b, Hkv, L, D)
+        return F.scaled_dot_product_attention(q, keys, values, attn_mask=span.attn_mask,
+                                              enable_gqa=self.num_heads != self.num_kv_heads)
 
 
 class MLP(nn.Module):

@@ -44,6 +44,38 @@ def test_prefill_decode_and_verify_after_rollback(tiny_checkpoint):
         assert torch.allclose(out.logits[b, : len(n)], expected, atol=ATOL), arch
 
 
+def test_chunked_attention_equals_transformers(tiny_checkpoint):
+    arch, directory, hf_model = tiny_checkpoint
+    runner = ModelRunner.from_pretrained(directory, num_slots=4, capacity=64)
+    runner.max_attention_chunks, runner.min_chunk_saving = 3, 0  # cut wherever a cut saves anything
+    g = torch.Generator().manual_seed(2)
+    prompts = [torch.randint(2, 97, (n,), generator=g).tolist() for n in (40, 3, 25, 9)]
+    runner.forward([SequenceInput(s, 0, p) for s, p in enumerate(prompts)])
+    tokens = [[5, 6], [7], [8, 9], [10]]
+    assert len(runner.prepare([SequenceInput(s, len(p), t, num_logits=len(t))
+                               for s, (p, t) in enumerate(zip(prompts, tokens))]).spans) == 3
+    out = runner.forward([SequenceInput(s, len(p), t, num_logits=len(t)) for s, (p, t) in enumerate(zip(prompts, tokens))])
+    for b, (p, t) in enumerate(zip(prompts, tokens)):
+        assert torch.allclose(out.logits[b, : len(t)], hf_logits(hf_model, p + t)[-len(t):], atol=ATOL), arch
+
+
+def test_chunked_attention_with_a_tree_row(tiny_checkpoint):
+    arch, directory, hf_model = tiny_checkpoint
+    runner = ModelRunner.from_pretrained(directory, num_slots=3, capacity=64)
+    runner.max_attention_chunks, runner.min_chunk_saving = 3, 0
+    prompts = [list(range(3, 43)), [4, 5, 6], list(range(10, 30))]
+    runner.forward([SequenceInput(s, 0, p) for s, p in enumerate(prompts)])
+    # row 0: siblings 50 and 51 under the context; rows 1, 2: one token each
+    inputs = [SequenceInput(0, 40, [50, 51], parents=[-1, -1], num_logits=2),
+              SequenceInput(1, 3, [7]), SequenceInput(2, 20, [8])]
+    assert len(runner.prepare(inputs).spans) > 1
+    out = runner.forward(inputs)
+    for node, token in enumerate([50, 51]):
+        assert torch.allclose(out.logits[0, node], hf_logits(hf_model, prompts[0] + [token])[-1], atol=ATOL), arch
+    assert torch.allclose(out.logits[1, 0], hf_logits(hf_model, prompts[1] + [7])[-1], atol=ATOL), arch
+    assert torch.allclose(out.logits[2, 0], hf_logits(hf_model, prompts[2] + [8])[-1], atol=ATOL), arch
+
+
 def test_tree_verification_equals_each_branch(tiny_checkpoint):
     arch, directory, hf_model = tiny_checkpoint
     runner = ModelRunner.from_pretrained(directory, num_slots=1, capacity=64)
