@@ -69,8 +69,9 @@ class ModelRunner:
 
     @classmethod
     def from_pretrained(cls, model_dir: str | Path, num_slots: int, capacity: int,
-                        dtype: torch.dtype = torch.float32, device: str = "cpu") -> "ModelRunner":
-        return cls(load_model(model_dir, dtype=dtype, device=device), num_slots, capacity)
+                        dtype: torch.dtype = torch.float32, device: str = "cpu",
+                        max_attention_chunks: int = 4) -> "ModelRunner":
+        return cls(load_model(model_dir, dtype=dtype, device=device), num_slots, capacity, max_attention_chunks)
 
     @torch.inference_mode()
     def forward(self, sequences: Sequence[SequenceInput]) -> ForwardOutput:

@@ -23,20 +23,24 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 from specroll.policies.acceptance import AcceptanceTracker
+from specroll.policies.calibration import StepTimeCalibration
 from specroll.policies.base import BatchView, StepStats
 from specroll.policies.cost_model import CostModel, expected_tokens
 
 
 def padded_draft_lengths(model: CostModel, alphas: Sequence[float], limits: Sequence[int],
-                         context_length: float = 0.0) -> list[int]:
-    """The best common cap c; request i drafts min(c, limits[i]). Ties go to the shorter cap."""
+                         context_length: float = 0.0,
+                         time_scale: Callable[[int], float] = lambda cap: 1.0) -> list[int]:
+    """The best common cap c; request i drafts min(c, limits[i]). Ties go to the shorter cap.
+    time_scale(c) corrects the model's step time for cap c (`StepTimeCalibration`)."""
     def rate(cap: int) -> float:
         lengths = [min(cap, limit) for limit in limits]
         tokens = sum(expected_tokens(a, k) for a, k in zip(alphas, lengths))
-        return tokens / model.step_seconds(len(alphas), max(lengths, default=0), context_length)
+        seconds = model.step_seconds(len(alphas), max(lengths, default=0), context_length)
+        return tokens / (seconds * time_scale(max(lengths, default=0)))
 
     best = max(range(max(limits, default=0) + 1), key=lambda cap: (rate(cap), -cap))
     return [min(best, limit) for limit in limits]
@@ -72,7 +76,13 @@ class AutoPolicy:
     Probe steps are drawn at random (seeded), not every `probe_every`-th step: outputs have periodic
     structure, and a fixed period resonates with it. On the bundled task (8 tokens per line, batches
     moving in step) probing every 16th step always drafted at the same place in a line and measured
-    alpha 0.50 where drafting every step measured 0.76, so `auto` wrongly kept decoding plain."""
+    alpha 0.50 where drafting every step measured 0.76, so `auto` wrongly kept decoding plain.
+
+    Step times: the cost model's predictions are corrected by measured step times
+    (`StepTimeCalibration`). Probe steps are left out of it: they run where the policy would not
+    and a draft model catching up on the skipped steps makes them slower than steady drafting.
+    The other way round, while a batch-size bucket drafts and has no plain step measured, one
+    step in `probe_every` on average decodes plain, so that the comparison has both sides."""
 
     cost_model: CostModel
     padded: bool = True  # this engine pads every row to the widest draft
@@ -83,7 +93,10 @@ class AutoPolicy:
     probe_length: int = 2
     num_steps: int = 0
     seed: int = 0
+    calibration: StepTimeCalibration = field(default_factory=StepTimeCalibration)
     _rng: random.Random = field(init=False, repr=False)
+    _decided: tuple[int, int, float] | None = field(default=None, init=False, repr=False)  # b, cap, predicted
+    _context: float = field(default=0.0, init=False, repr=False)  # mean context of the last decision
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
@@ -91,23 +104,29 @@ class AutoPolicy:
     def draft_lengths(self, batch: BatchView) -> list[int]:
         self.num_steps += 1
         lengths = self._best_lengths(batch)
-        if any(lengths) or not self._should_probe():
-            return lengths
-        return [max(0, min(self.probe_length, batch.max_draft, v.num_remaining - 1)) for v in batch.requests]
-
-    def _should_probe(self) -> bool:
+        self._decided = None
         is_probe_step = self._rng.random() * self.probe_every < 1.0
-        return self.tracker.pooled_trials < self.warmup_trials or is_probe_step
+        if not any(lengths) and (is_probe_step or self.tracker.pooled_trials < self.warmup_trials):
+            return [max(0, min(self.probe_length, batch.max_draft, v.num_remaining - 1)) for v in batch.requests]
+        if any(lengths) and is_probe_step and not self.calibration.is_measured(batch.batch_size, is_drafting=False):
+            lengths = [0] * len(lengths)
+        cap = max(lengths, default=0)
+        self._decided = (batch.batch_size, cap, self.cost_model.step_seconds(batch.batch_size, cap, self._context))
+        return lengths
 
     def _best_lengths(self, batch: BatchView) -> list[int]:
         self.tracker.update(batch)
         alphas = [self.tracker.alpha(v.request_id) for v in batch.requests]
         limits = [max(0, min(batch.max_draft, v.num_remaining - 1)) for v in batch.requests]
         contexts = [float(v.num_context_tokens or v.num_output_tokens) for v in batch.requests]
+        self._context = sum(contexts) / len(contexts) if contexts else 0.0
         if not self.padded:
             return unpadded_draft_lengths(self.cost_model, alphas, limits, contexts)
-        mean_context = sum(contexts) / len(contexts) if contexts else 0.0
-        return padded_draft_lengths(self.cost_model, alphas, limits, mean_context)
+        b = batch.batch_size
+        return padded_draft_lengths(self.cost_model, alphas, limits, self._context,
+                                    lambda cap: self.calibration.scale(b, cap))
 
     def observe(self, stats: StepStats) -> None:
-        pass
+        if self._decided is not None:
+            batch_size, cap, predicted = self._decided
+            self.calibration.record(batch_size, cap, predicted, stats.forward_seconds + stats.draft_seconds)

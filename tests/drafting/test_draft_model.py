@@ -32,3 +32,29 @@ def test_greedy_drafts_follow_the_draft_model_and_roll_back(tmp_path):
     drafter.observe(0, committed[4:])
     [again] = drafter.propose([DraftQuery(0, 0, committed, 4, 3)])
     assert again.token_ids == greedy(hf_model, committed, 3)
+
+
+def test_drafts_stay_right_as_requests_finish_and_queries_change_order(tmp_path):
+    # the drafter moves cache rows so the queried requests sit in consecutive slots; a wrong move
+    # would cost only speed in the engine, so the drafts themselves are checked here
+    hf_model = save_tiny_checkpoint("qwen2", tmp_path, logit_scale=30.0)
+    drafter = DraftModelDrafter.from_pretrained(tmp_path, max_batch_size=4, capacity=64)
+    contexts = {0: [5, 6, 7, 8], 1: [9, 10, 11], 2: [12, 13, 14, 15, 16], 3: [17, 18]}
+    for request_id, context in contexts.items():
+        drafter.begin(RequestInfo(request_id, 0, tuple(context)))
+
+    def check(order: list[int], budgets: list[int]) -> None:
+        drafts = drafter.propose([DraftQuery(r, 0, contexts[r], 2, k) for r, k in zip(order, budgets)])
+        for draft, request_id, k in zip(drafts, order, budgets):
+            assert draft.request_id == request_id
+            assert draft.token_ids == greedy(hf_model, contexts[request_id], k), (order, request_id)
+            contexts[request_id] = contexts[request_id] + draft.token_ids[:1] + [(draft.token_ids[-1] + 3) % 97]
+            drafter.observe(request_id, contexts[request_id][-2:])
+
+    check([0, 1, 2, 3], [2, 4, 1, 3])
+    drafter.finish(1)
+    check([3, 0, 2], [4, 2, 3])
+    contexts[4] = [20, 21, 22]
+    drafter.begin(RequestInfo(4, 0, tuple(contexts[4])))
+    check([2, 4], [1, 3])
+    check([0, 4, 3, 2], [3, 3, 1, 2])

@@ -1,0 +1,66 @@
+"""Step-time calibration: literal averages, buckets, fallbacks; auto follows measured times."""
+
+from __future__ import annotations
+
+import pytest
+
+from specroll.policies.auto import AutoPolicy
+from specroll.policies.base import BatchView, RequestView, StepStats
+from specroll.policies.calibration import StepTimeCalibration, batch_bucket
+from specroll.policies.cost_model import CostModel
+
+
+def test_buckets_are_powers_of_two():
+    assert [batch_bucket(b) for b in (1, 2, 3, 4, 7, 8, 255, 256)] == [0, 1, 1, 2, 2, 3, 7, 8]
+
+
+def test_median_of_recent_ratios_and_fallbacks():
+    calibration = StepTimeCalibration(window=4, min_samples=3)
+    assert calibration.scale(32, 2) == 1.0  # nothing measured: the profile's word
+    for measured in (2.0, 30.0):  # a spike among them
+        calibration.record(32, 2, predicted_seconds=1.0, measured_seconds=measured)
+    assert calibration.scale(32, 2) == 1.0  # too few samples yet
+    calibration.record(40, 2, predicted_seconds=1.0, measured_seconds=3.0)  # same bucket (32..63)
+    assert calibration.scale(32, 2) == pytest.approx(3.0)  # the median ignores the spike
+    assert calibration.scale(32, 1) == pytest.approx(3.0)  # another draft cap borrows the drafts'
+    assert calibration.scale(32, 0) == pytest.approx(3.0)  # plain, unmeasured, borrows too
+    for measured in (1.5, 1.5, 1.5):
+        calibration.record(32, 0, predicted_seconds=1.0, measured_seconds=measured)
+    assert calibration.scale(32, 0) == pytest.approx(1.5)
+    assert calibration.scale(64, 2) == 1.0  # another bucket borrows nothing
+    for measured in (4.0, 4.0, 4.0):  # the window keeps the last 4: 3, 4, 4, 4
+        calibration.record(32, 2, predicted_seconds=1.0, measured_seconds=measured)
+    assert calibration.scale(32, 2) == pytest.approx(4.0)
+
+
+def batch(num_drafted: int, num_accepted: int, size: int = 32) -> BatchView:
+    return BatchView([RequestView(i, 0, 50, 400, num_drafted, num_accepted, 10, 100) for i in range(size)], 8)
+
+
+def test_auto_stops_drafting_when_drafting_steps_measure_slower_than_predicted():
+    # the profile says width is nearly free, so auto drafts; the steps then measure 10x slower
+    model = CostModel(c_base=1e-3, c_tok=1e-6)
+    policy = AutoPolicy(model, warmup_trials=0, probe_every=4)
+    drafted = accepted = 0
+    caps = []
+    for _ in range(200):
+        lengths = policy.draft_lengths(batch(drafted, accepted))
+        cap = max(lengths)
+        caps.append(cap)
+        drafted, accepted = drafted + cap, accepted + cap // 2  # half of every draft accepted
+        seconds = model.step_seconds(32, cap, 100) * (10.0 if cap else 1.0)
+        policy.observe(StepStats(32, 32 * cap, 16 * cap, 32, seconds, 0.0))
+    assert caps[0] > policy.probe_length and max(caps[-100:]) <= policy.probe_length  # plain, bar probes
+
+
+def test_auto_measures_plain_steps_while_it_drafts():
+    model = CostModel(c_base=1e-3, c_tok=1e-6)  # drafting always pays, so auto always drafts
+    policy = AutoPolicy(model, warmup_trials=0, probe_every=4)
+    caps = []
+    for _ in range(200):
+        cap = max(policy.draft_lengths(batch(0, 0)))
+        caps.append(cap)
+        policy.observe(StepStats(32, 32 * cap, 0, 32, model.step_seconds(32, cap, 100), 0.0))
+    plain_steps = [i for i, cap in enumerate(caps) if cap == 0]
+    assert len(plain_steps) == 3  # until three plain steps are measured, then never again
+    assert policy.calibration.is_measured(32, is_drafting=False)
