@@ -14,6 +14,7 @@ class EngineConfig:
     max_draft: int = 8  # the most draft tokens any request verifies in one forward
     kv_budget_tokens: int | None = None  # cached positions over all running requests; None = all slots full
     max_prefill_tokens: int = 16384
+    min_prefill_split: int = 1024  # padded tokens a prefill must save to be split in two forwards
     verify: str = "exact"
     seed: int = 0
     device: str = "cpu"

@@ -1,0 +1,27 @@
+"""Prefills split by prompt length: literal groups, and outputs unchanged by the split."""
+
+from __future__ import annotations
+
+from specroll.engine.engine import prefill_groups
+from specroll.engine.request import Request, SamplingParams
+
+from helpers import rollout, workload
+
+
+def request(request_id: int, num_prompt_tokens: int) -> Request:
+    return Request(request_id, request_id, 0, tuple(range(2, 2 + num_prompt_tokens)), SamplingParams())
+
+
+def test_groups_are_longest_first_and_cut_where_padding_is():
+    requests = [request(0, 5), request(1, 300), request(2, 290), request(3, 6), request(4, 4)]
+    groups = prefill_groups(requests, min_saving=100)
+    assert [[r.request_id for r in g] for g in groups] == [[1, 2], [3, 0, 4]]
+    assert prefill_groups(requests, min_saving=10**6) == [sorted(requests, key=lambda r: -r.num_tokens)]
+
+
+def test_outputs_do_not_depend_on_the_split(qwen2_dir):
+    split = rollout(qwen2_dir, workload(num_prompts=8, n=3), min_prefill_split=1)
+    whole = rollout(qwen2_dir, workload(num_prompts=8, n=3), min_prefill_split=10**9)
+    assert [r.output_token_ids for r in split] == [r.output_token_ids for r in whole]
+    for a, b in zip(split, whole):
+        assert max((abs(x - y) for x, y in zip(a.output_logprobs, b.output_logprobs)), default=0.0) <= 1e-5
