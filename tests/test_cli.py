@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -35,7 +36,11 @@ def test_speculative_and_plain_rollouts_are_identical(tmp_path):
     assert main(["rollout", *SMALL, "--speculate", "on", "--out", str(spec), "--no-progress"]) == 0
     a, b = read_jsonl(plain), read_jsonl(spec)
     assert [r["token_ids"] for r in a] == [r["token_ids"] for r in b]
-    assert all(abs(x - y) <= 1e-5 for ra, rb in zip(a, b) for x, y in zip(ra["logprobs"], rb["logprobs"]))
+    # fp32 forwards of different shapes (a 3-token verification, a 1-token decode, other batch
+    # mates) round differently: on the bundled policy, whose logits reach magnitudes of ~20, that is
+    # up to 1.1e-5 on a log-probability of -1.6 (measured), so the bound is relative as well
+    assert all(math.isclose(x, y, rel_tol=1e-5, abs_tol=1e-5)
+               for ra, rb in zip(a, b) for x, y in zip(ra["logprobs"], rb["logprobs"]))
 
 
 def test_bench_json(capsys):
