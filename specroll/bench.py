@@ -8,7 +8,8 @@ with drafts replayed from the plain rollout: the most any drafter can gain under
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import statistics
+from dataclasses import dataclass, field, replace
 
 from specroll.baselines.hf_generate import hf_generate
 from specroll.drafting.oracle import OracleDrafter
@@ -21,12 +22,18 @@ DEFAULT_SYSTEMS = ("plain", "speculative", "hf-generate")
 
 @dataclass(frozen=True)
 class BenchRow:
+    """One system's figures. Over several rounds: the median makespan (tokens_per_s follows from it),
+    every round's makespan, and the median over rounds of this system's tokens/s over plain's in the
+    same round (paired, so that the machine's drift between rounds cancels)."""
+
     system: str
     makespan_s: float
     output_tokens: int
     tokens_per_s: float
     mean_acceptance_length: float | None = None
     forward_passes: int | None = None
+    makespans_s: list[float] = field(default_factory=list)
+    paired_vs_plain: float | None = None
 
 
 class Bench:
@@ -77,8 +84,31 @@ def _engine_row(system: str, result: RolloutResult) -> BenchRow:
                     s.forward_passes)
 
 
-def run_bench(config: RolloutConfig, systems: list[str], warmup: bool = True) -> list[BenchRow]:
+def run_bench(config: RolloutConfig, systems: list[str], warmup: bool = True, repeats: int = 1) -> list[BenchRow]:
+    """Every system once per round, in the given order, for `repeats` rounds (A B C A B C ...)."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
     if warmup:  # first-call costs (allocator, kernels, imports) are not any system's
         run_rollout(replace(config, num_prompts=1, n=2, max_tokens=8))
-    bench = Bench(config)
-    return [bench.row(name) for name in systems]
+    rounds = []
+    for _ in range(repeats):
+        bench = Bench(config)
+        rounds.append([bench.row(name) for name in systems])
+    return [_combined([r[i] for r in rounds], rounds) for i in range(len(systems))]
+
+
+def _combined(rows: list[BenchRow], rounds: list[list[BenchRow]]) -> BenchRow:
+    """One system over rounds: median makespan, and its tokens/s over plain's round by round."""
+    makespans = [r.makespan_s for r in rows]
+    median = statistics.median(makespans)
+    plain = [next((p for p in round_ if p.system == "plain"), None) for round_ in rounds]
+    ratios = [r.tokens_per_s / p.tokens_per_s for r, p in zip(rows, plain) if p is not None and p.tokens_per_s]
+    return replace(rows[0], makespan_s=median, tokens_per_s=rows[0].output_tokens / median, makespans_s=makespans,
+                   mean_acceptance_length=_median_of(r.mean_acceptance_length for r in rows),
+                   forward_passes=_median_of(r.forward_passes for r in rows),
+                   paired_vs_plain=statistics.median(ratios) if ratios else None)
+
+
+def _median_of(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None

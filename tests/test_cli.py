@@ -52,6 +52,15 @@ def test_bench_json(capsys):
     assert rows[2]["mean_acceptance_length"] > rows[0]["mean_acceptance_length"]
 
 
+def test_bench_repeats_report_medians_and_paired_ratios(capsys):
+    assert main(["bench", *SMALL, "--systems", "plain,oracle", "--repeats", "3", "--json"]) == 0
+    plain, oracle = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rows"]
+    for row in (plain, oracle):
+        assert len(row["makespans_s"]) == 3 and row["makespan_s"] == sorted(row["makespans_s"])[1]
+    assert plain["paired_vs_plain"] == 1.0
+    assert oracle["paired_vs_plain"] > 1.0  # the oracle drafts the very tokens, so it is faster
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--temperature", "-1"], "temperature"),
     (["--top-p", "0"], "top_p"),

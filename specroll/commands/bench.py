@@ -17,13 +17,15 @@ def register(subparsers) -> None:
     parser.set_defaults(num_prompts=16, n=8, max_batch_size=32)
     parser.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS),
                         help="comma-separated: plain, speculative, speculative:<policy>, oracle, hf-generate")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="rounds of every system, interleaved; figures are medians (a noisy machine)")
     parser.add_argument("--json", action="store_true", help="print one line of JSON")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
-    rows = run_bench(config, [s for s in args.systems.split(",") if s])
+    rows = run_bench(config, [s for s in args.systems.split(",") if s], repeats=args.repeats)
     if args.json:
         print(json.dumps({"rows": [asdict(r) for r in rows]}))
     else:
@@ -39,14 +41,17 @@ def print_table(rows: list[BenchRow], args: argparse.Namespace) -> None:
     table = Table(title=f"specroll bench: {args.num_prompts} prompts x {args.n}, batch {args.max_batch_size}, "
                         f"max_tokens {args.max_tokens}, T={args.temperature}, seed {args.seed}")
     for col in ("system", "makespan (s)", "output tokens", "tokens/s", "accept len", "forwards",
-                "vs plain", "vs hf-generate"):
+                "vs plain", "vs plain, paired", "vs hf-generate"):
         table.add_column(col, justify="left" if col == "system" else "right")
     for r in rows:
         table.add_row(r.system, f"{r.makespan_s:.2f}", str(r.output_tokens), f"{r.tokens_per_s:.1f}",
                       "" if r.mean_acceptance_length is None else f"{r.mean_acceptance_length:.2f}",
                       "" if r.forward_passes is None else str(r.forward_passes),
-                      _ratio(base.get("plain"), r), _ratio(base.get("hf-generate"), r))
-    table.caption = f"{platform.machine()} {platform.processor() or ''}, ratios are tokens/s over the reference"
+                      _ratio(base.get("plain"), r),
+                      "" if r.paired_vs_plain is None else f"{r.paired_vs_plain:.2f}x",
+                      _ratio(base.get("hf-generate"), r))
+    table.caption = (f"{platform.machine()} {platform.processor() or ''}, {args.repeats} round(s): median makespan; "
+                     "ratios are tokens/s over the reference's; paired: median over rounds of the ratio in each round")
     Console().print(table)
 
 
