@@ -25,6 +25,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+import numpy as np
+
 from specroll.policies.acceptance import AcceptanceTracker
 from specroll.policies.calibration import StepTimeCalibration
 from specroll.policies.base import BatchView, StepStats
@@ -37,16 +39,23 @@ def padded_draft_lengths(model: CostModel, alphas: Sequence[float], limits: Sequ
     """The best common cap c; request i drafts min(c, limits[i]). Ties go to the shorter cap, and
     drafting must beat plain decoding by `min_gain` (a fraction) to be chosen.
     time_scale(c) corrects the model's step time for cap c (`StepTimeCalibration`)."""
-    def rate(cap: int) -> float:
-        lengths = [min(cap, limit) for limit in limits]
-        tokens = sum(expected_tokens(a, k) for a, k in zip(alphas, lengths))
-        seconds = model.step_seconds(len(alphas), max(lengths, default=0), context_length)
-        return tokens / (seconds * time_scale(max(lengths, default=0)))
+    limit = np.asarray(limits, dtype=np.int64)
+    top = int(limit.max(initial=0))
+    # emitted[i, k]: expected tokens of request i drafting k, sum_{j<=k} alpha_i^j
+    emitted = np.cumsum(np.asarray(alphas, dtype=np.float64)[:, None] ** np.arange(top + 1)[None], axis=1)
+    rows = np.arange(len(limit))
 
-    best = max(range(max(limits, default=0) + 1), key=lambda cap: (rate(cap), -cap))
-    if best and rate(best) < (1.0 + min_gain) * rate(0):
+    def rate(cap: int) -> float:
+        lengths = np.minimum(cap, limit)
+        width = int(lengths.max(initial=0))
+        seconds = model.step_seconds(len(limit), width, context_length) * time_scale(width)
+        return float(emitted[rows, lengths].sum()) / seconds
+
+    rates = [rate(cap) for cap in range(top + 1)]
+    best = max(range(top + 1), key=lambda cap: (rates[cap], -cap))
+    if best and rates[best] < (1.0 + min_gain) * rates[0]:
         best = 0
-    return [min(best, limit) for limit in limits]
+    return [min(best, k) for k in limits]
 
 
 def unpadded_draft_lengths(model: CostModel, alphas: Sequence[float], limits: Sequence[int],
