@@ -19,6 +19,7 @@ from typing import Sequence
 import torch
 
 from specroll.drafting.protocol import BaseDrafter, Draft, DraftQuery, RequestInfo
+from specroll.model.attention_chunks import plan_chunks
 from specroll.model.runner import ModelRunner, SequenceInput
 from specroll.noise import STREAM_DRAFT, uniforms
 from specroll.sampling import sample_from
@@ -27,8 +28,9 @@ from specroll.sampling import sample_from
 class DraftModelDrafter(BaseDrafter):
     name = "draft-model"
 
-    def __init__(self, runner: ModelRunner, sample: bool = False, seed: int = 0) -> None:
+    def __init__(self, runner: ModelRunner, sample: bool = False, seed: int = 0, min_split_saving: int = 1024) -> None:
         self.runner = runner
+        self.min_split_saving = min_split_saving  # padded tokens a catch-up must save to be split
         self.sample = sample
         self.seed = seed
         self.free_slots = list(range(runner.cache.num_slots))
@@ -65,8 +67,8 @@ class DraftModelDrafter(BaseDrafter):
             if not active:
                 break
             feed = [self._pending(q, tokens[q.request_id]) for q in active]
-            logits = self.runner.forward([SequenceInput(self.slots[q.request_id], len(self.cached[q.request_id]), f)
-                                          for q, f in zip(active, feed)]).logits[:, 0]  # (B, V)
+            logits = self._forward([SequenceInput(self.slots[q.request_id], len(self.cached[q.request_id]), f)
+                                    for q, f in zip(active, feed)])  # (B, V)
             for q, f in zip(active, feed):
                 self.cached[q.request_id] += f
                 if depth == 0:  # the whole context is cached now, and committed tokens never change
@@ -75,6 +77,20 @@ class DraftModelDrafter(BaseDrafter):
                 tokens[q.request_id].append(token)
                 probs[q.request_id].append(dist)
         return [self._draft(q.request_id, tokens.get(q.request_id, []), probs.get(q.request_id, [])) for q in queries]
+
+    def _forward(self, inputs: list[SequenceInput]) -> torch.Tensor:
+        """Last-token logits (B, V). A catch-up (requests new to the drafter, or back after steps
+        without drafts) feeds rows of very different lengths: it runs in forwards of similar lengths,
+        as the engine's prefill does, rather than padding every row to the longest."""
+        order = sorted(range(len(inputs)), key=lambda i: -len(inputs[i].token_ids))
+        chunks = plan_chunks([len(inputs[i].token_ids) for i in order], max_chunks=4, min_saving=self.min_split_saving)
+        if len(chunks) == 1:
+            return self.runner.forward(inputs).logits[:, 0]
+        logits = torch.empty(len(inputs), self.runner.config.vocab_size)
+        for chunk in chunks:
+            rows = order[chunk.first: chunk.end]
+            logits[rows] = self.runner.forward([inputs[i] for i in rows]).logits[:, 0]
+        return logits
 
     def _has_slot(self, request_id: int) -> bool:
         if request_id not in self.slots and self.free_slots:
