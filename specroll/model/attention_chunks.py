@@ -11,7 +11,8 @@ requests sit together and few cuts recover most of the padding (4 chunks: 65%, t
 
 Cuts are chosen greedily: repeatedly make the single cut that saves the most row-positions, while
 it saves at least `min_saving` of them (each chunk costs one more attention call per layer). Imports
-no torch.
+no torch. The same planner, over lengths sorted longest first, splits the engine's prefills and the
+draft model's catch-ups into forwards of similar lengths, where the padding is whole tokens' compute.
 """
 
 from __future__ import annotations
