@@ -58,10 +58,10 @@ class DraftModelDrafter(BaseDrafter):
 
     def propose(self, queries: Sequence[DraftQuery]) -> list[Draft]:
         queries = [q for q in queries if self._has_slot(q.request_id)]
-        self._align([q.request_id for q in sorted(queries, key=lambda q: -q.max_draft)])
+        active = sorted(queries, key=lambda q: -q.max_draft)  # each depth drafts a prefix of these rows
+        self._align([q.request_id for q in active])
         tokens: dict[int, list[int]] = {q.request_id: [] for q in queries}
         probs: dict[int, list[torch.Tensor]] = {q.request_id: [] for q in queries}
-        active = sorted(queries, key=lambda q: self.slots[q.request_id])
         for depth in range(max((q.max_draft for q in queries), default=0)):
             active = [q for q in active if q.max_draft > depth]
             if not active:
@@ -109,7 +109,8 @@ class DraftModelDrafter(BaseDrafter):
         target = {rid: order.get(rid, s if s >= len(order) else None) for rid, s in self.slots.items()}
         target = {rid: next(spare) if t is None else t for rid, t in target.items()}
         moved = [rid for rid in target if target[rid] != self.slots[rid]]
-        self.runner.cache.move_slots([self.slots[rid] for rid in moved], [target[rid] for rid in moved])
+        self.runner.cache.move_slots([self.slots[rid] for rid in moved], [target[rid] for rid in moved],
+                                     max((len(self.cached[rid]) for rid in moved), default=0))
         self.slots = target
         self.free_slots = sorted(set(range(self.runner.cache.num_slots)) - set(target.values()))
 

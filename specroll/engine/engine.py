@@ -80,7 +80,7 @@ class Engine:
     def step(self) -> list[Request]:
         decision = self.scheduler.schedule()
         for move in decision.moves:
-            self.runner.cache.copy_slot(move.source, move.target, move.length)
+            self.runner.cache.move_slots([move.source], [move.target], move.length)
         finished = self._prefill(decision.prefill) if decision.prefill else []
         if decision.decode:
             started = time.perf_counter()

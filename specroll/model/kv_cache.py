@@ -50,21 +50,16 @@ class KVCache:
         """
         return self.keys[layer][slots, :, :length], self.values[layer][slots, :, :length]
 
-    def copy_slot(self, source: int, target: int, length: int) -> None:
-        """Copy the first `length` positions of one slot into another."""
-        for keys, values in zip(self.keys, self.values):
-            keys[target, :, :length] = keys[source, :, :length]
-            values[target, :, :length] = values[source, :, :length]
-
-    def move_slots(self, sources: list[int], targets: list[int]) -> None:
-        """Move whole slots: slot sources[i] to targets[i]; every source is read before any target is
-        written, so the two lists may overlap (a permutation)."""
+    def move_slots(self, sources: list[int], targets: list[int], length: int) -> None:
+        """Copy the first `length` positions of slot sources[i] into slot targets[i], for every i at
+        once: each source is read before any target is written, so the lists may overlap (a
+        permutation)."""
         if not sources:
             return
         src, dst = torch.tensor(sources), torch.tensor(targets)
         for keys, values in zip(self.keys, self.values):
-            keys[dst] = keys[src]
-            values[dst] = values[src]
+            keys[dst, :, :length] = keys[src, :, :length]
+            values[dst, :, :length] = values[src, :, :length]
 
     def move(self, slot: int, source_columns: list[int], target_columns: list[int]) -> None:
         """Copy K/V between columns of one slot (compacting an accepted tree path)."""

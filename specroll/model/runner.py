@@ -90,7 +90,7 @@ class ModelRunner:
         slot_list = [s.slot for s in sequences]
         slots = torch.tensor(slot_list)
         columns = torch.where(offsets[None] < new[:, None], start[:, None] + offsets, self.cache.scratch_column)
-        spans = [self._span(chunk, slot_list, start, new, relation)
+        spans = [self._span(chunk, slot_list, start, new, T, relation)
                  for chunk in plan_chunks([a + n for a, n in zip(starts, num_new)], self.max_attention_chunks,
                                           self.min_chunk_saving)]
         return ForwardBatch(
@@ -102,11 +102,11 @@ class ModelRunner:
             logit_index=_logit_index(sequences, num_new).to(self.device),
         )
 
-    def _span(self, chunk: Chunk, slots: list[int], start: torch.Tensor, num_new: torch.Tensor,
+    def _span(self, chunk: Chunk, slots: list[int], start: torch.Tensor, num_new: torch.Tensor, T: int,
               relation: torch.Tensor | None) -> AttentionSpan:
         rows = slice(chunk.first, chunk.end)
         if relation is None:
-            mask = _chain_mask(start[rows], num_new[rows], int(num_new.max()), chunk.read_length)
+            mask = _chain_mask(start[rows], num_new[rows], T, chunk.read_length)
         else:
             mask = _attention_mask(start[rows], num_new[rows], relation[rows], chunk.read_length)
         chunk_slots = slots[rows]

@@ -21,7 +21,9 @@ def test_groups_are_longest_first_and_cut_where_padding_is():
 
 def test_outputs_do_not_depend_on_the_split(qwen2_dir):
     split = rollout(qwen2_dir, workload(num_prompts=8, n=3), min_prefill_split=1)
+    split_prefills = rollout.last_engine.telemetry.num_prefills
     whole = rollout(qwen2_dir, workload(num_prompts=8, n=3), min_prefill_split=10**9)
+    assert split_prefills > rollout.last_engine.telemetry.num_prefills  # the split did happen
     assert [r.output_token_ids for r in split] == [r.output_token_ids for r in whole]
     for a, b in zip(split, whole):
         assert max((abs(x - y) for x, y in zip(a.output_logprobs, b.output_logprobs)), default=0.0) <= 1e-5

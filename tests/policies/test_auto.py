@@ -58,9 +58,3 @@ def test_policy_backs_off_when_its_drafts_are_rejected():
         lengths = policy.draft_lengths(BatchView(views, max_draft=8))
     assert lengths == [0] * 16
 
-
-def test_min_gain_keeps_plain_decoding_unless_drafting_wins_by_the_margin():
-    model = CostModel(c_base=1e-3, c_tok=1e-4)
-    alphas, limits = [0.5] * 8, [8] * 8  # drafting predicted to win by a few percent here
-    assert max(padded_draft_lengths(model, alphas, limits)) > 0
-    assert padded_draft_lengths(model, alphas, limits, min_gain=0.5) == [0] * 8
