@@ -97,16 +97,17 @@ def profile_draft_runner(runner: ModelRunner, grid: ProfileGrid) -> tuple[Affine
 
 
 def build_runner(model_dir: str | Path, grid: ProfileGrid, dtype: torch.dtype = torch.float32,
-                 device: str = "cpu") -> ModelRunner:
+                 device: str = "cpu", batch_invariant: bool = False) -> ModelRunner:
     return ModelRunner.from_pretrained(model_dir, num_slots=max(grid.batch_sizes), capacity=grid.capacity,
-                                       dtype=dtype, device=device)
+                                       dtype=dtype, device=device, batch_invariant=batch_invariant)
 
 
 def profile_checkpoint(model_dir: str | Path, grid: ProfileGrid, draft_model_dir: str | Path | None = None,
                        device: str = "cpu", source: str = "",
                        on_sample: Callable[[LatencySample], None] | None = None) -> tuple[CostModel, list[LatencySample]]:
     """Profile the target (and the draft model, if given) and fit the cost model."""
-    samples = profile_runner(build_runner(model_dir, grid, device=device), grid, on_sample)
+    # the target as the engine runs it by default; the draft model's numerics never matter
+    samples = profile_runner(build_runner(model_dir, grid, device=device, batch_invariant=True), grid, on_sample)
     model = fit(samples, source=source)
     if draft_model_dir is not None:
         draft, _ = profile_draft_runner(build_runner(draft_model_dir, grid, device=device), grid)

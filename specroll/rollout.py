@@ -47,6 +47,7 @@ class RolloutConfig:
     step: int = 0  # the RL training step this rollout belongs to
     threads: int = 0  # CPU threads for torch; 0 = auto (see `cpu_threads`)
     cost_model: Path | None = None  # a `specroll profile` fit; None = profiles/<model>.cost.json if present
+    batch_invariant: bool = True  # False: faster forwards whose logits vary with the batch by ~1e-5
 
     def __post_init__(self) -> None:
         if self.num_prompts <= 0 or self.n <= 0:
@@ -150,9 +151,10 @@ def build_engine(config: RolloutConfig, longest_prompt: int, drafter: Drafter | 
     max_positions = read_config(config.model_dir).max_position_embeddings
     engine_config = EngineConfig(max_batch_size=config.max_batch_size, max_draft=config.max_draft,
                                  max_model_len=min(max_positions, longest_prompt + config.max_tokens),
-                                 verify=config.verify, seed=config.seed)
+                                 verify=config.verify, seed=config.seed, batch_invariant=config.batch_invariant)
     runner = ModelRunner.from_pretrained(config.model_dir, engine_config.max_batch_size,
-                                         engine_config.cache_capacity, torch_dtype(engine_config.dtype))
+                                         engine_config.cache_capacity, torch_dtype(engine_config.dtype),
+                                         batch_invariant=engine_config.batch_invariant)
     if drafter is None and config.drafter_name is not None:
         context = DrafterContext(runner.config.vocab_size, config.draft_model_dir, seed=config.seed,
                                  max_batch_size=config.max_batch_size, max_model_len=engine_config.max_model_len,

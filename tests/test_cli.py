@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 
@@ -35,12 +34,13 @@ def test_speculative_and_plain_rollouts_are_identical(tmp_path):
     assert main(["rollout", *SMALL, "--speculate", "off", "--out", str(plain), "--no-progress"]) == 0
     assert main(["rollout", *SMALL, "--speculate", "on", "--out", str(spec), "--no-progress"]) == 0
     a, b = read_jsonl(plain), read_jsonl(spec)
+    assert len(a) == len(b)
     assert [r["token_ids"] for r in a] == [r["token_ids"] for r in b]
-    # fp32 forwards of different shapes (a 3-token verification, a 1-token decode, other batch
-    # mates) round differently: on the bundled policy, whose logits reach magnitudes of ~20, that is
-    # up to 1.1e-5 on a log-probability of -1.6 (measured), so the bound is relative as well
-    assert all(math.isclose(x, y, rel_tol=1e-5, abs_tol=1e-5)
-               for ra, rb in zip(a, b) for x, y in zip(ra["logprobs"], rb["logprobs"]))
+    # batch-invariant numerics: the same bits, not merely close (a verification forward of width 3
+    # and a 1-token decode round alike)
+    assert [r["logprobs"] for r in a] == [r["logprobs"] for r in b]
+    telemetry = read_jsonl(spec.with_suffix(".telemetry.jsonl"))
+    assert sum(row["num_accepted"] for row in telemetry) > 0, "speculation never accepted a draft"
 
 
 def test_bench_json(capsys):

@@ -27,6 +27,9 @@ def add_rollout_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-batch-size", type=int, default=DEFAULTS.max_batch_size)
     parser.add_argument("--max-draft", type=int, default=DEFAULTS.max_draft)
     parser.add_argument("--threads", type=int, default=DEFAULTS.threads, help="CPU threads (0 = auto)")
+    parser.add_argument("--fast-numerics", action="store_true",
+                        help="skip batch-invariant numerics: faster, but exact-mode tokens may then depend on "
+                             "the batch on large vocabularies")
 
 
 def config_from_args(args: argparse.Namespace, **overrides) -> RolloutConfig:
@@ -34,7 +37,8 @@ def config_from_args(args: argparse.Namespace, **overrides) -> RolloutConfig:
                   num_prompts=args.num_prompts, n=args.n, max_tokens=args.max_tokens,
                   temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
                   speculate=getattr(args, "speculate", "on"), policy=args.policy, verify=args.verify,
-                  max_batch_size=args.max_batch_size, max_draft=args.max_draft, threads=args.threads)
+                  max_batch_size=args.max_batch_size, max_draft=args.max_draft, threads=args.threads,
+                  batch_invariant=not args.fast_numerics)
     return RolloutConfig(**{**values, **overrides})
 
 

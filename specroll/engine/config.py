@@ -19,6 +19,7 @@ class EngineConfig:
     seed: int = 0
     device: str = "cpu"
     dtype: str = "float32"
+    batch_invariant: bool = True  # target logits independent of batch shape (`model.batch_invariant`)
 
     def __post_init__(self) -> None:
         if self.verify not in VERIFY_MODES:

@@ -15,13 +15,17 @@ from specroll.model.config import ModelConfig
 
 class KVCache:
     def __init__(self, config: ModelConfig, num_slots: int, capacity: int,
-                 dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu") -> None:
+                 dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu",
+                 column_multiple: int = 1) -> None:
+        """column_multiple: allocate columns (capacity + scratch) rounded up to a multiple of this, so
+        reads may be rounded up too (block attention); the extra columns are never written."""
         if num_slots <= 0 or capacity <= 0:
             raise ValueError(f"KV cache needs positive slots and capacity, got {num_slots}, {capacity}")
         self.num_slots = num_slots
         self.capacity = capacity
         self.num_kv_heads = config.num_kv_heads
-        shape = (num_slots, config.num_kv_heads, capacity + 1, config.head_dim)  # (S, Hkv, C+1, D)
+        self.num_columns = -(-(capacity + 1) // column_multiple) * column_multiple
+        shape = (num_slots, config.num_kv_heads, self.num_columns, config.head_dim)  # (S, Hkv, C+1+, D)
         self.keys = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(config.num_layers)]
         self.values = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(config.num_layers)]
 
@@ -34,7 +38,7 @@ class KVCache:
 
         Computed once per forward and shared by every layer's write."""
         heads = torch.arange(self.num_kv_heads)
-        rows = (slots[:, None, None] * self.num_kv_heads + heads[None, :, None]) * (self.capacity + 1)
+        rows = (slots[:, None, None] * self.num_kv_heads + heads[None, :, None]) * self.num_columns
         return (rows + columns[:, None, :]).reshape(-1)
 
     def write(self, layer: int, index: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> None:

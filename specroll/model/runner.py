@@ -15,6 +15,7 @@ from specroll.model.config import ModelConfig
 from specroll.model.kv_cache import KVCache
 from specroll.model.loader import load_model
 from specroll.model.attention_chunks import Chunk, plan_chunks
+from specroll.model.batch_invariant import BLOCK, min_invariant_rows, round_up
 from specroll.model.transformer import AttentionSpan, CausalLM, ForwardBatch
 
 
@@ -55,23 +56,30 @@ class ModelRunner:
     max_attention_chunks: rows are attended in at most this many consecutive chunks, each reading
     only as far as its longest row (`specroll.model.attention_chunks`); 1 reads every row to the
     batch's longest context. A cut is made only if it saves `min_chunk_saving` row-positions.
+    batch_invariant: every row's logits are the same bits whatever else the forward holds
+    (`specroll.model.batch_invariant`); exact-mode token identity on large vocabularies needs it.
     """
 
     def __init__(self, model: CausalLM, num_slots: int, capacity: int, max_attention_chunks: int = 4,
-                 min_chunk_saving: int = 512) -> None:
+                 min_chunk_saving: int = 512, batch_invariant: bool = False) -> None:
         self.model = model
         self.max_attention_chunks = max_attention_chunks
         self.min_chunk_saving = min_chunk_saving
         self.config: ModelConfig = model.config
         self.device = next(model.parameters()).device
-        self.cache = KVCache(self.config, num_slots, capacity,
-                             dtype=next(model.parameters()).dtype, device=self.device)
+        self.batch_invariant = batch_invariant
+        if batch_invariant:
+            model.use_batch_invariant_numerics(min_invariant_rows(self.config.hidden_size,
+                                                                  self.config.intermediate_size))
+        self.cache = KVCache(self.config, num_slots, capacity, dtype=next(model.parameters()).dtype,
+                             device=self.device, column_multiple=BLOCK if batch_invariant else 1)
 
     @classmethod
     def from_pretrained(cls, model_dir: str | Path, num_slots: int, capacity: int,
                         dtype: torch.dtype = torch.float32, device: str = "cpu",
-                        max_attention_chunks: int = 4) -> "ModelRunner":
-        return cls(load_model(model_dir, dtype=dtype, device=device), num_slots, capacity, max_attention_chunks)
+                        max_attention_chunks: int = 4, batch_invariant: bool = False) -> "ModelRunner":
+        return cls(load_model(model_dir, dtype=dtype, device=device), num_slots, capacity, max_attention_chunks,
+                   batch_invariant=batch_invariant)
 
     @torch.inference_mode()
     def forward(self, sequences: Sequence[SequenceInput]) -> ForwardOutput:
@@ -105,13 +113,14 @@ class ModelRunner:
     def _span(self, chunk: Chunk, slots: list[int], start: torch.Tensor, num_new: torch.Tensor, T: int,
               relation: torch.Tensor | None) -> AttentionSpan:
         rows = slice(chunk.first, chunk.end)
+        read_length = round_up(chunk.read_length) if self.batch_invariant else chunk.read_length
         if relation is None:
-            mask = _chain_mask(start[rows], num_new[rows], T, chunk.read_length)
+            mask = _chain_mask(start[rows], num_new[rows], T, read_length)
         else:
-            mask = _attention_mask(start[rows], num_new[rows], relation[rows], chunk.read_length)
+            mask = _attention_mask(start[rows], num_new[rows], relation[rows], read_length)
         chunk_slots = slots[rows]
         return AttentionSpan(rows, _as_slice(chunk_slots) or torch.tensor(chunk_slots, device=self.device),
-                             mask.to(self.device), chunk.read_length)
+                             mask.to(self.device), read_length)
 
     def _check(self, sequences: Sequence[SequenceInput]) -> None:
         if not sequences:

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from specroll.model.batch_invariant import block_attention, padded_linear
 from specroll.model.config import ModelConfig
 from specroll.model.kv_cache import KVCache
 from specroll.model.rope import apply_rotary, cos_sin, inverse_frequencies
@@ -39,6 +40,18 @@ class ForwardBatch:
     logit_index: torch.Tensor  # (B, Tl) which of the T new tokens produce logits
 
 
+class Linear(nn.Linear):
+    """nn.Linear that, when `min_rows` > 1, computes with at least that many rows so that each row's
+    result is the same bits whatever the batch (`specroll.model.batch_invariant`)."""
+
+    min_rows = 1
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.min_rows > 1:
+            return padded_linear(x, self.weight, self.bias, self.min_rows)
+        return F.linear(x, self.weight, self.bias)
+
+
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float) -> None:
         super().__init__()
@@ -60,14 +73,15 @@ class Attention(nn.Module):
         self.layer = layer
         self.num_heads, self.num_kv_heads, self.head_dim = config.num_heads, config.num_kv_heads, config.head_dim
         bias = config.has_qkv_bias
-        self.q_proj = nn.Linear(config.hidden_size, self.num_heads * self.head_dim, bias=bias)
-        self.k_proj = nn.Linear(config.hidden_size, self.num_kv_heads * self.head_dim, bias=bias)
-        self.v_proj = nn.Linear(config.hidden_size, self.num_kv_heads * self.head_dim, bias=bias)
-        self.o_proj = nn.Linear(self.num_heads * self.head_dim, config.hidden_size, bias=False)
+        self.q_proj = Linear(config.hidden_size, self.num_heads * self.head_dim, bias=bias)
+        self.k_proj = Linear(config.hidden_size, self.num_kv_heads * self.head_dim, bias=bias)
+        self.v_proj = Linear(config.hidden_size, self.num_kv_heads * self.head_dim, bias=bias)
+        self.o_proj = Linear(self.num_heads * self.head_dim, config.hidden_size, bias=False)
         if config.has_qk_norm:
             self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
             self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
         self.has_qk_norm = config.has_qk_norm
+        self.invariant_rows = 0  # > 0: batch-invariant block attention with at least this many query rows
 
     def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor],
                 cache: KVCache, batch: ForwardBatch) -> torch.Tensor:
@@ -89,6 +103,8 @@ class Attention(nn.Module):
     def _attend(self, q: torch.Tensor, cache: KVCache, span: AttentionSpan) -> torch.Tensor:
         """q (b, H, T, D) -> (b, H, T, D) over the span's cached keys and values."""
         keys, values = cache.read(self.layer, span.slots, span.read_length)  # (b, Hkv, L, D)
+        if self.invariant_rows:
+            return block_attention(q, keys, values, span.attn_mask, self.invariant_rows)
         return F.scaled_dot_product_attention(q, keys, values, attn_mask=span.attn_mask,
                                               enable_gqa=self.num_heads != self.num_kv_heads)
 
@@ -96,9 +112,9 @@ class Attention(nn.Module):
 class MLP(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
-        self.gate_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
-        self.up_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
-        self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
+        self.gate_proj = Linear(config.hidden_size, config.intermediate_size, bias=False)
+        self.up_proj = Linear(config.hidden_size, config.intermediate_size, bias=False)
+        self.down_proj = Linear(config.intermediate_size, config.hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
@@ -133,10 +149,19 @@ class CausalLM(nn.Module):
         super().__init__()
         self.config = config
         self.model = Backbone(config)
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.lm_head = Linear(config.hidden_size, config.vocab_size, bias=False)
         if config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
         self.register_buffer("inv_freq", inverse_frequencies(config.rope, config.head_dim), persistent=False)
+
+    def use_batch_invariant_numerics(self, min_rows: int) -> None:
+        """Make every row's result independent of the forward's shape (`batch_invariant`); the
+        runner that owns the model calls this once, before any forward."""
+        for module in self.modules():
+            if isinstance(module, Linear):
+                module.min_rows = min_rows
+            elif isinstance(module, Attention):
+                module.invariant_rows = min_rows
 
     def forward(self, batch: ForwardBatch, cache: KVCache) -> tuple[torch.Tensor, torch.Tensor]:
         x = self.model.embed_tokens(batch.input_ids)  # (B, T, H)

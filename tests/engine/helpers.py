@@ -10,7 +10,8 @@ from specroll.model.runner import ModelRunner
 
 def make_engine(model_dir, drafter=None, policy=None, **config) -> Engine:
     cfg = EngineConfig(**{"max_batch_size": 16, "max_model_len": 96, "max_draft": 4, "seed": 7, **config})
-    runner = ModelRunner.from_pretrained(model_dir, cfg.max_batch_size, cfg.cache_capacity)
+    runner = ModelRunner.from_pretrained(model_dir, cfg.max_batch_size, cfg.cache_capacity,
+                                         batch_invariant=cfg.batch_invariant)
     return Engine(runner, cfg, drafter, policy)
 
 

@@ -1,0 +1,105 @@
+"""Batch-invariant numerics: a row's results are the same bits whatever else its forward holds.
+
+Each check is also run with the fast numerics, where it finds a difference: the comparison can fail.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+import transformers
+
+from specroll.model.batch_invariant import BLOCK, block_attention, min_invariant_rows, padded_linear
+from specroll.model.runner import ModelRunner, SequenceInput
+
+H, HKV, D = 6, 2, 32
+
+
+def test_linear_rows_agree_from_the_probed_row_count():
+    rows = min_invariant_rows(64, 96)
+    weight, x = torch.randn(96, 64), torch.randn(40, 64)
+    reference = F.linear(x, weight)
+    for m in range(1, 40):
+        assert torch.equal(padded_linear(x[:m], weight, None, rows), reference[:m]), m
+
+
+def _attend(q, keys, values, mask, invariant: bool):
+    if invariant:
+        return block_attention(q, keys, values, mask, min_invariant_rows())
+    return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
+
+
+def _row_output(invariant: bool, batch: int, width: int, read_length: int, context: int, row):
+    """Row 0 attends `context` cached keys with its first query; the rest of the batch is noise."""
+    q0, k0, v0 = row
+    q = torch.randn(batch, H, width, D)
+    keys, values = torch.randn(batch, HKV, read_length, D), torch.randn(batch, HKV, read_length, D)
+    q[0, :, :1], keys[0, :, :context], values[0, :, :context] = q0, k0, v0
+    mask = torch.zeros(batch, 1, width, read_length, dtype=torch.bool)
+    mask[..., :context] = True
+    return _attend(q, keys, values, mask, invariant)[0, :, :1]
+
+
+@pytest.mark.parametrize("context", [5, 64, 300])
+def test_block_attention_is_invariant_to_batch_width_and_read_length(context):
+    torch.manual_seed(context)
+    row = torch.randn(H, 1, D), torch.randn(HKV, context, D), torch.randn(HKV, context, D)
+    shortest = -(-context // BLOCK) * BLOCK
+    shapes = [(b, t, length) for b in (1, 3, 9) for t in (1, 2, 5, 9) for length in (shortest, shortest + 2 * BLOCK)]
+    for invariant in (True, False):
+        reference = _row_output(invariant, 1, 1, shortest if invariant else context, context, row)
+        same = [torch.equal(_row_output(invariant, b, t, n, context, row), reference) for b, t, n in shapes]
+        if invariant:
+            assert all(same), [s for s, ok in zip(shapes, same) if not ok]
+        else:
+            assert not all(same)  # fused attention rounds by shape: the comparison can fail
+
+
+def test_block_attention_matches_fused_attention_with_tree_masks():
+    torch.manual_seed(1)
+    q, keys, values = torch.randn(3, H, 4, D), torch.randn(3, HKV, 2 * BLOCK, D), torch.randn(3, HKV, 2 * BLOCK, D)
+    mask = torch.rand(3, 1, 4, 2 * BLOCK) < 0.5
+    mask[..., 0] = True
+    expected = _attend(q, keys, values, mask, invariant=False)
+    assert (_attend(q, keys, values, mask, invariant=True) - expected).abs().max() < 1e-5
+
+
+@pytest.fixture(scope="module")
+def large_vocab_dir(tmp_path_factory):
+    """A random Llama with SmolLM2's 49,152-token vocabulary (small elsewhere, to stay fast)."""
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=49152, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                                      eos_token_id=1, tie_word_embeddings=False)
+    directory = tmp_path_factory.mktemp("large-vocab")
+    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(directory)
+    return directory
+
+
+def _logits_alone_and_batched(model_dir, batch_invariant: bool) -> tuple[list, list]:
+    """Row A's logits at 4 positions: prefilled alone then decoded token by token, versus prefilled
+    beside prompts of other lengths and verified in one width-4 forward beside other rows."""
+    runner = ModelRunner.from_pretrained(model_dir, 4, 200, batch_invariant=batch_invariant)
+    g = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(3, runner.config.vocab_size, (n,), generator=g).tolist() for n in (37, 90, 13)]
+    a, follow = prompts[0], [5, 17, 29]
+    alone = [runner.forward([SequenceInput(0, 0, a)]).logits[0, 0]]
+    alone += [runner.forward([SequenceInput(0, len(a) + i, [t])]).logits[0, 0] for i, t in enumerate(follow)]
+    batched = [runner.forward([SequenceInput(1, 0, prompts[1]), SequenceInput(0, 0, a),
+                               SequenceInput(2, 0, prompts[2])]).logits[1, 0]]
+    out = runner.forward([SequenceInput(2, len(prompts[2]), [7, 8]),
+                          SequenceInput(0, len(a), [*follow, 1], num_logits=4),
+                          SequenceInput(1, len(prompts[1]), [9])])
+    return alone, batched + [out.logits[1, i] for i in range(3)]
+
+
+@pytest.mark.parametrize("model", ["bundled", "large-vocab"])
+def test_runner_logits_are_the_same_bits_in_any_forward(model, large_vocab_dir):
+    from specroll.rollout import DEFAULT_MODEL
+
+    model_dir = DEFAULT_MODEL if model == "bundled" else large_vocab_dir
+    alone, batched = _logits_alone_and_batched(model_dir, batch_invariant=True)
+    assert all(torch.equal(x, y) for x, y in zip(alone, batched))
+    alone, batched = _logits_alone_and_batched(model_dir, batch_invariant=False)
+    assert not all(torch.equal(x, y) for x, y in zip(alone, batched))  # what the cure is for
