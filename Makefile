@@ -1,12 +1,16 @@
-# specroll: `make demo` runs the default rollout, `make test` runs the tests (both install first).
+# specroll: `make demo` runs the default rollout, `make test` runs the tests (both install first;
+# the tests also pull the real model smollm2, once, into ~/.cache/specroll or $SPECROLL_HOME).
 PYTHON ?= python3
 PYTEST_ARGS ?= -q
 
-.PHONY: install demo bench test test-all
+.PHONY: install models demo bench test test-all
 
 install:
 	$(PYTHON) -m pip install -q torch==2.13.0
-	$(PYTHON) -m pip install -q -e ".[test]"
+	$(PYTHON) -m pip install -q -e ".[test,models]"
+
+models: install
+	$(PYTHON) -m specroll.cli models pull smollm2
 
 demo: install
 	mkdir -p runs
@@ -15,8 +19,8 @@ demo: install
 bench: install
 	$(PYTHON) -m specroll.cli bench
 
-test: install
+test: models
 	$(PYTHON) -m pytest $(PYTEST_ARGS) -m "not slow"
 
-test-all: install
+test-all: models
 	$(PYTHON) -m pytest $(PYTEST_ARGS)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -14,6 +14,7 @@ from specroll.drafting.registry import DEFAULT_DRAFTER, DrafterContext, make_dra
 from specroll.engine.config import EngineConfig
 from specroll.engine.engine import Engine, add_requests, torch_dtype
 from specroll.engine.request import Request, SamplingParams
+from specroll.model.catalog import resolve_model_dir
 from specroll.model.loader import read_config
 from specroll.model.runner import ModelRunner
 from specroll.policies.cost_model import Affine, CostModel
@@ -56,12 +57,19 @@ class RolloutConfig:
 
     @property
     def drafter_name(self) -> str | None:
-        """`on` means the draft model when a draft checkpoint is at hand (it measured the highest
-        acceptance on the bundled task), else the model-free suffix drafters."""
+        """`on` means the draft model when a draft checkpoint for this target is at hand (it measured
+        the highest acceptance on the bundled task), else the model-free suffix drafters."""
         if self.speculate == "on":
-            has_draft = self.draft_model_dir is not None and (Path(self.draft_model_dir) / "config.json").is_file()
-            return "draft-model" if has_draft else DEFAULT_DRAFTER
+            return "draft-model" if self.has_matching_draft else DEFAULT_DRAFTER
         return None if self.speculate == "off" else self.speculate
+
+    @property
+    def has_matching_draft(self) -> bool:
+        """A draft checkpoint exists and shares the target's vocabulary (the bundled draft is the
+        bundled policy's: it cannot draft for another model, such as a pulled `smollm2`)."""
+        if self.draft_model_dir is None or not (Path(self.draft_model_dir) / "config.json").is_file():
+            return False
+        return read_config(self.draft_model_dir).vocab_size == read_config(self.model_dir).vocab_size
 
 
 @dataclass
@@ -170,6 +178,7 @@ def build_engine(config: RolloutConfig, longest_prompt: int, drafter: Drafter | 
 def run_rollout(config: RolloutConfig, progress: ProgressFn | None = None,
                 drafter: Drafter | None = None) -> RolloutResult:
     """Run the rollout; `drafter` overrides the one `config.speculate` names (e.g. an oracle)."""
+    config = replace(config, model_dir=resolve_model_dir(config.model_dir))  # a name such as "smollm2"
     task = get_task(config.task)
     tokenizer = load_tokenizer(config.model_dir)
     problems = task.problems(config.num_prompts, config.seed)

@@ -10,6 +10,7 @@ import argparse
 import platform
 from pathlib import Path
 
+from specroll.model.catalog import resolve_model_dir
 from specroll.policies.cost_model import CostModel, LatencySample
 
 
@@ -23,8 +24,8 @@ def _ints(text: str) -> tuple[int, ...]:
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("profile", help="measure forward latency and fit the cost model")
-    parser.add_argument("--model", type=Path, required=True, help="target HF checkpoint directory")
-    parser.add_argument("--draft-model", type=Path, default=None, help="draft checkpoint, for D(b)")
+    parser.add_argument("--model", type=str, required=True, help="target checkpoint directory or model name")
+    parser.add_argument("--draft-model", type=str, default=None, help="draft checkpoint or model name, for D(b)")
     parser.add_argument("--max-batch-size", type=int, default=32)
     parser.add_argument("--max-draft", type=int, default=8)
     parser.add_argument("--context-lengths", type=_ints, default=(64, 512), help="comma-separated")
@@ -42,10 +43,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    model_dir = resolve_model_dir(args.model)
+    draft_dir = None if args.draft_model is None else resolve_model_dir(args.draft_model)
     grid = ProfileGrid.standard(args.max_batch_size, args.max_draft, args.context_lengths, args.repeats)
-    source = f"{args.model.resolve().name} on {platform.machine()} {args.device}"
-    model, samples = profile_checkpoint(args.model, grid, args.draft_model, args.device, source)
-    out = args.out or default_output(args.model)
+    source = f"{model_dir.resolve().name} on {platform.machine()} {args.device}"
+    model, samples = profile_checkpoint(model_dir, grid, draft_dir, args.device, source)
+    out = args.out or default_output(model_dir)
     model.save(out)
     print_fit(model, samples, out)
     return 0

