@@ -1,9 +1,10 @@
 """Side-by-side systems on one workload, in one process, so ratios hold on a noisy machine.
 
 Systems: `plain` (this engine, no speculation), `speculative` (the default drafter and policy),
-`speculative:<policy>` (the default drafter under another policy), `oracle` (the default policy
-with drafts replayed from the plain rollout: the most any drafter can gain under it) and
-`hf-generate` (Hugging Face `transformers` `generate` on the same checkpoint and batch size).
+`speculative:<policy>` (another policy), `speculative/<drafter>` and `speculative:<policy>/<drafter>`
+(another drafter), `oracle[:<policy>]` (drafts replayed from the plain rollout: the most any
+drafter can gain under that policy) and `hf-generate` (Hugging Face `transformers` `generate` on
+the same checkpoint and batch size).
 """
 
 from __future__ import annotations
@@ -36,6 +37,18 @@ class BenchRow:
     paired_vs_plain: float | None = None
 
 
+def parse_system(system: str) -> tuple[str, str, str]:
+    """`name[:policy][/drafter]` -> (name, policy, drafter), '' where not given."""
+    head, _, drafter = system.partition("/")
+    name, _, policy = head.partition(":")
+    allowed = {"plain": (), "hf-generate": (), "oracle": ("policy",), "speculative": ("policy", "drafter")}
+    given = [option for option, value in (("policy", policy), ("drafter", drafter)) if value]
+    if name not in allowed or not set(given) <= set(allowed[name]):
+        raise ValueError(f"unknown system {system!r}; known: plain, speculative[:<policy>][/<drafter>], "
+                         "oracle[:<policy>], hf-generate")
+    return name, policy, drafter
+
+
 class Bench:
     def __init__(self, config: RolloutConfig) -> None:
         self.config = config
@@ -43,25 +56,24 @@ class Bench:
         apply_threads(config)  # every system, hf-generate included, runs with the same threads
 
     def row(self, system: str) -> BenchRow:
-        name, _, policy = system.partition(":")
-        runs = {"plain": self._plain_row, "speculative": self._speculative_row, "oracle": self._oracle_row,
-                "hf-generate": self._hf_generate_row}
-        if name not in runs or (policy and name != "speculative"):
-            raise ValueError(f"unknown system {system!r}; known: plain, speculative, speculative:<policy>, "
-                             "oracle, hf-generate")
-        return runs[name](policy) if name == "speculative" else runs[name]()
+        name, policy, drafter = parse_system(system)
+        if name == "speculative":
+            return _engine_row(system, self._speculative_row(policy, drafter))
+        if name == "oracle":
+            return _engine_row(system, self._oracle_row(policy))
+        return self._plain_row() if name == "plain" else self._hf_generate_row()
 
     def _plain_row(self) -> BenchRow:
         return _engine_row("plain", self.plain())
 
-    def _speculative_row(self, policy: str) -> BenchRow:
-        config = replace(self.config, speculate="on", policy=policy or self.config.policy)
-        return _engine_row(f"speculative:{policy}" if policy else "speculative", run_rollout(config))
+    def _speculative_row(self, policy: str, drafter: str) -> RolloutResult:
+        return run_rollout(replace(self.config, speculate=drafter or "on", policy=policy or self.config.policy))
 
-    def _oracle_row(self) -> BenchRow:
+    def _oracle_row(self, policy: str) -> RolloutResult:
         outputs = {r.request_id: r.token_ids for r in self.plain().records}
         # the oracle drafts for free, so policies see a model-free drafter's costs
-        return _engine_row("oracle", run_rollout(replace(self.config, speculate="suffix"), drafter=OracleDrafter(outputs)))
+        config = replace(self.config, speculate="suffix", policy=policy or self.config.policy)
+        return run_rollout(config, drafter=OracleDrafter(outputs))
 
     def plain(self) -> RolloutResult:
         if self._plain is None:
@@ -88,6 +100,8 @@ def run_bench(config: RolloutConfig, systems: list[str], warmup: bool = True, re
     """Every system once per round, in the given order, for `repeats` rounds (A B C A B C ...)."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
+    for system in systems:
+        parse_system(system)  # a typo fails before anything runs
     if warmup:  # first-call costs (allocator, kernels, imports) are not any system's
         run_rollout(replace(config, num_prompts=1, n=2, max_tokens=8))
     rounds = []

@@ -52,6 +52,16 @@ def test_bench_json(capsys):
     assert rows[2]["mean_acceptance_length"] > rows[0]["mean_acceptance_length"]
 
 
+def test_bench_names_drafters_and_policies(capsys):
+    systems = ["speculative/prompt-lookup", "speculative:fixed-2/own-context", "oracle:fixed-4"]
+    assert main(["bench", *SMALL, "--systems", ",".join(systems), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rows"]
+    assert [r["system"] for r in rows] == systems
+    assert all(r["mean_acceptance_length"] > 1 for r in rows)  # each drafted, and drafts were accepted
+    assert main(["bench", *SMALL, "--systems", "plain/prompt-lookup"]) == 2
+    assert "unknown system 'plain/prompt-lookup'" in capsys.readouterr().err
+
+
 def test_bench_repeats_report_medians_and_paired_ratios(capsys):
     assert main(["bench", *SMALL, "--systems", "plain,oracle", "--repeats", "3", "--json"]) == 0
     plain, oracle = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rows"]
