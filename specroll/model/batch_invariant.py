@@ -74,26 +74,23 @@ def block_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, m
     """
     b, H, T, D = q.shape
     Hkv, L = keys.shape[1], keys.shape[2]
-    G, nB = H // Hkv, L // BLOCK
-    M = G * T  # query rows per kv head, ordered (group member, token)
+    G, M = H // Hkv, H // Hkv * T  # M query rows per kv head, ordered (group member, token)
     rows = max(M, min_rows)
-    queries = F.pad((q * D ** -0.5).reshape(b, Hkv, 1, M, D), (0, 0, 0, rows - M))
-    scores = queries @ keys.view(b, Hkv, nB, BLOCK, D).transpose(-1, -2)  # (b, Hkv, nB, rows, BLOCK)
-    visible = _block_mask(mask, G, nB, rows)  # (b, 1, nB, rows, BLOCK)
-    scores = scores.masked_fill(~visible, float("-inf"))
-    top = scores.amax(dim=(2, 4), keepdim=True)  # (b, Hkv, 1, rows, 1): exact in any order
-    probs = torch.exp(scores - top)  # unnormalised
-    blocks = values.view(b, Hkv, nB, BLOCK, D)
-    weighted = (probs @ blocks).sum(2)  # (b, Hkv, rows, D)
-    # the normaliser as a matmul too, BLOCK wide, so its sum over blocks has the same inner layout
-    total = (probs @ probs.new_ones(BLOCK, BLOCK)).sum(2)[..., :1]  # (b, Hkv, rows, 1)
+    queries = F.pad((q * D ** -0.5).reshape(b, Hkv, M, D), (0, 0, 0, rows - M))
+    scores = queries @ keys.transpose(-1, -2)  # (b, Hkv, rows, L): each a dot over D
+    scores = scores.masked_fill(~_row_mask(mask, G, rows), float("-inf"))
+    probs = torch.exp(scores - scores.amax(-1, keepdim=True))  # unnormalised; the max is exact in any order
+    weighted, total = 0.0, 0.0
+    for start in range(0, L, BLOCK):  # fixed order; blocks past a row's context add exact zeros
+        block = probs[..., start:start + BLOCK]  # (b, Hkv, rows, BLOCK)
+        weighted = weighted + block @ values[:, :, start:start + BLOCK]  # (b, Hkv, rows, D)
+        total = total + block.sum(-1, keepdim=True)  # (b, Hkv, rows, 1)
     return (weighted / total)[:, :, :M].reshape(b, H, T, D)
 
 
-def _block_mask(mask: torch.Tensor, G: int, nB: int, rows: int) -> torch.Tensor:
-    """(b, 1, T, L) -> (b, 1, nB, rows, BLOCK) in the query-row order of `block_attention`;
-    padding rows see every key."""
-    b, _, T, _ = mask.shape
-    blocked = mask.view(b, 1, 1, T, nB, BLOCK).permute(0, 1, 4, 2, 3, 5)  # (b, 1, nB, 1, T, BLOCK)
-    blocked = blocked.expand(b, 1, nB, G, T, BLOCK).reshape(b, 1, nB, G * T, BLOCK)
-    return F.pad(blocked, (0, 0, 0, rows - G * T), value=True)
+def _row_mask(mask: torch.Tensor, G: int, rows: int) -> torch.Tensor:
+    """(b, 1, T, L) -> (b, 1, rows, L) in the query-row order of `block_attention`; padding rows
+    see every key."""
+    b, _, T, L = mask.shape
+    expanded = mask[:, :, None].expand(b, 1, G, T, L).reshape(b, 1, G * T, L)
+    return F.pad(expanded, (0, 0, 0, rows - G * T), value=True)
