@@ -14,8 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from specroll.baselines.hf_generate import hf_generate
 from specroll.drafting.oracle import OracleDrafter
-from specroll.rollout import RolloutConfig, RolloutResult, apply_threads, run_rollout
-from specroll.tasks import get_task
+from specroll.rollout import RolloutConfig, RolloutResult, apply_threads, encode_prompts, load_problems, run_rollout
 from specroll.tokenizer import load_tokenizer
 
 DEFAULT_SYSTEMS = ("plain", "speculative", "hf-generate")
@@ -82,9 +81,9 @@ class Bench:
 
     def _hf_generate_row(self) -> BenchRow:
         config = self.config
-        tokenizer = load_tokenizer(config.model_dir)
-        problems = get_task(config.task).problems(config.num_prompts, config.seed)
-        prompts = [tokenizer.encode(p.prompt) for p in problems for _ in range(config.n)]
+        task, problems = load_problems(config)
+        encoded = encode_prompts(load_tokenizer(config.model_dir), task, problems)
+        prompts = [list(ids) for ids in encoded.values() for _ in range(config.n)]
         run = hf_generate(config.model_dir, prompts, config.max_tokens, config.temperature, config.top_k,
                           config.top_p, config.max_batch_size, config.seed)
         return BenchRow("hf-generate", run.makespan_s, run.output_tokens, run.output_tokens / run.makespan_s)

@@ -19,8 +19,9 @@ from specroll.model.loader import read_config
 from specroll.model.runner import ModelRunner
 from specroll.policies.cost_model import Affine, CostModel
 from specroll.policies.registry import DEFAULT_POLICY, make_policy
-from specroll.tasks import DEFAULT_TASK, get_task
-from specroll.tokenizer import load_tokenizer
+from specroll.tasks import DEFAULT_TASK, JsonlTask, Problem, Task, get_reward, get_task
+from specroll.tasks.rewards import DEFAULT_REWARD
+from specroll.tokenizer import Tokenizer, load_tokenizer
 
 CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
 DEFAULT_MODEL = CHECKPOINTS / "policy"
@@ -49,11 +50,18 @@ class RolloutConfig:
     threads: int = 0  # CPU threads for torch; 0 = auto (see `cpu_threads`)
     cost_model: Path | None = None  # a `specroll profile` fit; None = profiles/<model>.cost.json if present
     batch_invariant: bool = True  # False: faster forwards whose logits vary with the batch by ~1e-5
+    prompts: Path | None = None  # a JSONL file of prompts: the task, in place of `task` (see JsonlTask)
+    prompt_field: str = "prompt"  # the fields of `prompts` records to read
+    answer_field: str = "answer"
+    reward_name: str = DEFAULT_REWARD  # how `prompts` responses are scored (specroll.tasks.rewards)
 
     def __post_init__(self) -> None:
         if self.num_prompts <= 0 or self.n <= 0:
             raise ValueError(f"num_prompts and n must be positive, got {self.num_prompts}, {self.n}")
         SamplingParams(self.max_tokens, self.temperature, self.top_k, self.top_p)  # validates
+        if self.prompts is not None and self.task != DEFAULT_TASK:
+            raise ValueError(f"give a task ({self.task!r}) or a prompts file ({self.prompts}), not both")
+        get_reward(self.reward_name)  # validates
 
     @property
     def drafter_name(self) -> str | None:
@@ -175,23 +183,47 @@ def build_engine(config: RolloutConfig, longest_prompt: int, drafter: Drafter | 
     return Engine(runner, engine_config, drafter, policy, step=config.step)
 
 
+def make_task(config: RolloutConfig) -> Task:
+    """The prompts file's task when there is one, else the registered task `config.task`."""
+    if config.prompts is not None:
+        return JsonlTask(Path(config.prompts), config.prompt_field, config.answer_field, config.reward_name)
+    return get_task(config.task)
+
+
+def load_problems(config: RolloutConfig) -> tuple[Task, dict[int, Problem]]:
+    """The task and its problems for this rollout, by prompt_id (which must be unique)."""
+    task = make_task(config)
+    problems = task.problems(config.num_prompts, config.seed)
+    by_id = {p.prompt_id: p for p in problems}
+    if len(by_id) != len(problems):
+        raise ValueError(f"task {task.name!r} returned problems with repeated prompt_ids")
+    if not by_id:
+        raise ValueError(f"task {task.name!r} returned no problems")
+    return task, by_id
+
+
+def encode_prompts(tokenizer: Tokenizer, task: Task, problems: dict[int, Problem]) -> dict[int, tuple[int, ...]]:
+    """Each problem's prompt ids, in the checkpoint's chat template where it has one and the task uses it."""
+    return {prompt_id: tuple(tokenizer.encode_prompt(p.prompt, task.use_chat_template))
+            for prompt_id, p in problems.items()}
+
+
 def run_rollout(config: RolloutConfig, progress: ProgressFn | None = None,
                 drafter: Drafter | None = None) -> RolloutResult:
     """Run the rollout; `drafter` overrides the one `config.speculate` names (e.g. an oracle)."""
     config = replace(config, model_dir=resolve_model_dir(config.model_dir))  # a name such as "smollm2"
-    task = get_task(config.task)
+    task, problems = load_problems(config)
     tokenizer = load_tokenizer(config.model_dir)
-    problems = task.problems(config.num_prompts, config.seed)
-    prompts = {p.prompt_id: tuple(tokenizer.encode(p.prompt)) for p in problems}
+    prompts = encode_prompts(tokenizer, task, problems)
     apply_threads(config)
     engine = build_engine(config, max(map(len, prompts.values())), drafter)
     params = SamplingParams(config.max_tokens, config.temperature, config.top_k, config.top_p,
                             stop_token_ids=tokenizer.stop_token_ids)
     requests = [Request(p.prompt_id * config.n + s, p.prompt_id, s, prompts[p.prompt_id], params)
-                for p in problems for s in range(config.n)]
+                for p in problems.values() for s in range(config.n)]
     errors = add_requests(engine, requests)
     finish_times = _run(engine, requests, progress)
-    records = [_record(r, tokenizer, task, problems[r.group_id], errors.get(r.request_id)) for r in requests]
+    records = [make_record(r, tokenizer, task, problems[r.group_id], errors.get(r.request_id)) for r in requests]
     return RolloutResult(records, _summary(engine, requests, records, finish_times), engine.telemetry.as_rows())
 
 
@@ -209,7 +241,8 @@ def _run(engine: Engine, requests: list[Request], progress: ProgressFn | None) -
     return finish_times
 
 
-def _record(request: Request, tokenizer, task, problem, error: str | None) -> RolloutRecord:
+def make_record(request: Request, tokenizer: Tokenizer, task: Task, problem: Problem, error: str | None) -> RolloutRecord:
+    """A finished request as a record: its decoded text scored by the task (None for a refused request)."""
     text = tokenizer.decode(request.output_token_ids)
     reward = None if error else task.reward(problem, text)
     return RolloutRecord(request.request_id, request.group_id, request.sample_index, request.output_token_ids,

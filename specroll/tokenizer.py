@@ -14,6 +14,20 @@ class Tokenizer:
     def encode(self, text: str) -> list[int]:
         return self.hf.encode(text, add_special_tokens=False)
 
+    @property
+    def has_chat_template(self) -> bool:
+        return bool(getattr(self.hf, "chat_template", None))
+
+    def encode_prompt(self, text: str, use_chat_template: bool = True) -> list[int]:
+        """A prompt's ids: as the user's message in the checkpoint's chat template, followed by the
+        assistant's turn opening, when the checkpoint has one (an instruct model answers only there);
+        else, or when the task asks for raw text, the text alone."""
+        if not (use_chat_template and self.has_chat_template):
+            return self.encode(text)
+        ids = self.hf.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
+                                          tokenize=True, return_dict=False)
+        return list(ids)
+
     def decode(self, token_ids: list[int]) -> str:
         return self.hf.decode(token_ids, skip_special_tokens=True)
 

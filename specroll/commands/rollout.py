@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 
 from specroll.model.catalog import resolve_model_dir
-from specroll.rollout import RolloutConfig, RolloutResult, run_rollout
+from specroll.rollout import RolloutConfig, RolloutResult, load_problems, run_rollout
+from specroll.tasks import known_rewards, known_tasks
 
 DEFAULTS = RolloutConfig()
 
@@ -15,7 +16,14 @@ def add_rollout_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags shared by `rollout` and `bench`: the workload and the engine."""
     parser.add_argument("--model", type=str, default=DEFAULTS.model_dir, help="checkpoint directory or model name")
     parser.add_argument("--draft-model", type=str, default=DEFAULTS.draft_model_dir)
-    parser.add_argument("--task", default=DEFAULTS.task)
+    parser.add_argument("--task", default=DEFAULTS.task, help=f"a registered task ({', '.join(known_tasks())})")
+    parser.add_argument("--prompts", type=Path, default=None, metavar="FILE.jsonl",
+                        help="prompts from a JSONL file, one object per line, in place of --task")
+    parser.add_argument("--prompt-field", default=DEFAULTS.prompt_field, help="the --prompts field holding the prompt")
+    parser.add_argument("--answer-field", default=DEFAULTS.answer_field,
+                        help="the --prompts field holding the answer (a record without it gets no reward)")
+    parser.add_argument("--reward", default=DEFAULTS.reward_name,
+                        help=f"how --prompts responses are scored against the answer ({', '.join(known_rewards())})")
     parser.add_argument("--num-prompts", type=int, default=DEFAULTS.num_prompts)
     parser.add_argument("--n", type=int, default=DEFAULTS.n, help="samples per prompt (group size)")
     parser.add_argument("--max-tokens", type=int, default=DEFAULTS.max_tokens)
@@ -34,12 +42,14 @@ def add_rollout_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace, **overrides) -> RolloutConfig:
-    values = dict(model_dir=resolve_model_dir(args.model), draft_model_dir=resolve_model_dir(args.draft_model), task=args.task,
-                  num_prompts=args.num_prompts, n=args.n, max_tokens=args.max_tokens,
+    values = dict(model_dir=resolve_model_dir(args.model), draft_model_dir=resolve_model_dir(args.draft_model),
+                  task=args.task, num_prompts=args.num_prompts, n=args.n, max_tokens=args.max_tokens,
                   temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
                   speculate=getattr(args, "speculate", "on"), policy=args.policy, verify=args.verify,
                   max_batch_size=args.max_batch_size, max_draft=args.max_draft, threads=args.threads,
-                  batch_invariant=not args.fast_numerics)
+                  batch_invariant=not args.fast_numerics,
+                  prompts=args.prompts, prompt_field=args.prompt_field, answer_field=args.answer_field,
+                  reward_name=args.reward)
     return RolloutConfig(**{**values, **overrides})
 
 
@@ -66,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
 def run_with_progress(config: RolloutConfig, show: bool = True) -> RolloutResult:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    total = config.num_prompts * config.n
+    total = len(load_problems(config)[1]) * config.n  # a prompts file may hold fewer than num_prompts
     columns = [TextColumn("rollout"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("{task.fields[status]}")]
     with Progress(*columns, disable=not show, transient=False) as bar:
@@ -86,7 +96,7 @@ def print_summary(result: RolloutResult, config: RolloutConfig, out: Path | None
     from rich.table import Table
 
     s = result.summary
-    table = Table(title=f"rollout: {config.num_prompts} prompts x {config.n} samples, "
+    table = Table(title=f"rollout: {s.num_requests // config.n} prompts x {config.n} samples, "
                         f"speculate={config.speculate}, policy={config.policy}, verify={config.verify}")
     table.add_column("metric")
     table.add_column("value", justify="right")

@@ -117,7 +117,15 @@ class Engine:
             return [Draft(r.request_id) for r in requests]
         self._follow_ladder(batch)
         return build_drafts(self.drafter, requests, budgets, self.runner.config.vocab_size,
-                            allow_trees=self.config.verify == "exact")
+                            allow_trees=self.allows_trees)
+
+    @property
+    def allows_trees(self) -> bool:
+        """Trees are verified in exact mode, and only with the fast numerics: a tree node attends to
+        its ancestors at other cache columns than a chain would hold them, which sums in another
+        order (see `model.batch_invariant`); with batch-invariant numerics a tree is cut to its
+        main chain, so that tokens stay those of plain decoding to the bit."""
+        return self.config.verify == "exact" and not self.runner.batch_invariant
 
     def _batch_view(self, requests: list[Request]) -> BatchView:
         views = [RequestView(r.request_id, r.group_id, r.num_output_tokens, r.num_remaining,

@@ -1,17 +1,26 @@
-"""Tasks by name: adding one is one entry in `_TASK_FACTORIES`."""
+"""Tasks by name. Built-in tasks are entries in `_TASK_FACTORIES`; users add theirs with `register_task`:
+
+    register_task("my_qa", lambda: JsonlTask(Path("qa.jsonl"), reward_name="numeric"))
+    run_rollout(RolloutConfig(task="my_qa"))
+"""
 
 from __future__ import annotations
 
 from typing import Callable
 
 from specroll.tasks.base import Task
+from specroll.tasks.gsm8k import Gsm8kTask
 from specroll.tasks.running_sum import RunningSumTask
 
-_TASK_FACTORIES: dict[str, Callable[[], Task]] = {
+TaskFactory = Callable[[], Task]
+
+_TASK_FACTORIES: dict[str, TaskFactory] = {
     "running_sum": RunningSumTask,
+    "gsm8k": Gsm8kTask,
 }
 
 DEFAULT_TASK = "running_sum"
+_TASK_MEMBERS = ("name", "use_chat_template", "problems", "reward")
 
 
 def known_tasks() -> list[str]:
@@ -22,4 +31,20 @@ def get_task(name: str) -> Task:
     """The task registered under `name`, with its default settings."""
     if name not in _TASK_FACTORIES:
         raise ValueError(f"unknown task {name!r}; known tasks: {', '.join(known_tasks())}")
-    return _TASK_FACTORIES[name]()
+    task = _TASK_FACTORIES[name]()
+    missing = [member for member in _TASK_MEMBERS if not hasattr(task, member)]
+    if missing:
+        raise ValueError(f"task {name!r} lacks {', '.join(missing)}: a task needs "
+                         f"{', '.join(_TASK_MEMBERS)} (see specroll.tasks.base.Task)")
+    return task
+
+
+def register_task(name: str, factory: TaskFactory, *, replace: bool = False) -> None:
+    """Make `factory()` (a `Task`) available as the task `name`, to `RolloutConfig(task=name)`."""
+    if not name or not isinstance(name, str):
+        raise ValueError(f"a task's name must be a non-empty string, got {name!r}")
+    if not callable(factory):
+        raise ValueError(f"task {name!r} needs a factory called with no arguments, got {factory!r}")
+    if name in _TASK_FACTORIES and not replace:
+        raise ValueError(f"a task named {name!r} is already registered (pass replace=True to override it)")
+    _TASK_FACTORIES[name] = factory

@@ -50,6 +50,7 @@ class RunningSumTask:
     """Add `min_terms`..`max_terms` numbers in [min_term, max_term], the count drawn log-uniformly."""
 
     name: str = "running_sum"
+    use_chat_template: bool = False  # the policy continues the raw prompt, as it was trained
     min_terms: int = 2
     max_terms: int = 48
     min_term: int = 1

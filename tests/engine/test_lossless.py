@@ -18,13 +18,15 @@ def outputs(requests):
     return {r.request_id: r.output_token_ids for r in requests}
 
 
-def assert_same_rollout(plain, spec):
-    """Tokens and log-probabilities equal to the bit (batch-invariant numerics)."""
+def assert_same_rollout(plain, spec, logprob_tolerance: float = 0.0):
+    """The same tokens, and log-probabilities equal to the bit (batch-invariant numerics) or within
+    the tolerance given (fast numerics: forwards of other shapes round otherwise)."""
     assert len(plain) == len(spec)
     for a, b in zip(plain, spec):
         assert a.output_token_ids == b.output_token_ids, a.request_id
         assert a.finish_reason == b.finish_reason
-        assert a.output_logprobs == b.output_logprobs, a.request_id
+        assert len(a.output_logprobs) == len(b.output_logprobs)
+        assert all(abs(x - y) <= logprob_tolerance for x, y in zip(a.output_logprobs, b.output_logprobs)), a.request_id
 
 
 @pytest.mark.parametrize("params", SAMPLING)
@@ -90,12 +92,21 @@ class BranchingOracle(OracleDrafter):
 
 
 @pytest.mark.parametrize("params", SAMPLING[:2])
-def test_tree_drafts_are_lossless(qwen2_dir, params):
-    plain = rollout(qwen2_dir, workload(**params))
+def test_tree_drafts_are_lossless_with_fast_numerics(qwen2_dir, params):
+    plain = rollout(qwen2_dir, workload(**params), batch_invariant=False)
     tree = BranchingOracle(outputs(plain), vocab_size=97)
-    spec = rollout(qwen2_dir, workload(**params), tree, FixedDraftLength(5))
+    spec = rollout(qwen2_dir, workload(**params), tree, FixedDraftLength(5), batch_invariant=False)
+    assert_same_rollout(plain, spec, logprob_tolerance=1e-5)
+    assert rollout.last_engine.telemetry.mean_acceptance_length > 2.5  # the off-chain branch was accepted
+
+
+def test_trees_are_cut_to_their_main_chain_with_batch_invariant_numerics(qwen2_dir):
+    plain = rollout(qwen2_dir, workload())
+    spec = rollout(qwen2_dir, workload(), BranchingOracle(outputs(plain), vocab_size=97), FixedDraftLength(5))
     assert_same_rollout(plain, spec)
-    assert rollout.last_engine.telemetry.mean_acceptance_length > 2.5
+    steps = rollout.last_engine.telemetry.decode_steps
+    assert sum(s.num_drafted for s in steps) > 0
+    assert max(d for s in steps for d in s.drafted) == 1  # each tree's main chain is its wrong root
 
 
 @pytest.mark.parametrize("name", ["prompt-lookup", "own-context", "grouped", "history", "suffix", "suffix-tree"])
