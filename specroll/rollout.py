@@ -16,7 +16,7 @@ from specroll.engine.engine import Engine, add_requests, torch_dtype
 from specroll.engine.request import Request, SamplingParams
 from specroll.model.catalog import resolve_model_dir
 from specroll.model.loader import read_config
-from specroll.model.runner import ModelRunner
+from specroll.model.runner import ModelRunner, batch_invariance_available
 from specroll.policies.cost_model import Affine, CostModel
 from specroll.policies.registry import DEFAULT_POLICY, make_policy
 from specroll.tasks import DEFAULT_TASK, JsonlTask, Problem, Task, get_reward, get_task
@@ -142,9 +142,14 @@ def cpu_threads(config: RolloutConfig) -> int:
 
 
 def apply_threads(config: RolloutConfig) -> None:
+    """Set torch's threads (`cpu_threads`). Under batch-invariant numerics an automatic choice drops
+    to one thread where the BLAS has no row-count-invariant regime at more (`batch_invariant`)."""
     import torch
 
-    torch.set_num_threads(cpu_threads(config))
+    threads = cpu_threads(config)
+    torch.set_num_threads(threads)
+    if config.batch_invariant and config.threads == 0 and threads > 1 and not batch_invariance_available(config.model_dir):
+        torch.set_num_threads(1)
 
 
 def load_cost_model(config: RolloutConfig) -> CostModel | None:

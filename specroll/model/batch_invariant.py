@@ -7,10 +7,13 @@ vocabulary a difference of ~1e-5 in a logit moves CDF boundaries of tail tokens 
 often enough that a third of 200-token requests changed between speculative and plain decoding.
 Here every reduction a row goes through is made independent of the rest of the forward:
 
-- Linear layers: BLAS computes a row of `x @ W.T` with the same kernel, and the same bits, for any
-  number of rows from a small threshold up (measured on x86 with one thread: 1, 2-3 and >= 4 rows
-  are three regimes). Forwards with fewer rows are padded up to the threshold, which is probed
-  once per process (`min_invariant_rows`).
+- Linear layers: BLAS computes a row of `x @ W.T` with kernels chosen by the call's shape and thread
+  count, so a row's bits depend on how many rows share the call (measured on x86 with MKL: 1, 2-12
+  and >= 16 rows are three regimes for 576 inputs; with two threads a 1536-input layer has a fourth
+  regime at 64-192 rows). Each layer's shape is probed once per process and thread count
+  (`invariant_row_sizes`): the call sizes in `ROW_SIZES` whose rows agree with the largest call's.
+  Every call is then made at one of those sizes: rows are padded up to the next one, and more rows
+  than the largest are cut into calls of the largest. So every GEMM that runs has a probed shape.
 - Attention: keys are processed in fixed blocks of `BLOCK` positions. Scores and the
   probability-weighted values are matmuls whose reduction is over a fixed length (the head dim, then
   one block), each query one of >= `min_rows` rows; the softmax maximum is exact in any order; the
@@ -18,8 +21,9 @@ Here every reduction a row goes through is made independent of the rest of the f
   trailing all-masked blocks add exact zeros. So neither the read length of the batch, nor how many
   queries a row has (decode or verification width), nor the other rows change a row's output.
   (PyTorch's fused attention differs by ~1e-7 between 1 and 2 queries or one more masked key.)
-- Elementwise maps (exp, SiLU, rotary cos/sin) run on tensors whose sizes are multiples of the
-  vector width, so no element falls into a scalar tail loop with different rounding.
+- Elementwise maps (exp, SiLU) run on tensors whose rows are multiples of the vector width, so no
+  element falls into a scalar tail loop with different rounding; rotary cos/sin are read from a
+  table (`specroll.model.rope.RotaryTable`), not computed per forward.
 
 Measured, not assumed: `tests/model/test_batch_invariance.py` checks bitwise equality of logits
 across batch sizes, widths and read lengths, and the engine tests check token identity.
@@ -33,32 +37,54 @@ import torch
 import torch.nn.functional as F
 
 BLOCK = 64  # key positions per attention block; read lengths are rounded up to a multiple of it
-_PROBE_ROWS = (*range(1, 25), 32, 48, 64)
+ROW_SIZES = (*range(1, 17), 20, 24, 32, 48, 64, 96, 128, 192, 256)  # linear call sizes that may run
+MAX_THRESHOLD = 64  # a layer whose rows agree only from more rows than this is not served
+
+
+class BatchInvarianceUnavailable(RuntimeError):
+    """This BLAS, at this thread count, gives no row-count-invariant linear layer of some shape."""
 
 
 @functools.cache
-def min_invariant_rows(in_features: int = 576, out_features: int = 1536) -> int:
-    """The fewest rows from which a linear layer's row results no longer depend on the row count,
-    probed on this machine's BLAS with the current thread count."""
+def invariant_row_sizes(in_features: int, out_features: int, threads: int) -> tuple[int, ...]:
+    """The call sizes of `ROW_SIZES` at which an (in -> out) linear layer's rows are the same bits as
+    in the largest call, probed on this machine's BLAS at `threads` threads (the caller's current
+    count; it is part of the key because the kernels depend on it)."""
+    if threads != torch.get_num_threads():
+        raise ValueError(f"probe at the current thread count ({torch.get_num_threads()}), not {threads}")
     generator = torch.Generator().manual_seed(0)
-    weight = torch.randn(out_features, in_features, generator=generator)
-    x = torch.randn(max(_PROBE_ROWS), in_features, generator=generator)
+    weight = torch.randn(out_features, in_features, generator=generator, device="cpu")
+    x = torch.randn(ROW_SIZES[-1], in_features, generator=generator, device="cpu")
     reference = F.linear(x, weight)
-    agree = [torch.equal(F.linear(x[:m], weight), reference[:m]) for m in _PROBE_ROWS]
-    for i, m in enumerate(_PROBE_ROWS):
-        if all(agree[i:]):
-            return m
-    raise RuntimeError("this BLAS gives no row-count-invariant linear layer; use --fast-numerics")
+    agree = [torch.equal(F.linear(x[:m], weight), reference[:m]) for m in ROW_SIZES]
+    first = next(i for i in range(len(ROW_SIZES)) if all(agree[i:]))
+    if ROW_SIZES[first] > MAX_THRESHOLD:
+        regimes = [m for m, ok in zip(ROW_SIZES, agree) if not ok]
+        raise BatchInvarianceUnavailable(
+            f"with {threads} threads this BLAS rounds the rows of a {in_features}->{out_features} linear layer "
+            f"differently for calls of {regimes} rows than for {ROW_SIZES[-1]}; batch-invariant numerics "
+            f"need fewer threads (--threads 1) or --fast-numerics")
+    return ROW_SIZES[first:]
 
 
 def padded_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                  min_rows: int) -> torch.Tensor:
-    """F.linear over x (..., K) computed with at least `min_rows` rows (zero rows appended)."""
-    rows = x.numel() // x.shape[-1]
-    if rows >= min_rows:
-        return F.linear(x, weight, bias)
-    flat = F.pad(x.reshape(rows, -1), (0, 0, 0, min_rows - rows))
-    return F.linear(flat, weight, bias)[:rows].reshape(*x.shape[:-1], -1)
+                  sizes: tuple[int, ...]) -> torch.Tensor:
+    """F.linear over x (..., K), every BLAS call made with a row count in `sizes` (ascending): zero
+    rows pad the last call up to the next size; more rows than the largest are cut into calls of it."""
+    flat = x.reshape(-1, x.shape[-1])
+    rows, largest = flat.shape[0], sizes[-1]
+    calls = [_padded_call(flat[start:start + largest], weight, bias, sizes) for start in range(0, rows, largest)]
+    out = calls[0] if len(calls) == 1 else torch.cat(calls)
+    return out.reshape(*x.shape[:-1], -1)
+
+
+def _padded_call(rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                 sizes: tuple[int, ...]) -> torch.Tensor:
+    n = rows.shape[0]
+    size = next(m for m in sizes if m >= n)
+    if size == n:
+        return F.linear(rows, weight, bias)
+    return F.linear(F.pad(rows, (0, 0, 0, size - n)), weight, bias)[:n]
 
 
 def round_up(length: int) -> int:

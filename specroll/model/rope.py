@@ -34,11 +34,32 @@ def _llama3_scaled(inv_freq: torch.Tensor, rope: RopeConfig) -> torch.Tensor:
     return torch.where(is_medium, smoothed, scaled)
 
 
-def cos_sin(inv_freq: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """positions (B, T) -> cos, sin each (B, 1, T, head_dim), float32."""
-    freqs = positions.to(torch.float32)[..., None] * inv_freq  # (B, T, head_dim/2)
-    emb = torch.cat((freqs, freqs), dim=-1)
-    return emb.cos()[:, None], emb.sin()[:, None]
+class RotaryTable:
+    """cos and sin of every position's rotation angles, computed once per block of positions and then
+    gathered: a position's values are the same bits in every forward (computed per forward, an
+    element's cos could take the vectorised or the scalar path depending on the tensor's size)."""
+
+    POSITIONS_PER_BLOCK = 1024
+
+    def __init__(self, inv_freq: torch.Tensor) -> None:
+        self.inv_freq = inv_freq  # (head_dim/2,) float32
+        self.cos = torch.empty(0, 2 * len(inv_freq))
+        self.sin = torch.empty(0, 2 * len(inv_freq))
+
+    def __call__(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """positions (B, T) -> cos, sin each (B, 1, T, head_dim), float32, on positions' device."""
+        needed = int(positions.max()) + 1 if positions.numel() else 0
+        while self.cos.shape[0] < needed:
+            self._add_block(positions.device)
+        return self.cos[positions][:, None], self.sin[positions][:, None]
+
+    def _add_block(self, device: torch.device) -> None:
+        start = self.cos.shape[0]  # every block has the same shape, so the same arithmetic per offset
+        block = torch.arange(start, start + self.POSITIONS_PER_BLOCK, dtype=torch.float32, device=device)
+        freqs = block[:, None] * self.inv_freq.to(device)  # (P, head_dim/2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        self.cos = torch.cat((self.cos.to(device), emb.cos()))
+        self.sin = torch.cat((self.sin.to(device), emb.sin()))
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

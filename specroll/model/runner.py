@@ -13,10 +13,22 @@ import torch
 
 from specroll.model.config import ModelConfig
 from specroll.model.kv_cache import KVCache
-from specroll.model.loader import load_model
+from specroll.model.loader import load_model, read_config
 from specroll.model.attention_chunks import Chunk, plan_chunks
-from specroll.model.batch_invariant import BLOCK, min_invariant_rows, round_up
+from specroll.model.batch_invariant import BLOCK, BatchInvarianceUnavailable, round_up
 from specroll.model.transformer import AttentionSpan, CausalLM, ForwardBatch
+
+
+def batch_invariance_available(model_dir: str | Path) -> bool:
+    """Whether every linear layer of the checkpoint has a row-count-invariant BLAS regime at the
+    current thread count (probed on shapes alone: nothing is loaded)."""
+    with torch.device("meta"):
+        model = CausalLM(read_config(model_dir))
+    try:
+        model.use_batch_invariant_numerics()
+    except BatchInvarianceUnavailable:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -69,8 +81,7 @@ class ModelRunner:
         self.device = next(model.parameters()).device
         self.batch_invariant = batch_invariant
         if batch_invariant:
-            model.use_batch_invariant_numerics(min_invariant_rows(self.config.hidden_size,
-                                                                  self.config.intermediate_size))
+            model.use_batch_invariant_numerics()
         self.cache = KVCache(self.config, num_slots, capacity, dtype=next(model.parameters()).dtype,
                              device=self.device, column_multiple=BLOCK if batch_invariant else 1)
 

@@ -12,10 +12,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from specroll.model.batch_invariant import block_attention, padded_linear
+from specroll.model.batch_invariant import block_attention, invariant_row_sizes, padded_linear
 from specroll.model.config import ModelConfig
 from specroll.model.kv_cache import KVCache
-from specroll.model.rope import apply_rotary, cos_sin, inverse_frequencies
+from specroll.model.rope import RotaryTable, apply_rotary, inverse_frequencies
 
 
 @dataclass
@@ -41,14 +41,14 @@ class ForwardBatch:
 
 
 class Linear(nn.Linear):
-    """nn.Linear that, when `min_rows` > 1, computes with at least that many rows so that each row's
-    result is the same bits whatever the batch (`specroll.model.batch_invariant`)."""
+    """nn.Linear that, given `row_sizes`, makes every BLAS call with one of those row counts so that
+    each row's result is the same bits whatever the batch (`specroll.model.batch_invariant`)."""
 
-    min_rows = 1
+    row_sizes: tuple[int, ...] = ()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.min_rows > 1:
-            return padded_linear(x, self.weight, self.bias, self.min_rows)
+        if self.row_sizes:
+            return padded_linear(x, self.weight, self.bias, self.row_sizes)
         return F.linear(x, self.weight, self.bias)
 
 
@@ -152,20 +152,24 @@ class CausalLM(nn.Module):
         self.lm_head = Linear(config.hidden_size, config.vocab_size, bias=False)
         if config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
-        self.register_buffer("inv_freq", inverse_frequencies(config.rope, config.head_dim), persistent=False)
+        self.rotary = RotaryTable(inverse_frequencies(config.rope, config.head_dim))
 
-    def use_batch_invariant_numerics(self, min_rows: int) -> None:
-        """Make every row's result independent of the forward's shape (`batch_invariant`); the
-        runner that owns the model calls this once, before any forward."""
+    def use_batch_invariant_numerics(self) -> None:
+        """Make every row's result independent of the forward's shape (`batch_invariant`), probing
+        each linear layer's shape at the current thread count; the runner that owns the model calls
+        this once, before any forward. Raises `BatchInvarianceUnavailable` where the BLAS allows none."""
+        linears = [m for m in self.modules() if isinstance(m, Linear)]
+        threads = torch.get_num_threads()
+        for linear in linears:
+            linear.row_sizes = invariant_row_sizes(linear.in_features, linear.out_features, threads)
+        query_rows = max(linear.row_sizes[0] for linear in linears)
         for module in self.modules():
-            if isinstance(module, Linear):
-                module.min_rows = min_rows
-            elif isinstance(module, Attention):
-                module.invariant_rows = min_rows
+            if isinstance(module, Attention):
+                module.invariant_rows = query_rows
 
     def forward(self, batch: ForwardBatch, cache: KVCache) -> tuple[torch.Tensor, torch.Tensor]:
         x = self.model.embed_tokens(batch.input_ids)  # (B, T, H)
-        cos, sin = cos_sin(self.inv_freq, batch.positions)
+        cos, sin = self.rotary(batch.positions)
         rope = (cos.to(x.dtype), sin.to(x.dtype))
         for layer in self.model.layers:
             x = layer(x, rope, cache, batch)

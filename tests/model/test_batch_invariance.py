@@ -10,23 +10,42 @@ import torch
 import torch.nn.functional as F
 import transformers
 
-from specroll.model.batch_invariant import BLOCK, block_attention, min_invariant_rows, padded_linear
+from specroll.model.batch_invariant import BLOCK, ROW_SIZES, block_attention, invariant_row_sizes, padded_linear
 from specroll.model.runner import ModelRunner, SequenceInput
 
 H, HKV, D = 6, 2, 32
 
 
-def test_linear_rows_agree_from_the_probed_row_count():
-    rows = min_invariant_rows(64, 96)
-    weight, x = torch.randn(96, 64), torch.randn(40, 64)
-    reference = F.linear(x, weight)
-    for m in range(1, 40):
-        assert torch.equal(padded_linear(x[:m], weight, None, rows), reference[:m]), m
+@pytest.fixture
+def one_thread():
+    """One BLAS thread: where every shape has a row-count-invariant regime (at two threads some
+    shapes have none on some machines, and the probe refuses them)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("shape", [(64, 96), (576, 1536), (1536, 576), (576, 49152)])
+def test_linear_rows_are_the_same_bits_for_any_row_count(shape, one_thread):
+    sizes = invariant_row_sizes(*shape, torch.get_num_threads())
+    weight, x = torch.randn(shape[1], shape[0]), torch.randn(600, shape[0])
+    reference = padded_linear(x, weight, None, sizes)  # three calls: 256 + 256 + 88 padded to 96
+    for m in (1, 2, 3, 7, 16, 17, 40, 64, 65, 200, 257, 600):
+        assert torch.equal(padded_linear(x[:m], weight, None, sizes), reference[:m]), m
+        assert torch.equal(padded_linear(x[m - 1:m], weight, None, sizes), reference[m - 1:m]), m
+
+
+def test_the_probe_names_the_call_sizes_that_agree():
+    sizes = invariant_row_sizes(64, 96, torch.get_num_threads())
+    assert sizes == ROW_SIZES[ROW_SIZES.index(sizes[0]):]  # every probed size from the first that agrees
+    with pytest.raises(ValueError, match="current thread count"):
+        invariant_row_sizes(64, 96, torch.get_num_threads() + 1)
 
 
 def _attend(q, keys, values, mask, invariant: bool):
     if invariant:
-        return block_attention(q, keys, values, mask, min_invariant_rows())
+        return block_attention(q, keys, values, mask, invariant_row_sizes(576, 1536, torch.get_num_threads())[0])
     return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
 
 

@@ -9,19 +9,11 @@ import pytest
 import torch
 from test_runner_matches_transformers import ATOL, hf_logits
 
-from specroll.model.catalog import model_cache_dir, pulled_manifest
 from specroll.model.runner import ModelRunner, SequenceInput
 from specroll.tokenizer import load_tokenizer
 
 MESSAGES = [{"role": "user", "content": "What is 17 + 25? Answer with the number only."}]
 NUM_DECODE_STEPS = 3
-
-
-@pytest.fixture(scope="module")
-def smollm2_dir():
-    if pulled_manifest("smollm2") is None:
-        pytest.skip(f"smollm2 is not pulled into {model_cache_dir('smollm2')}: run `specroll models pull smollm2`")
-    return model_cache_dir("smollm2")
 
 
 @pytest.fixture(scope="module")
@@ -65,3 +57,17 @@ def assert_matches(logits: torch.Tensor, hf_model, tokens: list[int]) -> torch.T
     diff = (logits - expected).abs().max().item()
     assert diff < ATOL, f"max |runner - transformers| = {diff:.2e} after {len(tokens)} tokens"
     return expected
+
+
+def test_automatic_threads_keep_batch_invariant_numerics(smollm2_dir):
+    """Where the BLAS has no row-count-invariant regime at every core (two threads on some x86
+    machines), an automatic thread count drops to one rather than give up identity."""
+    from specroll.model.runner import batch_invariance_available
+    from specroll.rollout import RolloutConfig, apply_threads
+
+    threads = torch.get_num_threads()
+    try:
+        apply_threads(RolloutConfig(model_dir=smollm2_dir))
+        assert batch_invariance_available(smollm2_dir)
+    finally:
+        torch.set_num_threads(threads)
