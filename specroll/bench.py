@@ -3,8 +3,9 @@
 Systems: `plain` (this engine, no speculation), `speculative` (the default drafter and policy),
 `speculative:<policy>` (another policy), `speculative/<drafter>` and `speculative:<policy>/<drafter>`
 (another drafter), `oracle[:<policy>]` (drafts replayed from the plain rollout: the most any
-drafter can gain under that policy) and `hf-generate` (Hugging Face `transformers` `generate` on
-the same checkpoint and batch size).
+drafter can gain under that policy), `plain-fast` (plain with the fast numerics: what batch-invariant
+numerics cost) and `hf-generate` (Hugging Face `transformers` `generate` on the same checkpoint and
+batch size).
 """
 
 from __future__ import annotations
@@ -40,11 +41,12 @@ def parse_system(system: str) -> tuple[str, str, str]:
     """`name[:policy][/drafter]` -> (name, policy, drafter), '' where not given."""
     head, _, drafter = system.partition("/")
     name, _, policy = head.partition(":")
-    allowed = {"plain": (), "hf-generate": (), "oracle": ("policy",), "speculative": ("policy", "drafter")}
+    allowed = {"plain": (), "plain-fast": (), "hf-generate": (), "oracle": ("policy",),
+               "speculative": ("policy", "drafter")}
     given = [option for option, value in (("policy", policy), ("drafter", drafter)) if value]
     if name not in allowed or not set(given) <= set(allowed[name]):
         raise ValueError(f"unknown system {system!r}; known: plain, speculative[:<policy>][/<drafter>], "
-                         "oracle[:<policy>], hf-generate")
+                         "oracle[:<policy>], plain-fast, hf-generate")
     return name, policy, drafter
 
 
@@ -60,6 +62,8 @@ class Bench:
             return _engine_row(system, self._speculative_row(policy, drafter))
         if name == "oracle":
             return _engine_row(system, self._oracle_row(policy))
+        if name == "plain-fast":
+            return _engine_row(system, run_rollout(replace(self.config, speculate="off", batch_invariant=False)))
         return self._plain_row() if name == "plain" else self._hf_generate_row()
 
     def _plain_row(self) -> BenchRow:

@@ -62,6 +62,13 @@ def test_bench_names_drafters_and_policies(capsys):
     assert "unknown system 'plain/prompt-lookup'" in capsys.readouterr().err
 
 
+def test_bench_prices_batch_invariant_numerics(capsys):
+    assert main(["bench", *SMALL, "--systems", "plain,plain-fast", "--json"]) == 0
+    plain, fast = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rows"]
+    assert fast["system"] == "plain-fast" and fast["forward_passes"] > 0
+    assert fast["mean_acceptance_length"] == plain["mean_acceptance_length"] == 1.0  # neither speculates
+
+
 def test_bench_repeats_report_medians_and_paired_ratios(capsys):
     assert main(["bench", *SMALL, "--systems", "plain,oracle", "--repeats", "3", "--json"]) == 0
     plain, oracle = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rows"]

@@ -16,7 +16,8 @@ def register(subparsers) -> None:
     add_rollout_arguments(parser)
     parser.set_defaults(num_prompts=16, n=8, max_batch_size=32)
     parser.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS),
-                        help="comma-separated: plain, speculative[:<policy>][/<drafter>], oracle[:<policy>], hf-generate")
+                        help="comma-separated: plain, speculative[:<policy>][/<drafter>], oracle[:<policy>], "
+                             "plain-fast (plain with --fast-numerics), hf-generate")
     parser.add_argument("--repeats", type=int, default=1,
                         help="rounds of every system, interleaved; figures are medians (a noisy machine)")
     parser.add_argument("--json", action="store_true", help="print one line of JSON")
