@@ -10,7 +10,7 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("rollout", "bench", "drafteval", "profile", "simulate", "models")
+COMMANDS = ("rollout", "bench", "train", "drafteval", "profile", "simulate", "models")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -187,6 +187,7 @@ class Engine:
             request_ids=tuple(r.request_id for r in requests),
             drafted=tuple(d.num_tokens for d in drafts),
             accepted=tuple(result.num_accepted),
+            sources=tuple(d.source for d in drafts),
         )
         self.policy.observe(stats)
         self.telemetry.record_decode(stats)
