@@ -11,7 +11,7 @@ from specroll.commands.rollout import add_rollout_arguments, config_from_args
 def register(subparsers) -> None:
     parser = subparsers.add_parser("train", help="GRPO training whose rollouts run on the specroll engine")
     add_rollout_arguments(parser)
-    parser.set_defaults(num_prompts=16, n=8, max_tokens=256)
+    parser.set_defaults(num_prompts=16, n=8)
     parser.add_argument("--speculate", default="on", help="off | on (default drafter) | a drafter's name")
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--dataset-size", type=int, default=0,
