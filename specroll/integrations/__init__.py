@@ -1,0 +1,1 @@
+"""Bridges from RL trainers people already use to the specroll engine (`trl`: TRL's GRPOTrainer)."""

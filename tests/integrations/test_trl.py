@@ -1,0 +1,132 @@
+"""A real TRL GRPOTrainer whose rollouts run on the specroll engine (two optimizer steps on the
+bundled policy), and the adapter's reading of TRL's prompts and generation settings."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from specroll.engine.request import SamplingParams
+from specroll.integrations.trl import (check_room, encode_prompts, make_rollout_func, sample_indices,
+                                     sampling_params)
+from specroll.rollout import DEFAULT_MODEL
+from specroll.tasks import get_task
+from specroll.tokenizer import load_tokenizer
+from specroll.train.trainer import sequence_logprobs
+
+NUM_PROMPTS, NUM_GENERATIONS, MAX_COMPLETION, TEMPERATURE = 4, 4, 16, 0.8
+TEMPLATE = ("{% for m in messages %}{{ m['role'] }} {{ m['content'] }}\n{% endfor %}"
+            "{% if add_generation_prompt %}assistant\n{% endif %}")
+
+
+def _prompts(num: int = NUM_PROMPTS) -> list[str]:
+    return [p.prompt for p in get_task("running_sum").problems(num, 0)]
+
+
+def _shorter_is_better(completions, **_):
+    return [-float(len(c)) for c in completions]
+
+
+def _logprobs_as_trained(model, output) -> list[list[float]]:
+    """The trainer model's log-probability of each returned token, at the trainer's temperature."""
+    with torch.no_grad():
+        logprobs, mask = sequence_logprobs(model, output["prompt_ids"], output["completion_ids"], TEMPERATURE)
+    return [row[: int(m.sum())].tolist() for row, m in zip(logprobs, mask)]
+
+
+def test_grpo_trainer_runs_two_steps_on_specroll_rollouts(tmp_path, monkeypatch):
+    trl = pytest.importorskip("trl", reason="the TRL adapter needs trl (pip install specroll[trl])")
+    datasets = pytest.importorskip("datasets", reason="TRL's trainer needs datasets (pip install specroll[trl])")
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    rollout = make_rollout_func(DEFAULT_MODEL, max_batch_size=16)
+    calls, logprob_errors, weights_matched, engine_weights = [], [], [], []
+
+    def recording_rollout(prompts, trainer):
+        output = rollout(prompts, trainer)
+        expected = _logprobs_as_trained(trainer.model, output)
+        logprob_errors.append(max(abs(a - b) for got, want in zip(output["logprobs"], expected)
+                                  for a, b in zip(got, want, strict=True)))
+        calls.append((list(prompts), output, trainer.state.global_step))
+        return output
+
+    def reward_checking_weights(completions, **_):
+        # TRL scores a generation batch right after generating it, before the optimizer steps
+        engine_params = dict(rollout.engine.runner.model.named_parameters())
+        weights_matched.append(all(torch.equal(engine_params[name], p.detach())
+                                   for name, p in trainer.model.named_parameters()))
+        engine_weights.append({name: p.clone() for name, p in engine_params.items()})
+        return [0.0] * len(completions)
+
+    # decoupled weight decay moves every weight at every step, whatever the rewards;
+    # bf16=False: TRL's default autocasts its forwards to bf16 where the engine runs fp32
+    args = trl.GRPOConfig(output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=8,
+                          num_generations=NUM_GENERATIONS, max_completion_length=MAX_COMPLETION,
+                          temperature=TEMPERATURE, learning_rate=1e-3, weight_decay=0.1, bf16=False,
+                          use_cpu=True, report_to="none", save_strategy="no", seed=0)
+    trainer = trl.GRPOTrainer(model=str(DEFAULT_MODEL), reward_funcs=[_shorter_is_better, reward_checking_weights],
+                              args=args, train_dataset=datasets.Dataset.from_dict({"prompt": _prompts()}),
+                              rollout_func=recording_rollout)
+    trainer.train()
+
+    assert trainer.state.global_step == 2
+    assert [step for *_, step in calls] == [0, 1]  # one generation batch per optimizer step
+    assert weights_matched == [True, True]  # the engine ran the trainer's weights at each step...
+    before, after = engine_weights
+    assert any(not torch.equal(before[name], after[name]) for name in before)  # ...which had moved
+    assert max(logprob_errors) < 1e-5  # the sampled tokens' logprobs under the trainer's model and temperature
+    assert rollout.num_requests == 16  # request ids run on across calls
+    for prompts, output, _ in calls:
+        assert len(prompts) == 8 and sample_indices(prompts) == [0, 1, 2, 3] * 2  # TRL repeats in a row
+        assert [len(output[k]) for k in ("prompt_ids", "completion_ids", "logprobs")] == [8, 8, 8]
+        assert [trainer.processing_class.decode(ids) for ids in output["prompt_ids"]] == prompts
+        for ids, logprobs in zip(output["completion_ids"], output["logprobs"]):
+            assert 1 <= len(ids) <= MAX_COMPLETION and len(logprobs) == len(ids)
+    telemetry = rollout.engine.telemetry  # of the last call
+    assert sum(s.num_drafted for s in telemetry.decode_steps) > 0
+    assert telemetry.mean_acceptance_length > 1.0
+
+
+def test_sample_indices_count_within_runs_of_identical_prompts():
+    assert sample_indices(["a", "a", "b", "b", "b", "a"]) == [0, 1, 0, 1, 2, 0]
+    assert sample_indices([]) == []
+
+
+def _trainer(**settings) -> SimpleNamespace:
+    tokenizer = load_tokenizer(DEFAULT_MODEL).hf
+    defaults = dict(processing_class=tokenizer, chat_template=None, tools=None, chat_template_kwargs={},
+                    max_completion_length=16, temperature=0.7, top_k=5, top_p=0.9, min_p=None,
+                    repetition_penalty=1.0, args=SimpleNamespace(generation_kwargs=None))
+    return SimpleNamespace(**{**defaults, **settings})
+
+
+def test_prompts_are_encoded_as_trl_would_text_as_is_conversations_in_the_template():
+    trainer = _trainer()
+    text = _prompts(2)
+    assert [trainer.processing_class.decode(ids) for ids in encode_prompts(text, trainer)] == text
+    conversations = [[{"role": "user", "content": t}] for t in text]
+    with pytest.raises(ValueError, match="no chat template"):
+        encode_prompts(conversations, trainer)
+    trainer.processing_class.chat_template = TEMPLATE
+    decoded = [trainer.processing_class.decode(ids) for ids in encode_prompts(conversations, trainer)]
+    assert decoded == [f"user {t}\nassistant\n" for t in text]
+
+
+def test_sampling_follows_the_trainer_and_refuses_what_the_engine_lacks():
+    params = sampling_params(_trainer())
+    assert (params.max_tokens, params.temperature, params.top_k, params.top_p) == (16, 0.7, 5, 0.9)
+    assert params.stop_token_ids == (1,)  # <eos>
+    for name, setting in (("min_p", {"min_p": 0.1}), ("repetition_penalty", {"repetition_penalty": 1.2}),
+                          ("generation_kwargs", {"args": SimpleNamespace(generation_kwargs={"num_beams": 2})})):
+        with pytest.raises(ValueError, match=name):
+            sampling_params(_trainer(**setting))
+    with pytest.raises(ValueError, match="max_completion_length"):
+        sampling_params(_trainer(max_completion_length=None))
+
+
+def test_a_prompt_too_long_for_the_engine_is_refused_before_anything_is_queued():
+    engine = SimpleNamespace(config=SimpleNamespace(max_model_len=40))
+    check_room([[3] * 24, [3] * 8], SamplingParams(max_tokens=16), engine)  # 24 + 16 fits 40
+    with pytest.raises(ValueError, match="max_prompt_length"):
+        check_room([[3] * 25], SamplingParams(max_tokens=16), engine)
