@@ -185,7 +185,7 @@ def build_engine(config: RolloutConfig, longest_prompt: int, drafter: Drafter | 
     if cost_model is not None and not _runs_draft_model(config):
         cost_model = cost_model.with_draft(Affine(0.0, 0.0))  # model-free drafting costs ~nothing
     policy = make_policy(config.policy if drafter is not None else "none", cost_model)
-    return Engine(runner, engine_config, drafter, policy, step=config.step)
+    return Engine(runner, engine_config, drafter, policy, training_step=config.step)
 
 
 def make_task(config: RolloutConfig) -> Task:
@@ -236,12 +236,12 @@ def _run(engine: Engine, requests: list[Request], progress: ProgressFn | None) -
     start = time.perf_counter()
     finish_times: list[float] = []
 
-    def on_step(finished: list[Request]) -> None:
+    def on_iteration(finished: list[Request]) -> None:
         finish_times.extend([time.perf_counter() - start] * len(finished))
         if progress is not None:
             progress(engine, len(finish_times), engine.telemetry.output_tokens)
 
-    engine.run(on_step)
+    engine.run(on_iteration)
     finish_times.append(time.perf_counter() - start)  # the makespan closes the list
     return finish_times
 

@@ -4,6 +4,10 @@ The KV budget counts cached positions over all running requests. Every step each
 reserves room for its pending token plus the largest draft; when the reservations exceed the
 budget, the most recently admitted request is preempted (its cache freed, its tokens kept) and
 re-queued at the front, to be recomputed when room returns (recompute preemption, as in vLLM).
+
+The scheduler is the one writer of where a request's cache stands (`slot`, `num_cached`). Its
+contract with the engine: every decision is run before the next `schedule()`, so a running request
+then has its whole context cached but the newest token, which the next forward feeds.
 """
 
 from __future__ import annotations
@@ -71,6 +75,8 @@ class Scheduler:
 
     def schedule(self) -> ScheduleDecision:
         decision = ScheduleDecision()
+        for request in self.running:
+            request.num_cached = request.num_tokens - 1  # the last decision's forwards ran
         decode = [r for r in self.running]
         while self._usage(decode) > self.config.kv_budget_tokens and decode:
             victim = decode.pop()

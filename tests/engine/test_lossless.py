@@ -86,7 +86,7 @@ class BranchingOracle(OracleDrafter):
         if len(chain) < 2:
             return Draft(query.request_id, chain)
         wrong = (chain[0] + 1) % self.vocab_size
-        tokens = [wrong, *chain[: query.max_draft - 1]]
+        tokens = [wrong, *chain[: query.budget - 1]]
         parents = [-1, -1, *range(1, len(tokens) - 1)]
         return Draft(query.request_id, tokens, parents=parents)
 
@@ -104,7 +104,7 @@ def test_trees_are_cut_to_their_main_chain_with_batch_invariant_numerics(qwen2_d
     plain = rollout(qwen2_dir, workload())
     spec = rollout(qwen2_dir, workload(), BranchingOracle(outputs(plain), vocab_size=97), FixedDraftLength(5))
     assert_same_rollout(plain, spec)
-    steps = rollout.last_engine.telemetry.decode_steps
+    steps = rollout.last_engine.telemetry.decode_forwards
     assert sum(s.num_drafted for s in steps) > 0
     assert max(d for s in steps for d in s.drafted) == 1  # each tree's main chain is its wrong root
 

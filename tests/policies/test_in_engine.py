@@ -27,4 +27,4 @@ def plain_outputs(qwen2_dir):
 def test_policy_is_lossless_in_the_engine(qwen2_dir, plain_outputs, name):
     speculative = rollout(qwen2_dir, small_workload(), PromptLookupDrafter(), make_policy(name))
     assert [r.output_token_ids for r in speculative] == plain_outputs
-    assert sum(s.num_drafted for s in rollout.last_engine.telemetry.decode_steps) > 0
+    assert sum(s.num_drafted for s in rollout.last_engine.telemetry.decode_forwards) > 0
