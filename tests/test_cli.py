@@ -40,6 +40,7 @@ def test_speculative_and_plain_rollouts_are_identical(tmp_path):
     # and a 1-token decode round alike)
     assert [r["logprobs"] for r in a] == [r["logprobs"] for r in b]
     telemetry = read_jsonl(spec.with_suffix(".telemetry.jsonl"))
+    assert sum(row["num_drafted"] for row in telemetry) > 0, "speculation never verified a draft"
     assert sum(row["num_accepted"] for row in telemetry) > 0, "speculation never accepted a draft"
 
 
