@@ -90,3 +90,26 @@ def test_bench_repeats_report_medians_and_paired_ratios(capsys):
 def test_bad_flags_give_clear_errors(flags, message, tmp_path, capsys):
     assert main(["rollout", *SMALL, *flags, "--out", str(tmp_path / "x.jsonl"), "--no-progress"]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [
+    ["simulate", "--preset", "DeepScaleR-7B", "--systems", "verl,seer", "--prompts", "8", "--workers", "2"],
+    ["models", "list"],
+    ["--help"],
+])
+def test_commands_without_a_model_start_without_torch(argv):
+    """In a fresh interpreter: the command runs, and neither torch nor transformers was imported."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = ("import sys\nfrom specroll.cli import main\n"
+              f"try:\n    code = main({argv!r})\nexcept SystemExit as exit:\n    code = exit.code\n"
+              "print('loaded:', sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n"
+              "sys.exit(code)\n")
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "loaded: []" in done.stdout

@@ -11,8 +11,8 @@ from specroll.bench import DEFAULT_SYSTEMS, BenchRow, run_bench
 from specroll.commands.rollout import add_rollout_arguments, config_from_args
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser("bench", help="compare systems on one workload")
+def register(parser: argparse.ArgumentParser) -> None:
+    """Add this command's arguments to its parser and set `func`."""
     add_rollout_arguments(parser)
     parser.set_defaults(num_prompts=16, n=8, max_batch_size=32)
     parser.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS),

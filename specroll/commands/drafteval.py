@@ -27,8 +27,9 @@ from specroll.drafting.suffix_index import DEFAULT_MAX_DEPTH, DEFAULT_SHORT_MATC
 DEFAULT_MAX_GROUPS = {"grouped": 20, "history": 10}
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("drafteval", help="replay recorded rollouts through a drafter", description=__doc__)
+def register(p: argparse.ArgumentParser) -> None:
+    """Add this command's arguments to its parser and set `func`."""
+    p.description = __doc__
     p.add_argument("--data", required=True, help="JSONL of groups or of per-step responses")
     p.add_argument("--tokenizer", required=True, help="directory of HF tokenizer files")
     p.add_argument("--mode", choices=("grouped", "history"), default="grouped")

@@ -53,8 +53,8 @@ def config_from_args(args: argparse.Namespace, **overrides) -> RolloutConfig:
     return RolloutConfig(**{**values, **overrides})
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser("rollout", help="run a rollout and write JSONL")
+def register(parser: argparse.ArgumentParser) -> None:
+    """Add this command's arguments to its parser and set `func`."""
     add_rollout_arguments(parser)
     parser.add_argument("--speculate", default="on", help="off | on (default drafter) | a drafter's name")
     parser.add_argument("--out", type=Path, default=Path("rollout.jsonl"))

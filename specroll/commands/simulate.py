@@ -21,8 +21,8 @@ OVERRIDES = {  # flag -> (Preset field, type)
 }
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("simulate", help="simulate a rollout step at cluster scale")
+def register(parser: argparse.ArgumentParser) -> None:
+    """Add this command's arguments to its parser and set `func`."""
     parser.add_argument("--preset", default="DAPO-32B-20K", choices=sorted(PRESETS))
     parser.add_argument("--systems", default="verl,vanilla-spec,specactor,divided,divided+context,seer,das,tlt",
                         help=f"comma-separated, from: {', '.join(SYSTEMS)}")
