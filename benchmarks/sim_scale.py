@@ -19,7 +19,7 @@ def main() -> None:
         started = time.perf_counter()
         metrics, _ = simulate(preset, SYSTEMS[name])
         print(f"{name}: {preset.num_workers} workers x {preset.num_requests} requests x ~20K tokens: "
-              f"{time.perf_counter() - started:.1f} s wall; makespan {metrics.makespan_s:.0f} s, "
+              f"{time.perf_counter() - started:.1f} s wall; makespan {metrics.makespan_seconds:.0f} s, "
               f"events {metrics.num_events}", flush=True)
 
 

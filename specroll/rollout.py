@@ -98,11 +98,11 @@ class RolloutRecord:
 class RolloutSummary:
     num_requests: int
     output_tokens: int
-    makespan_s: float
-    tokens_per_s: float
+    makespan_seconds: float
+    tokens_per_second: float
     mean_acceptance_length: float
     forward_passes: int
-    tail_s: float  # time from 90% of requests finished to the last
+    tail_seconds: float  # time from 90% of requests finished to the last
     mean_reward: float
 
 
@@ -265,10 +265,10 @@ def _summary(engine: Engine, requests: list[Request], records: list[RolloutRecor
     return RolloutSummary(
         num_requests=len(requests),
         output_tokens=output_tokens,
-        makespan_s=makespan,
-        tokens_per_s=output_tokens / makespan if makespan > 0 else 0.0,
+        makespan_seconds=makespan,
+        tokens_per_second=output_tokens / makespan if makespan > 0 else 0.0,
         mean_acceptance_length=engine.telemetry.mean_acceptance_length,
         forward_passes=engine.telemetry.num_forwards,
-        tail_s=makespan - tail_start,
+        tail_seconds=makespan - tail_start,
         mean_reward=sum(rewards) / len(rewards) if rewards else 0.0,
     )

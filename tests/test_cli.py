@@ -49,7 +49,7 @@ def test_bench_json(capsys):
     rows = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rows"]
     assert [r["system"] for r in rows] == ["plain", "speculative", "oracle", "hf-generate"]
     for r in rows:
-        assert r["makespan_s"] > 0 and r["output_tokens"] > 0 and r["tokens_per_s"] > 0
+        assert r["makespan_seconds"] > 0 and r["output_tokens"] > 0 and r["tokens_per_second"] > 0
     assert rows[2]["mean_acceptance_length"] > rows[0]["mean_acceptance_length"]
 
 
@@ -74,7 +74,7 @@ def test_bench_repeats_report_medians_and_paired_ratios(capsys):
     assert main(["bench", *SMALL, "--systems", "plain,oracle", "--repeats", "3", "--json"]) == 0
     plain, oracle = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rows"]
     for row in (plain, oracle):
-        assert len(row["makespans_s"]) == 3 and row["makespan_s"] == sorted(row["makespans_s"])[1]
+        assert len(row["makespans_seconds"]) == 3 and row["makespan_seconds"] == sorted(row["makespans_seconds"])[1]
     assert plain["paired_vs_plain"] == 1.0
     assert oracle["paired_vs_plain"] > 1.0  # the oracle drafts the very tokens, so it is faster
 

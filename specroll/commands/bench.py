@@ -45,7 +45,7 @@ def print_table(rows: list[BenchRow], args: argparse.Namespace) -> None:
                 "vs plain", "vs plain, paired", "vs hf-generate"):
         table.add_column(col, justify="left" if col == "system" else "right")
     for r in rows:
-        table.add_row(r.system, f"{r.makespan_s:.2f}", str(r.output_tokens), f"{r.tokens_per_s:.1f}",
+        table.add_row(r.system, f"{r.makespan_seconds:.2f}", str(r.output_tokens), f"{r.tokens_per_second:.1f}",
                       "" if r.mean_acceptance_length is None else f"{r.mean_acceptance_length:.2f}",
                       "" if r.forward_passes is None else str(r.forward_passes),
                       _ratio(base.get("plain"), r),
@@ -57,4 +57,4 @@ def print_table(rows: list[BenchRow], args: argparse.Namespace) -> None:
 
 
 def _ratio(reference: BenchRow | None, row: BenchRow) -> str:
-    return "" if reference is None or reference.tokens_per_s == 0 else f"{row.tokens_per_s / reference.tokens_per_s:.2f}x"
+    return "" if reference is None or reference.tokens_per_second == 0 else f"{row.tokens_per_second / reference.tokens_per_second:.2f}x"
