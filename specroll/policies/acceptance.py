@@ -5,7 +5,7 @@ trials of "the next draft token is accepted" with a successes (the first rejecti
 So alpha's maximum-likelihood estimate is successes / trials, not accepted / drafted, which is
 biased low because a draft's tail is never tried once a token is rejected.
 
-The tracker sees each request's lifetime counters every step and takes differences, so it needs
+The tracker sees each request's lifetime counters every forward and takes differences, so it needs
 no engine support. A request whose earlier forwards it did not see (admitted before the policy, or
 back from preemption) starts from accepted / drafted, the conservative reading.
 

@@ -3,11 +3,11 @@
 Imports no torch. Each request's per-token acceptance alpha_i comes from its own live acceptance
 (`AcceptanceTracker`, shrunk toward the batch's while it has few samples). A forward emits
 E_i(k_i) = (1 - alpha_i^(k_i+1)) / (1 - alpha_i) tokens for request i, and the cost model predicts
-the step's seconds; `auto` picks the k_i in 0..min(max_draft, num_remaining - 1) maximising
+the forward's seconds; `auto` picks the k_i in 0..min(max_draft, num_remaining - 1) maximising
 sum_i E_i(k_i) / seconds.
 
 Every row of a forward is as wide as the widest draft, and a draft model drafts all rows for as many
-rounds as the longest draft, so the step's time depends only on the cap c = max_i k_i. For a fixed c
+rounds as the longest draft, so the forward's time depends only on the cap c = max_i k_i. For a fixed c
 each E_i grows with k_i, so k_i = min(c, limit_i) is optimal, and the search is over c alone (c = 0,
 plain decoding, included: large batches with low acceptance fall back to it).
 """
@@ -21,7 +21,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from specroll.policies.acceptance import AcceptanceTracker
-from specroll.policies.calibration import StepTimeCalibration
+from specroll.policies.calibration import ForwardTimeCalibration
 from specroll.policies.base import BatchView, DraftDecision, ForwardStats
 from specroll.policies.cost_model import CostModel, expected_tokens
 
@@ -30,7 +30,7 @@ def padded_draft_lengths(model: CostModel, alphas: Sequence[float], limits: Sequ
                          context_length: float = 0.0,
                          time_scale: Callable[[int], float] = lambda cap: 1.0) -> list[int]:
     """The best common cap c; request i drafts min(c, limits[i]). Ties go to the shorter cap.
-    time_scale(c) corrects the model's step time for cap c (`StepTimeCalibration`)."""
+    time_scale(c) corrects the model's forward time for cap c (`ForwardTimeCalibration`)."""
     limit = np.asarray(limits, dtype=np.int64)
     top = int(limit.max(initial=0))
     # emitted[i, k]: expected tokens of request i drafting k, sum_{j<=k} alpha_i^j
@@ -52,20 +52,20 @@ def padded_draft_lengths(model: CostModel, alphas: Sequence[float], limits: Sequ
 class AutoPolicy:
     """Exploration: the acceptance of a drafter on a workload is unknown until it drafts, and a prior
     that predicts a loss would never be corrected. So until `warmup_trials` draft tokens have been
-    tried, and then on one step in `probe_every` on average, a step the model would run plain drafts
+    tried, and then on one forward in `probe_every` on average, a forward the model would run plain drafts
     `probe_length` tokens instead: a bounded cost that keeps the estimates live.
 
-    Probe steps are drawn at random (seeded), not every `probe_every`-th step: outputs have periodic
+    Probe forwards are drawn at random (seeded), not every `probe_every`-th forward: outputs have periodic
     structure, and a fixed period can resonate with it, always measuring alpha at the same place.
 
     No margin over plain decoding is asked of drafting: the comparison is the cost model's expected
-    tokens per second, corrected by measured step times.
+    tokens per second, corrected by measured forward times.
 
-    Step times: the cost model's predictions are corrected by measured step times
-    (`StepTimeCalibration`). Probe steps are left out of it: they run where the policy would not
-    and a draft model catching up on the skipped steps makes them slower than steady drafting.
-    The other way round, while a batch-size bucket drafts and has no plain step measured, one
-    step in `probe_every` on average decodes plain, so that the comparison has both sides."""
+    Forward times: the cost model's predictions are corrected by measured times
+    (`ForwardTimeCalibration`). Probe forwards are left out of it: they run where the policy would not
+    and a draft model catching up on the skipped forwards makes them slower than steady drafting.
+    The other way round, while a batch-size bucket drafts and has no plain forward measured, one
+    forward in `probe_every` on average decodes plain, so that the comparison has both sides."""
 
     cost_model: CostModel
     tracker: AcceptanceTracker = field(default_factory=AcceptanceTracker)
@@ -74,7 +74,7 @@ class AutoPolicy:
     probe_every: int = 16
     probe_length: int = 2
     seed: int = 0
-    calibration: StepTimeCalibration = field(default_factory=StepTimeCalibration)
+    calibration: ForwardTimeCalibration = field(default_factory=ForwardTimeCalibration)
     _rng: random.Random = field(init=False, repr=False)
     _decided: tuple[int, int, float] | None = field(default=None, init=False, repr=False)  # b, cap, predicted
     _context: float = field(default=0.0, init=False, repr=False)  # mean context of the last decision

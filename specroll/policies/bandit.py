@@ -4,7 +4,7 @@ Imports no torch.
 
 An arm is a draft length k (TLT's strategy tuple reduced to what this engine varies; k = 0 is
 plain decoding). Batch sizes fall into buckets [t_i, t_{i+1}); each bucket offers its own arms,
-larger batches fewer and shorter drafts (verification costs more there). A step's reward is
+larger batches fewer and shorter drafts (verification costs more there). A forward's reward is
 
     a_bar * batch_size / step_seconds,  a_bar = accepted / batch_size + 1        (lines 8-9)
 

@@ -21,7 +21,7 @@ class RequestView:
     num_drafted: int  # over its lifetime so far
     num_accepted: int
     num_forwards: int  # verification forwards it took part in
-    num_context_tokens: int = 0  # positions cached before this step (prompt + output); 0 = not reported
+    num_context_tokens: int = 0  # positions cached before this forward (prompt + output); 0 = not reported
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ def batch_bucket(batch_size: int) -> int:
 
 
 @dataclass
-class StepTimeCalibration:
+class ForwardTimeCalibration:
     window: int = 16
     min_samples: int = 3
     _ratios: dict[tuple[int, int], deque] = field(default_factory=dict)
@@ -44,7 +44,7 @@ class StepTimeCalibration:
         self._ratios.setdefault(key, deque(maxlen=self.window)).append(measured_seconds / predicted_seconds)
 
     def is_measured(self, batch_size: int, is_drafting: bool) -> bool:
-        """Whether steps of this kind (drafting or plain) have been measured in this bucket."""
+        """Whether forwards of this kind (drafting or plain) have been measured in this bucket."""
         return bool(self._measured(batch_bucket(batch_size), is_drafting))
 
     def scale(self, batch_size: int, cap: int) -> float:

@@ -6,7 +6,7 @@ import pytest
 
 from specroll.policies.auto import AutoPolicy
 from specroll.policies.base import BatchView, RequestView, ForwardStats
-from specroll.policies.calibration import StepTimeCalibration, batch_bucket
+from specroll.policies.calibration import ForwardTimeCalibration, batch_bucket
 from specroll.policies.cost_model import CostModel
 
 
@@ -15,7 +15,7 @@ def test_buckets_are_powers_of_two():
 
 
 def test_median_of_recent_ratios_and_fallbacks():
-    calibration = StepTimeCalibration(window=4, min_samples=3)
+    calibration = ForwardTimeCalibration(window=4, min_samples=3)
     assert calibration.scale(32, 2) == 1.0  # nothing measured: the profile's word
     for measured in (2.0, 30.0):  # a spike among them
         calibration.record(32, 2, predicted_seconds=1.0, measured_seconds=measured)
