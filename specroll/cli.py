@@ -14,6 +14,7 @@ import sys
 COMMANDS = {
     "rollout": "run a rollout and write JSONL",
     "bench": "compare systems on one workload",
+    "train": "GRPO training whose rollouts run on the specroll engine",
     "drafteval": "replay recorded rollouts through a drafter",
     "profile": "measure forward latency and fit the cost model",
     "simulate": "simulate a rollout step at cluster scale",

@@ -7,7 +7,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 from specroll.drafting.protocol import Drafter
 from specroll.drafting.registry import DEFAULT_DRAFTER, DrafterContext, make_drafter
@@ -111,6 +111,7 @@ class RolloutResult:
     records: list[RolloutRecord]
     summary: RolloutSummary
     telemetry: list[dict] = field(default_factory=list)
+    acceptance_by_drafter: dict[str, float] = field(default_factory=dict)  # `Telemetry.acceptance_by_source`
 
     def write_jsonl(self, path: str | Path) -> None:
         _write_jsonl(path, [asdict(r) for r in self.records])
@@ -222,14 +223,29 @@ def run_rollout(config: RolloutConfig, progress: ProgressFn | None = None,
     prompts = encode_prompts(tokenizer, task, problems)
     apply_threads(config)
     engine = build_engine(config, max(map(len, prompts.values())), drafter)
+    requests = make_requests(config, tokenizer, problems.values(), prompts)
+    return run_requests(engine, requests, tokenizer, task, problems, progress)
+
+
+def make_requests(config: RolloutConfig, tokenizer: Tokenizer, problems: Iterable[Problem],
+                  prompts: dict[int, tuple[int, ...]], first_id: int = 0) -> list[Request]:
+    """`config.n` requests per problem, ids from `first_id` (prompt_id * n + sample after it)."""
     params = SamplingParams(config.max_tokens, config.temperature, config.top_k, config.top_p,
                             stop_token_ids=tokenizer.stop_token_ids)
-    requests = [Request(p.prompt_id * config.n + s, p.prompt_id, s, prompts[p.prompt_id], params)
-                for p in problems.values() for s in range(config.n)]
+    return [Request(first_id + p.prompt_id * config.n + s, p.prompt_id, s, prompts[p.prompt_id], params)
+            for p in problems for s in range(config.n)]
+
+
+def run_requests(engine: Engine, requests: list[Request], tokenizer: Tokenizer, task: Task,
+                 problems: dict[int, Problem], progress: ProgressFn | None = None) -> RolloutResult:
+    """Run `requests` to completion on `engine` (which may have run others before: its telemetry is
+    started afresh) and score them; a refused request gets a record with its error."""
+    engine.telemetry.clear()
     errors = add_requests(engine, requests)
     finish_times = _run(engine, requests, progress)
     records = [make_record(r, tokenizer, task, problems[r.group_id], errors.get(r.request_id)) for r in requests]
-    return RolloutResult(records, _summary(engine, requests, records, finish_times), engine.telemetry.as_rows())
+    return RolloutResult(records, _summary(engine, requests, records, finish_times), engine.telemetry.as_rows(),
+                         engine.telemetry.acceptance_by_source())
 
 
 def _run(engine: Engine, requests: list[Request], progress: ProgressFn | None) -> list[float]:

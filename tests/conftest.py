@@ -33,3 +33,19 @@ def qwen2_dir(tmp_path_factory):
     directory = tmp_path_factory.mktemp("qwen2-sharp")
     save_tiny_checkpoint("qwen2", directory, logit_scale=30.0)
     return directory
+
+
+@pytest.fixture(scope="session")
+def large_vocab_dir(tmp_path_factory):
+    """A random Llama with SmolLM2's 49,152-token vocabulary (small elsewhere, to stay fast): the
+    vocabulary on which fp rounding between forwards of different shapes changes sampled tokens."""
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=49152, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                                      eos_token_id=1, tie_word_embeddings=False)
+    directory = tmp_path_factory.mktemp("large-vocab")
+    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(directory)
+    return directory

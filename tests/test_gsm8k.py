@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +14,7 @@ from specroll.tasks import Gsm8kTask, get_task
 from specroll.tasks.answers import final_answer, is_same_number, parse_number
 from specroll.tasks.gsm8k import DEFAULT_PATH, ENV_VAR, INSTRUCTION, gold_answer, gsm8k_path
 
-needs_data = pytest.mark.skipif(not DEFAULT_PATH.is_file(), reason=f"GSM8K data not at {DEFAULT_PATH}")
+SHARED_COPY = Path(__file__).resolve().parents[2] / "shared" / "data" / "text" / "gsm8k_test.jsonl"
 
 JANET = ("Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 duck eggs a day.\n"
          "She makes 9 * 2 = $<<9*2=18>>18 every day at the farmer\u2019s market.\n#### 18")
@@ -88,12 +90,12 @@ def test_env_var_and_explicit_path_choose_the_file(tmp_path, monkeypatch):
     assert Gsm8kTask(path=data).problems(1, seed=0) == [problem]
 
 
-@needs_data
 def test_real_problems_keep_their_line_index_and_recur_by_seed():
     task = get_task("gsm8k")
     problems = task.problems(16, seed=3)
     assert problems == task.problems(16, seed=3) and problems != task.problems(16, seed=4)
-    lines = DEFAULT_PATH.read_text().splitlines()
+    with gzip.open(DEFAULT_PATH, "rt", encoding="utf-8") as f:
+        lines = f.read().splitlines()
     assert len(lines) == 1319 and len(task.problems(5000, seed=0)) == 1319
     for p in problems:
         record = json.loads(lines[p.prompt_id])
@@ -103,7 +105,12 @@ def test_real_problems_keep_their_line_index_and_recur_by_seed():
     assert first.prompt.startswith("Janet\u2019s ducks lay 16 eggs per day.") and first.answer == "18"
 
 
-@needs_data
+@pytest.mark.skipif(not SHARED_COPY.is_file(), reason=f"no reference copy at {SHARED_COPY}")
+def test_the_bundled_test_set_is_the_published_one():
+    with gzip.open(DEFAULT_PATH, "rt", encoding="utf-8") as f:
+        assert f.read() == SHARED_COPY.read_text(encoding="utf-8")
+
+
 def test_reward_on_real_answers():
     task = Gsm8kTask()
     problems = task.problems(1319, seed=0)

@@ -29,7 +29,14 @@ class CombinedDrafter(BaseDrafter):
 
     def propose(self, queries: Sequence[DraftQuery]) -> list[Draft]:
         per_drafter = [drafter.propose(queries) for drafter in self.drafters]
-        return [max(candidates, key=expected_accepted) for candidates in zip(*per_drafter)]
+        return [self._best(candidates) for candidates in zip(*per_drafter)]
+
+    def _best(self, candidates: Sequence[Draft]) -> Draft:
+        index = max(range(len(candidates)), key=lambda i: expected_accepted(candidates[i]))
+        best = candidates[index]
+        if best.token_ids and not best.source:
+            best.source = self.drafters[index].name
+        return best
 
     def observe(self, request_id: int, token_ids: Sequence[int]) -> None:
         for drafter in self.drafters:

@@ -52,6 +52,7 @@ class Draft:
     scores:    per-token confidence in [0, 1] (a frequency estimate for model-free drafters), or None.
     probs:     draft distribution q for each drafted token, shape (len(token_ids), vocab), for
                rejection-mode verification; None means a deterministic draft (q is one-hot).
+    source:    which drafter proposed it, where a combination chose among several ('' otherwise).
     """
 
     request_id: int
@@ -59,6 +60,7 @@ class Draft:
     parents: list[int] | None = None
     scores: list[float] | None = None
     probs: Any = None  # (k, V) tensor, or None
+    source: str = ""
 
     @property
     def num_tokens(self) -> int:

@@ -190,6 +190,7 @@ class Engine:
             drafted=tuple(d.num_tokens for d in drafts),
             accepted=tuple(result.num_accepted),
             drafter=decision.drafter,
+            sources=tuple(d.source for d in drafts),
         )
         self.policy.observe(stats)
         self.telemetry.record_decode(stats)

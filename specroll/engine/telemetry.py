@@ -15,6 +15,12 @@ class Telemetry:
     prefill_seconds: float = 0.0
     output_tokens: int = 0  # emitted by all forwards, before stop/length truncation
 
+    def clear(self) -> None:
+        """Start counting afresh (an engine kept across rollouts, e.g. one per RL training step)."""
+        self.decode_forwards = []
+        self.num_prefills = self.prefill_tokens = self.output_tokens = 0
+        self.prefill_seconds = 0.0
+
     def record_prefill(self, num_requests: int, num_tokens: int, seconds: float) -> None:
         self.num_prefills += 1
         self.output_tokens += num_requests
@@ -39,6 +45,17 @@ class Telemetry:
     def acceptance_rate(self) -> float:
         drafted = sum(s.num_drafted for s in self.decode_forwards)
         return sum(s.num_accepted for s in self.decode_forwards) / drafted if drafted else 0.0
+
+    def acceptance_by_source(self) -> dict[str, float]:
+        """Mean tokens accepted per verified draft, by the drafter that proposed it (named drafts only)."""
+        drafts: dict[str, int] = {}
+        accepted: dict[str, int] = {}
+        for s in self.decode_forwards:
+            for source, k, a in zip(s.sources, s.drafted, s.accepted):
+                if source and k:
+                    drafts[source] = drafts.get(source, 0) + 1
+                    accepted[source] = accepted.get(source, 0) + a
+        return {name: accepted[name] / drafts[name] for name in sorted(drafts)}
 
     def as_rows(self) -> list[dict]:
         return [asdict(s) for s in self.decode_forwards]

@@ -63,10 +63,10 @@ def _sanitised(draft: Draft | None, request_id: int, budget: int, vocab_size: in
                 break
             tokens.append(int(token))
         probs = draft.probs[: len(tokens)] if draft.probs is not None and tokens else None
-        return Draft(request_id, tokens, probs=probs)
+        return Draft(request_id, tokens, probs=probs, source=draft.source)
     if not allow_trees:
-        return _sanitised(Draft(request_id, draft.token_ids[: _chain_length(draft)]), request_id, budget,
-                          vocab_size, allow_trees)
+        return _sanitised(Draft(request_id, draft.token_ids[: _chain_length(draft)], source=draft.source),
+                          request_id, budget, vocab_size, allow_trees)
     return _pruned_tree(draft, request_id, budget, vocab_size)
 
 
@@ -80,7 +80,7 @@ def _pruned_tree(draft: Draft, request_id: int, budget: int, vocab_size: int) ->
             kept[i] = len(tokens)
             tokens.append(int(token))
             parents.append(kept[parent])
-    return Draft(request_id, tokens, parents=parents)
+    return Draft(request_id, tokens, parents=parents, source=draft.source)
 
 
 def _chain_length(draft: Draft) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import torch
 
@@ -91,6 +91,23 @@ class ModelRunner:
                         max_attention_chunks: int = 4, batch_invariant: bool = False) -> "ModelRunner":
         return cls(load_model(model_dir, dtype=dtype, device=device), num_slots, capacity, max_attention_chunks,
                    batch_invariant=batch_invariant)
+
+    @torch.no_grad()
+    def load_weights(self, weights: Mapping[str, torch.Tensor]) -> None:
+        """Copy new values into the model's parameters in place: the same tensors, so the cache,
+        the batch-invariance probe and anything holding the model stay valid. `weights` uses the
+        Hugging Face names (a trainer's `state_dict()`); every parameter must be there, with its
+        shape. The K/V cache is left as it is: only requests admitted afterwards see the new weights."""
+        params = dict(self.model.named_parameters())
+        missing = sorted(set(params) - set(weights))
+        if missing:
+            raise ValueError(f"weights lack {len(missing)} of the model's parameters, e.g. {missing[:3]}")
+        wrong = [f"{name} {tuple(weights[name].shape)} != {tuple(p.shape)}"
+                 for name, p in params.items() if weights[name].shape != p.shape]
+        if wrong:
+            raise ValueError(f"weights of the wrong shape: {wrong[:3]}")
+        for name, param in params.items():
+            param.copy_(weights[name])
 
     @torch.inference_mode()
     def forward(self, sequences: Sequence[SequenceInput]) -> ForwardOutput:

@@ -63,6 +63,7 @@ class ForwardStats:
     request_ids: tuple[int, ...] = ()  # the batch, in order
     drafted: tuple[int, ...] = ()  # draft tokens verified, per request
     accepted: tuple[int, ...] = ()  # of those, accepted, per request
+    sources: tuple[str, ...] = ()  # which drafter proposed each request's draft ('' if not named)
     drafter: str | None = None  # the drafter the decision named
 
 

@@ -1,9 +1,9 @@
 """GSM8K: grade-school maths word problems, each with a numeric answer.
 
 The data is the GSM8K test set (1,319 problems) of openai/grade-school-math (Cobbe et al. 2021,
-"Training Verifiers to Solve Math Word Problems"; MIT licence). It is read where it lies and never
-copied into this repository: from `path` when given, else from the file the environment variable
-`SPECROLL_GSM8K` names, else from `../shared/data/text/gsm8k_test.jsonl` beside the checkout.
+"Training Verifiers to Solve Math Word Problems"; MIT licence), bundled unchanged as
+`specroll/tasks/data/gsm8k_test.jsonl.gz` with its licence beside it. `path`, or the file the
+environment variable `SPECROLL_GSM8K` names, reads another copy (plain or gzipped JSON lines).
 
 Each record's `answer` is a worked solution ending in `#### N`; N is the problem's answer and the
 solution (without its `<<calculator>>` annotations) its reference response. The prompt is the
@@ -24,13 +24,13 @@ from specroll.tasks.jsonl import read_problems, sample_problems
 from specroll.tasks.rewards import numeric_match
 
 ENV_VAR = "SPECROLL_GSM8K"
-DEFAULT_PATH = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "text" / "gsm8k_test.jsonl"
+DEFAULT_PATH = Path(__file__).resolve().parent / "data" / "gsm8k_test.jsonl.gz"
 INSTRUCTION = 'Solve it step by step, then write the final answer as "#### <number>".'
 _CALCULATOR = re.compile(r"<<[^>]*>>")
 
 
 def gsm8k_path(path: str | Path | None = None) -> Path:
-    """The GSM8K file to read: `path`, else $SPECROLL_GSM8K, else the shared data beside the checkout."""
+    """The GSM8K file to read: `path`, else $SPECROLL_GSM8K, else the bundled test set."""
     chosen = Path(path) if path is not None else Path(os.environ.get(ENV_VAR) or DEFAULT_PATH)
     if not chosen.is_file():
         raise FileNotFoundError(f"GSM8K data not found at {chosen}; set {ENV_VAR} to the path of "
@@ -55,7 +55,7 @@ def gold_answer(solution: str) -> str:
 class Gsm8kTask:
     """GSM8K test problems, drawn by seed; a problem's `prompt_id` is its line in the file."""
 
-    path: Path | None = None  # None: $SPECROLL_GSM8K, else the shared data beside the checkout
+    path: Path | None = None  # None: $SPECROLL_GSM8K, else the bundled test set
     name: str = "gsm8k"
     use_chat_template: bool = True
 

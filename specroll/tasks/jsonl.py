@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 from dataclasses import dataclass
@@ -23,7 +24,8 @@ def read_problems(path: str | Path, prompt_field: str = "prompt", answer_field: 
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"prompts file {path} does not exist")
-    with open(path, encoding="utf-8") as f:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
         lines = f.read().splitlines()
     problems = [_problem(path, index, line, prompt_field, answer_field)
                 for index, line in enumerate(lines) if line.strip()]

@@ -11,24 +11,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-import torch
-import transformers
 from helpers import assert_speculated, rollout, workload
 
 from specroll.drafting.oracle import OracleDrafter
 from specroll.policies.fixed import FixedDraftLength
 from specroll.rollout import RolloutConfig, run_rollout
-
-
-@pytest.fixture(scope="module")
-def large_vocab_dir(tmp_path_factory):
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=49152, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                                      eos_token_id=1, tie_word_embeddings=False)
-    directory = tmp_path_factory.mktemp("large-vocab-engine")
-    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(directory)
-    return directory
 
 
 def _outputs(requests):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-import transformers
 
 from specroll.model.batch_invariant import BLOCK, ROW_SIZES, block_attention, invariant_row_sizes, padded_linear
 from specroll.model.runner import ModelRunner, SequenceInput
@@ -82,18 +81,6 @@ def test_block_attention_matches_fused_attention_with_tree_masks():
     mask[..., 0] = True
     expected = _attend(q, keys, values, mask, invariant=False)
     assert (_attend(q, keys, values, mask, invariant=True) - expected).abs().max() < 1e-5
-
-
-@pytest.fixture(scope="module")
-def large_vocab_dir(tmp_path_factory):
-    """A random Llama with SmolLM2's 49,152-token vocabulary (small elsewhere, to stay fast)."""
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=49152, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                                      eos_token_id=1, tie_word_embeddings=False)
-    directory = tmp_path_factory.mktemp("large-vocab")
-    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(directory)
-    return directory
 
 
 def _logits_alone_and_batched(model_dir, batch_invariant: bool) -> tuple[list, list]:

@@ -1,0 +1,1 @@
+"""GRPO training whose rollouts go through the specroll engine (`specroll train`)."""

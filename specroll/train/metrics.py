@@ -1,0 +1,64 @@
+"""One line of `metrics.jsonl` per training step, and the plot written beside it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class StepMetrics:
+    step: int
+    reward_mean: float
+    rollout_seconds: float  # wall time of the step's rollout (speculative when --speculate is on)
+    train_seconds: float  # the optimizer step: log-probabilities, backward, AdamW
+    sync_seconds: float  # new weights copied into the running engine(s)
+    output_tokens: int
+    mean_acceptance_length: float  # tokens per request per verification forward (1.0: none)
+    forward_passes: int
+    weights_sha256: str  # of the weights after this step
+    loss: float
+    clip_fraction: float  # tokens whose importance ratio was clipped
+    kl: float  # mean per-token KL estimate to the reference (0 without one)
+    num_problems: int
+    acceptance_by_drafter: dict[str, float] = field(default_factory=dict)  # tokens accepted per draft
+    plain_rollout_seconds: float | None = None  # the same rollout without speculation (--shadow-plain)
+    same_as_plain: bool | None = None  # its tokens and log-probabilities equal the speculative ones
+
+
+def append_metrics(path: str | Path, metrics: StepMetrics) -> None:
+    with open(path, "a") as f:
+        f.write(json.dumps(asdict(metrics)) + "\n")
+
+
+def read_metrics(path: str | Path) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def plot_metrics(rows: list[dict], path: str | Path) -> Path:
+    """Reward, rollout time (with plain beside it when measured) and acceptance per step, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [r["step"] for r in rows]
+    fig, axes = plt.subplots(3, 1, figsize=(7, 8), sharex=True)
+    axes[0].plot(steps, [r["reward_mean"] for r in rows], marker="o")
+    axes[0].set_ylabel("mean reward")
+    axes[1].plot(steps, [r["rollout_seconds"] for r in rows], marker="o", label="rollout")
+    if any(r.get("plain_rollout_seconds") is not None for r in rows):
+        axes[1].plot(steps, [r.get("plain_rollout_seconds") for r in rows], marker="s", label="plain rollout")
+    axes[1].set_ylabel("seconds")
+    axes[1].legend()
+    axes[2].plot(steps, [r["mean_acceptance_length"] for r in rows], marker="o", label="all drafts")
+    for name in sorted({k for r in rows for k in r.get("acceptance_by_drafter", {})}):
+        axes[2].plot(steps, [r.get("acceptance_by_drafter", {}).get(name) for r in rows], marker=".", label=name)
+    axes[2].set_ylabel("acceptance")
+    axes[2].set_xlabel("training step")
+    axes[2].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return Path(path)

@@ -1,0 +1,187 @@
+"""`specroll train`: GRPO whose rollouts run on one specroll engine kept for the whole run.
+
+Each step: the schedule names the step's problems; the engine moves to the step (history drafters
+take the previous steps' responses) and rolls out n responses per problem; the task scores them; one
+AdamW step on the GRPO objective (`specroll.train.grpo`) updates the trainer's copy of the policy (a
+`transformers` model); its new weights are copied into the running engine in place. Drafters,
+their indexes and the cost model carry over from step to step.
+
+In exact mode a rollout's tokens are a function of (seed, request id, position) and the weights, so
+speculation changes no token, no reward and no gradient: `--speculate on` and `off` give the same
+weights, step by step (`weights_sha256`). `shadow_plain` measures that live: every step also runs the
+plain rollout on a second engine and records its time and whether it matched.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from specroll.engine.engine import Engine
+from specroll.model.catalog import resolve_model_dir
+from specroll.rollout import (RolloutConfig, RolloutResult, apply_threads, build_engine, encode_prompts,
+                              make_requests, make_task, run_requests)
+from specroll.tokenizer import load_tokenizer
+from specroll.train.grpo import group_advantages, policy_loss, token_logprobs
+from specroll.train.metrics import StepMetrics
+from specroll.train.schedule import EpochSchedule
+from specroll.train.weights import weights_sha256
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    rollout: RolloutConfig  # the model, task, group size, sampling and speculation of every step
+    steps: int = 8
+    dataset_size: int = 0  # problems drawn once and visited epoch by epoch; 0 = num_prompts
+    lr: float = 1e-5
+    clip_eps: float = 0.2
+    kl_coef: float = 0.0  # > 0 keeps a frozen copy of the initial policy as the reference
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    micro_batch_size: int = 8  # responses per forward/backward (memory: B x T x vocab logits)
+    shadow_plain: bool = False  # also run each step's rollout without speculation, and compare
+
+    def __post_init__(self) -> None:
+        if self.steps < 1:
+            raise ValueError(f"steps must be >= 1, got {self.steps}")
+        if self.dataset_size and self.dataset_size < self.rollout.num_prompts:
+            raise ValueError(f"dataset_size ({self.dataset_size}) must be >= num_prompts ({self.rollout.num_prompts})")
+        if self.lr <= 0 or not 0 < self.clip_eps < 1 or self.kl_coef < 0 or self.micro_batch_size < 1:
+            raise ValueError("need lr > 0, 0 < clip_eps < 1, kl_coef >= 0 and micro_batch_size >= 1")
+
+
+StepCallback = Callable[[StepMetrics], None]
+
+
+class GRPOTrainer:
+    def __init__(self, config: TrainConfig) -> None:
+        rollout = replace(config.rollout, model_dir=resolve_model_dir(config.rollout.model_dir))
+        self.config, self.rollout = config, rollout
+        self.task = make_task(rollout)
+        pool = self.task.problems(config.dataset_size or rollout.num_prompts, rollout.seed)
+        self.problems = {p.prompt_id: p for p in pool}
+        self.schedule = EpochSchedule(tuple(sorted(self.problems)), min(rollout.num_prompts, len(pool)), rollout.seed)
+        self.tokenizer = load_tokenizer(rollout.model_dir)
+        self.prompts = encode_prompts(self.tokenizer, self.task, self.problems)
+        apply_threads(rollout)
+        longest = max(map(len, self.prompts.values()))
+        self.engine = build_engine(rollout, longest)
+        self.plain_engine = build_engine(replace(rollout, speculate="off"), longest) if config.shadow_plain else None
+        self.policy = load_trainable(rollout.model_dir)
+        self.reference = copy.deepcopy(self.policy).requires_grad_(False) if config.kl_coef > 0 else None
+        self.optimizer = torch.optim.AdamW(self.policy.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        self._ids_per_step = (max(self.problems) + 1) * rollout.n  # request ids never repeat across steps
+
+    def run(self, on_step: StepCallback | None = None) -> list[StepMetrics]:
+        history = []
+        for step in range(self.config.steps):
+            history.append(self.train_step(step))
+            if on_step is not None:
+                on_step(history[-1])
+        return history
+
+    def train_step(self, step: int) -> StepMetrics:
+        result, rollout_seconds = self._rollout(self.engine, step)
+        plain_seconds, same = None, None
+        if self.plain_engine is not None:
+            plain, plain_seconds = self._rollout(self.plain_engine, step)
+            same = _outputs(plain) == _outputs(result)
+        start = time.perf_counter()
+        loss, clip_fraction, kl = self._update(result)
+        train_seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        self._sync_weights()
+        sync_seconds = time.perf_counter() - start
+        s = result.summary
+        return StepMetrics(step, s.mean_reward, rollout_seconds, train_seconds, sync_seconds, s.output_tokens, s.mean_acceptance_length,
+                           s.forward_passes, weights_sha256(self.policy), loss, clip_fraction, kl,
+                           len({r.prompt_id for r in result.records}), result.acceptance_by_drafter, plain_seconds, same)
+
+    def _rollout(self, engine: Engine, step: int) -> tuple[RolloutResult, float]:
+        engine.advance_step(step)
+        chosen = [self.problems[i] for i in self.schedule.step_problems(step)]
+        requests = make_requests(self.rollout, self.tokenizer, chosen, self.prompts, first_id=step * self._ids_per_step)
+        start = time.perf_counter()
+        result = run_requests(engine, requests, self.tokenizer, self.task, self.problems)
+        return result, time.perf_counter() - start
+
+    def _update(self, result: RolloutResult) -> tuple[float, float, float]:
+        """One AdamW step on the step's responses; returns (loss, clipped fraction, mean KL)."""
+        records = [r for r in result.records if r.reward is not None and r.token_ids]
+        if not records:
+            return 0.0, 0.0, 0.0
+        advantages = group_advantages([r.reward for r in records], [r.prompt_id for r in records])
+        num_tokens = sum(len(r.token_ids) for r in records)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss, clipped, kl = 0.0, 0, 0.0
+        size = self.config.micro_batch_size
+        for start in range(0, len(records), size):
+            chunk = records[start:start + size]
+            terms = self._chunk_loss(chunk, advantages[start:start + size])
+            (terms.loss / num_tokens).backward()
+            loss, clipped, kl = loss + terms.loss.item() / num_tokens, clipped + terms.clipped, kl + terms.kl_sum
+        torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.config.max_grad_norm)
+        self.optimizer.step()
+        return loss, clipped / num_tokens, kl / num_tokens
+
+    def _chunk_loss(self, records, advantages: torch.Tensor):
+        prompts = [self.prompts[r.prompt_id] for r in records]
+        completions = [r.token_ids for r in records]
+        temperature = self.rollout.temperature
+        new, mask = sequence_logprobs(self.policy, prompts, completions, temperature)
+        rollout_lp = _padded([r.logprobs for r in records], mask.shape[1])
+        ref = None
+        if self.reference is not None:
+            with torch.no_grad():
+                ref, _ = sequence_logprobs(self.reference, prompts, completions, temperature)
+        return policy_loss(new, rollout_lp, advantages, mask, self.config.clip_eps, ref, self.config.kl_coef)
+
+    def _sync_weights(self) -> None:
+        weights = self.policy.state_dict()
+        for engine in (self.engine, self.plain_engine):
+            if engine is not None:
+                engine.runner.load_weights(weights)
+
+
+def load_trainable(model_dir: str | Path):
+    """The policy as a `transformers` model in fp32, in training mode."""
+    import transformers
+
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    return model.train()
+
+
+def sequence_logprobs(model, prompts, completions, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-probabilities of each completion's tokens after its prompt, (B, T) with a (B, T) mask;
+    sequences are right-padded, so positions count from 0 in every row."""
+    full = [list(p) + list(c) for p, c in zip(prompts, completions)]
+    length, width = max(map(len, full)), max(map(len, completions))
+    input_ids = torch.zeros(len(full), length, dtype=torch.long)
+    attention = torch.zeros(len(full), length, dtype=torch.long)
+    for i, ids in enumerate(full):
+        input_ids[i, :len(ids)] = torch.tensor(ids)
+        attention[i, :len(ids)] = 1
+    logits = model(input_ids=input_ids, attention_mask=attention).logits  # (B, L, V)
+    offsets = torch.arange(width)
+    starts = torch.tensor([len(p) - 1 for p in prompts])
+    index = (starts[:, None] + offsets).clamp(max=length - 1)  # (B, T) the position predicting each token
+    mask = offsets[None] < torch.tensor([len(c) for c in completions])[:, None]
+    picked = logits.gather(1, index[..., None].expand(-1, -1, logits.shape[-1]))  # (B, T, V)
+    tokens = _padded(completions, width, torch.long)
+    return token_logprobs(picked, tokens, temperature) * mask, mask.float()
+
+
+def _padded(rows, width: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    out = torch.zeros(len(rows), width, dtype=dtype)
+    for i, row in enumerate(rows):
+        out[i, :len(row)] = torch.tensor(row, dtype=out.dtype)
+    return out
+
+
+def _outputs(result: RolloutResult) -> list[tuple]:
+    return [(r.token_ids, r.logprobs) for r in result.records]
