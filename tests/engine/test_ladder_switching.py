@@ -53,7 +53,7 @@ def _run(engine, requests):
     return requests
 
 
-def test_the_ladder_switches_drafters_both_ways_in_the_engine(qwen2_dir):
+def test_the_ladder_switches_drafters_both_ways_in_the_engine(qwen2_dir, one_thread):
     plain = _run(make_engine(qwen2_dir, max_model_len=200), _requests())
     assert min(len(r.output_token_ids) for r in plain) == MAX_TOKENS  # every phase is reached
     outputs = {r.request_id: r.output_token_ids for r in plain}

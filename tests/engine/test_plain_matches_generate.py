@@ -21,8 +21,7 @@ def greedy_requests(prompts, max_tokens):
             for i, p in enumerate(prompts)]
 
 
-def generate(model_dir, prompt, max_tokens):
-    model = transformers.AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
+def generate(model, prompt, max_tokens):
     with torch.no_grad():
         out = model.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
                              do_sample=False, max_new_tokens=max_tokens, pad_token_id=0)
@@ -30,12 +29,13 @@ def generate(model_dir, prompt, max_tokens):
 
 
 @pytest.mark.parametrize("checkpoint", ["bundled-policy", "tiny-qwen2"])
-def test_greedy_plain_engine_equals_transformers_generate(checkpoint, qwen2_dir):
+def test_greedy_plain_engine_equals_transformers_generate(checkpoint, qwen2_dir, one_thread):
     model_dir = CHECKPOINTS / "policy" if checkpoint == "bundled-policy" else qwen2_dir
     vocab = transformers.AutoConfig.from_pretrained(str(model_dir)).vocab_size
     g = torch.Generator().manual_seed(3)
     prompts = [torch.randint(2, vocab, (n,), generator=g).tolist() for n in (5, 11, 3, 8)]
     engine_out = rollout(model_dir, greedy_requests(prompts, max_tokens=40), max_batch_size=4)
     assert sum(len(r.output_token_ids) for r in engine_out) > len(prompts)  # more than one token each
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
     for request, prompt in zip(engine_out, prompts, strict=True):
-        assert request.output_token_ids == generate(model_dir, prompt, 40), request.request_id
+        assert request.output_token_ids == generate(model, prompt, 40), request.request_id
