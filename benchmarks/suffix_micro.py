@@ -57,7 +57,7 @@ def token_streams(num_live: int, length: int, seed: int = 0) -> list[list[int]]:
 def _timed_rounds(streams: list[list[int]], propose_every: int, append, propose) -> tuple[float, float]:
     """One token a round for every live sequence: seconds spent in `append(i, token)` and in
     `propose(i, position)` (called on proposing rounds only)."""
-    append_s = propose_s = 0.0
+    append_seconds = propose_seconds = 0.0
     for position in range(len(streams[0])):
         is_proposing = _is_proposing(position, propose_every)
         for i, seq in enumerate(streams):
@@ -66,9 +66,9 @@ def _timed_rounds(streams: list[list[int]], propose_every: int, append, propose)
             middle = time.perf_counter()
             if is_proposing:
                 propose(i, position)
-            propose_s += time.perf_counter() - middle
-            append_s += middle - started
-    return append_s, propose_s
+            propose_seconds += time.perf_counter() - middle
+            append_seconds += middle - started
+    return append_seconds, propose_seconds
 
 
 def bench_specroll(streams: list[list[int]], max_depth: int, propose_every: int) -> tuple[float, float, float]:
@@ -81,8 +81,8 @@ def bench_specroll(streams: list[list[int]], max_depth: int, propose_every: int)
         if node is not None:
             index.propose(node, MAX_DRAFT)
 
-    append_s, propose_s = _timed_rounds(streams, propose_every, lambda i, t: index.extend(i, (t,)), propose)
-    return _per_op(append_s, propose_s, streams, propose_every)
+    append_seconds, propose_seconds = _timed_rounds(streams, propose_every, lambda i, t: index.extend(i, (t,)), propose)
+    return _per_op(append_seconds, propose_seconds, streams, propose_every)
 
 
 def bench_drafters(streams: list[list[int]], max_depth: int, propose_every: int) -> tuple[float, float, float]:
@@ -96,10 +96,10 @@ def bench_drafters(streams: list[list[int]], max_depth: int, propose_every: int)
     drafter = CombinedDrafter([GroupedDrafter(max_depth=max_depth), history, OwnContextDrafter(max_depth=max_depth)])
     for i in range(len(streams)):
         drafter.begin(RequestInfo(i, 0, prompt, step=1))
-    observe_s, propose_s = _timed_rounds(
+    observe_seconds, propose_seconds = _timed_rounds(
         streams, propose_every, lambda i, t: drafter.observe(i, (t,)),
         lambda i, position: drafter.propose([DraftQuery(i, 0, streams[i][: position + 1], len(prompt), MAX_DRAFT)]))
-    return _per_op(observe_s, propose_s, streams, propose_every)
+    return _per_op(observe_seconds, propose_seconds, streams, propose_every)
 
 
 def _fastest(repeats: int, bench, *args) -> tuple[float, float, float]:
@@ -115,7 +115,7 @@ def bench_arctic(streams: list[list[int]]) -> tuple[float, float]:
     cache = SuffixDecodingCache(max_tree_depth=64)
     for i in range(len(streams)):
         cache.start_request(i, [])
-    append_s = propose_s = 0.0
+    append_seconds = propose_seconds = 0.0
     for position in range(len(streams[0])):
         for i, seq in enumerate(streams):
             started = time.perf_counter()
@@ -123,19 +123,19 @@ def bench_arctic(streams: list[list[int]]) -> tuple[float, float]:
             middle = time.perf_counter()
             context = seq[max(0, position + 1 - 64) : position + 1]
             cache.speculate(i, context, max_spec_tokens=MAX_DRAFT, max_spec_factor=4.0, min_token_prob=0.1)
-            propose_s += time.perf_counter() - middle
-            append_s += middle - started
-    return _per_op(append_s, propose_s, streams)
+            propose_seconds += time.perf_counter() - middle
+            append_seconds += middle - started
+    return _per_op(append_seconds, propose_seconds, streams)
 
 
 def _per_op(
-    append_s: float, propose_s: float, streams: list[list[int]], propose_every: int = 1
+    append_seconds: float, propose_seconds: float, streams: list[list[int]], propose_every: int = 1
 ) -> tuple[float, float, float]:
     """(µs per appended token, µs per proposal, total µs per token)."""
     num_tokens = len(streams) * len(streams[0])
     num_proposals = len(streams) * (len(streams[0]) // propose_every) if propose_every > 0 else 0
-    per_proposal = 1e6 * propose_s / num_proposals if num_proposals else 0.0
-    return 1e6 * append_s / num_tokens, per_proposal, 1e6 * (append_s + propose_s) / num_tokens
+    per_proposal = 1e6 * propose_seconds / num_proposals if num_proposals else 0.0
+    return 1e6 * append_seconds / num_tokens, per_proposal, 1e6 * (append_seconds + propose_seconds) / num_tokens
 
 
 def main() -> None:

@@ -23,17 +23,17 @@ DEFAULT_SYSTEMS = ("plain", "speculative", "hf-generate")
 
 @dataclass(frozen=True)
 class BenchRow:
-    """One system's figures. Over several rounds: the median makespan (tokens_per_s follows from it),
+    """One system's figures. Over several rounds: the median makespan (tokens_per_second follows from it),
     every round's makespan, and the median over rounds of this system's tokens/s over plain's in the
     same round (paired, so that the machine's drift between rounds cancels)."""
 
     system: str
-    makespan_s: float
+    makespan_seconds: float
     output_tokens: int
-    tokens_per_s: float
+    tokens_per_second: float
     mean_acceptance_length: float | None = None
     forward_passes: int | None = None
-    makespans_s: list[float] = field(default_factory=list)
+    makespans_seconds: list[float] = field(default_factory=list)
     paired_vs_plain: float | None = None
 
 
@@ -90,12 +90,12 @@ class Bench:
         prompts = [list(ids) for ids in encoded.values() for _ in range(config.n)]
         run = hf_generate(config.model_dir, prompts, config.max_tokens, config.temperature, config.top_k,
                           config.top_p, config.max_batch_size, config.seed)
-        return BenchRow("hf-generate", run.makespan_s, run.output_tokens, run.output_tokens / run.makespan_s)
+        return BenchRow("hf-generate", run.makespan_seconds, run.output_tokens, run.output_tokens / run.makespan_seconds)
 
 
 def _engine_row(system: str, result: RolloutResult) -> BenchRow:
     s = result.summary
-    return BenchRow(system, s.makespan_s, s.output_tokens, s.tokens_per_s, s.mean_acceptance_length,
+    return BenchRow(system, s.makespan_seconds, s.output_tokens, s.tokens_per_second, s.mean_acceptance_length,
                     s.forward_passes)
 
 
@@ -116,11 +116,11 @@ def run_bench(config: RolloutConfig, systems: list[str], warmup: bool = True, re
 
 def _combined(rows: list[BenchRow], rounds: list[list[BenchRow]]) -> BenchRow:
     """One system over rounds: median makespan, and its tokens/s over plain's round by round."""
-    makespans = [r.makespan_s for r in rows]
+    makespans = [r.makespan_seconds for r in rows]
     median = statistics.median(makespans)
     plain = [next((p for p in round_ if p.system == "plain"), None) for round_ in rounds]
-    ratios = [r.tokens_per_s / p.tokens_per_s for r, p in zip(rows, plain) if p is not None and p.tokens_per_s]
-    return replace(rows[0], makespan_s=median, tokens_per_s=rows[0].output_tokens / median, makespans_s=makespans,
+    ratios = [r.tokens_per_second / p.tokens_per_second for r, p in zip(rows, plain) if p is not None and p.tokens_per_second]
+    return replace(rows[0], makespan_seconds=median, tokens_per_second=rows[0].output_tokens / median, makespans_seconds=makespans,
                    mean_acceptance_length=_median_of(r.mean_acceptance_length for r in rows),
                    forward_passes=_median_of(r.forward_passes for r in rows),
                    paired_vs_plain=statistics.median(ratios) if ratios else None)

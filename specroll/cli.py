@@ -1,7 +1,8 @@
 """The `specroll` command line: one sub-command per module in `specroll.commands`.
 
-Each command module defines `register(subparsers)`, which adds its parser and sets `func(args) -> int`.
-Modules are imported only when listed here, so a command's heavy imports load only when it runs.
+Each command module defines `register(parser)`, which adds the command's arguments and sets
+`func(args) -> int`. Only the module of the command being run is imported, so a command that needs
+no model (`simulate`, `models list`) starts without loading torch.
 """
 
 from __future__ import annotations
@@ -10,25 +11,32 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("rollout", "bench", "train", "drafteval", "profile", "simulate", "models")
+COMMANDS = {
+    "rollout": "run a rollout and write JSONL",
+    "bench": "compare systems on one workload",
+    "train": "GRPO training whose rollouts run on the specroll engine",
+    "drafteval": "replay recorded rollouts through a drafter",
+    "profile": "measure forward latency and fit the cost model",
+    "simulate": "simulate a rollout step at cluster scale",
+    "models": "list known models, pull one into the cache",
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """Every command is listed; only `command`'s module is imported, to add its arguments."""
     parser = argparse.ArgumentParser(prog="specroll", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True)
-    for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"specroll.commands.{name}")
-        except ModuleNotFoundError as err:
-            if err.name != f"specroll.commands.{name}":
-                raise
-            continue  # command not built yet
-        module.register(subparsers)
+    for name, summary in COMMANDS.items():
+        sub = subparsers.add_parser(name, help=summary, description=summary)
+        if name == command:
+            importlib.import_module(f"specroll.commands.{name}").register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
+    args = build_parser(command).parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except (ValueError, FileNotFoundError) as err:

@@ -98,11 +98,11 @@ class RolloutRecord:
 class RolloutSummary:
     num_requests: int
     output_tokens: int
-    makespan_s: float
-    tokens_per_s: float
+    makespan_seconds: float
+    tokens_per_second: float
     mean_acceptance_length: float
     forward_passes: int
-    tail_s: float  # time from 90% of requests finished to the last
+    tail_seconds: float  # time from 90% of requests finished to the last
     mean_reward: float
 
 
@@ -186,7 +186,7 @@ def build_engine(config: RolloutConfig, longest_prompt: int, drafter: Drafter | 
     if cost_model is not None and not _runs_draft_model(config):
         cost_model = cost_model.with_draft(Affine(0.0, 0.0))  # model-free drafting costs ~nothing
     policy = make_policy(config.policy if drafter is not None else "none", cost_model)
-    return Engine(runner, engine_config, drafter, policy, step=config.step)
+    return Engine(runner, engine_config, drafter, policy, training_step=config.step)
 
 
 def make_task(config: RolloutConfig) -> Task:
@@ -252,12 +252,12 @@ def _run(engine: Engine, requests: list[Request], progress: ProgressFn | None) -
     start = time.perf_counter()
     finish_times: list[float] = []
 
-    def on_step(finished: list[Request]) -> None:
+    def on_iteration(finished: list[Request]) -> None:
         finish_times.extend([time.perf_counter() - start] * len(finished))
         if progress is not None:
             progress(engine, len(finish_times), engine.telemetry.output_tokens)
 
-    engine.run(on_step)
+    engine.run(on_iteration)
     finish_times.append(time.perf_counter() - start)  # the makespan closes the list
     return finish_times
 
@@ -281,10 +281,10 @@ def _summary(engine: Engine, requests: list[Request], records: list[RolloutRecor
     return RolloutSummary(
         num_requests=len(requests),
         output_tokens=output_tokens,
-        makespan_s=makespan,
-        tokens_per_s=output_tokens / makespan if makespan > 0 else 0.0,
+        makespan_seconds=makespan,
+        tokens_per_second=output_tokens / makespan if makespan > 0 else 0.0,
         mean_acceptance_length=engine.telemetry.mean_acceptance_length,
         forward_passes=engine.telemetry.num_forwards,
-        tail_s=makespan - tail_start,
+        tail_seconds=makespan - tail_start,
         mean_reward=sum(rewards) / len(rewards) if rewards else 0.0,
     )

@@ -49,3 +49,16 @@ def large_vocab_dir(tmp_path_factory):
     directory = tmp_path_factory.mktemp("large-vocab")
     transformers.AutoModelForCausalLM.from_config(config).save_pretrained(directory)
     return directory
+
+
+@pytest.fixture
+def one_thread():
+    """One BLAS thread for the test, restored after: where every shape has a row-count-invariant
+    regime (at two threads some shapes have none on some machines, and the probe refuses them), and
+    much faster than two on a loaded two-core machine."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -16,7 +16,7 @@ import torch
 
 @dataclass(frozen=True)
 class GenerateRun:
-    makespan_s: float
+    makespan_seconds: float
     output_tokens: int
     outputs: list[list[int]]
 

@@ -11,8 +11,8 @@ from specroll.bench import DEFAULT_SYSTEMS, BenchRow, run_bench
 from specroll.commands.rollout import add_rollout_arguments, config_from_args
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser("bench", help="compare systems on one workload")
+def register(parser: argparse.ArgumentParser) -> None:
+    """Add this command's arguments to its parser and set `func`."""
     add_rollout_arguments(parser)
     parser.set_defaults(num_prompts=16, n=8, max_batch_size=32)
     parser.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS),
@@ -45,7 +45,7 @@ def print_table(rows: list[BenchRow], args: argparse.Namespace) -> None:
                 "vs plain", "vs plain, paired", "vs hf-generate"):
         table.add_column(col, justify="left" if col == "system" else "right")
     for r in rows:
-        table.add_row(r.system, f"{r.makespan_s:.2f}", str(r.output_tokens), f"{r.tokens_per_s:.1f}",
+        table.add_row(r.system, f"{r.makespan_seconds:.2f}", str(r.output_tokens), f"{r.tokens_per_second:.1f}",
                       "" if r.mean_acceptance_length is None else f"{r.mean_acceptance_length:.2f}",
                       "" if r.forward_passes is None else str(r.forward_passes),
                       _ratio(base.get("plain"), r),
@@ -57,4 +57,4 @@ def print_table(rows: list[BenchRow], args: argparse.Namespace) -> None:
 
 
 def _ratio(reference: BenchRow | None, row: BenchRow) -> str:
-    return "" if reference is None or reference.tokens_per_s == 0 else f"{row.tokens_per_s / reference.tokens_per_s:.2f}x"
+    return "" if reference is None or reference.tokens_per_second == 0 else f"{row.tokens_per_second / reference.tokens_per_second:.2f}x"

@@ -27,15 +27,16 @@ from specroll.drafting.suffix_index import DEFAULT_MAX_DEPTH, DEFAULT_SHORT_MATC
 DEFAULT_MAX_GROUPS = {"grouped": 20, "history": 10}
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("drafteval", help="replay recorded rollouts through a drafter", description=__doc__)
+def register(p: argparse.ArgumentParser) -> None:
+    """Add this command's arguments to its parser and set `func`."""
+    p.description = __doc__
     p.add_argument("--data", required=True, help="JSONL of groups or of per-step responses")
     p.add_argument("--tokenizer", required=True, help="directory of HF tokenizer files")
     p.add_argument("--mode", choices=("grouped", "history"), default="grouped")
     p.add_argument("--refs", type=int, default=0, help="grouped: references per target (N)")
     p.add_argument("--window", type=int, default=0, help="history: training steps of history (W)")
     p.add_argument("--decay", type=float, default=0.5, help="history: weight ratio of a step to the next")
-    p.add_argument("--max-draft", type=int, default=8, help="draft budget (tree depth) per step")
+    p.add_argument("--max-draft", type=int, default=8, help="draft budget (tree depth) per forward")
     p.add_argument("--tree", action="store_true", help="multi-path drafts")
     p.add_argument("--max-verify", type=int, default=16, help="tree: at most this many drafted tokens")
     p.add_argument("--min-prob", type=float, default=0.0, help="cut paths below this estimated probability")

@@ -13,8 +13,8 @@ from pathlib import Path
 from specroll.model.catalog import CATALOG, SPECROLL_HOME_ENV, model_cache_dir, pulled_manifest
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser("models", help="list known models, pull one into the cache")
+def register(parser: argparse.ArgumentParser) -> None:
+    """Add this command's arguments to its parser and set `func`."""
     actions = parser.add_subparsers(dest="action", required=True)
     listing = actions.add_parser("list", help="known models and whether they are pulled")
     listing.set_defaults(func=run_list)

@@ -22,8 +22,8 @@ def _ints(text: str) -> tuple[int, ...]:
     return tuple(int(v) for v in text.split(",") if v)
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser("profile", help="measure forward latency and fit the cost model")
+def register(parser: argparse.ArgumentParser) -> None:
+    """Add this command's arguments to its parser and set `func`."""
     parser.add_argument("--model", type=str, required=True, help="target checkpoint directory or model name")
     parser.add_argument("--draft-model", type=str, default=None, help="draft checkpoint or model name, for D(b)")
     parser.add_argument("--max-batch-size", type=int, default=32)

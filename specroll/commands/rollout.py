@@ -53,8 +53,8 @@ def config_from_args(args: argparse.Namespace, **overrides) -> RolloutConfig:
     return RolloutConfig(**{**values, **overrides})
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser("rollout", help="run a rollout and write JSONL")
+def register(parser: argparse.ArgumentParser) -> None:
+    """Add this command's arguments to its parser and set `func`."""
     add_rollout_arguments(parser)
     parser.add_argument("--speculate", default="on", help="off | on (default drafter) | a drafter's name")
     parser.add_argument("--out", type=Path, default=Path("rollout.jsonl"))
@@ -100,11 +100,11 @@ def print_summary(result: RolloutResult, config: RolloutConfig, out: Path | None
                         f"speculate={config.speculate}, policy={config.policy}, verify={config.verify}")
     table.add_column("metric")
     table.add_column("value", justify="right")
-    for name, value in [("makespan (s)", f"{s.makespan_s:.2f}"), ("output tokens", f"{s.output_tokens}"),
-                        ("output tokens/s", f"{s.tokens_per_s:.1f}"),
+    for name, value in [("makespan (s)", f"{s.makespan_seconds:.2f}"), ("output tokens", f"{s.output_tokens}"),
+                        ("output tokens/s", f"{s.tokens_per_second:.1f}"),
                         ("mean acceptance length", f"{s.mean_acceptance_length:.2f}"),
                         ("forward passes", f"{s.forward_passes}"),
-                        ("time on last 10% of requests (s)", f"{s.tail_s:.2f}"),
+                        ("time on last 10% of requests (s)", f"{s.tail_seconds:.2f}"),
                         ("mean reward", f"{s.mean_reward:.3f}")]:
         table.add_row(name, value)
     errors = sum(1 for r in result.records if r.error)

@@ -21,8 +21,8 @@ OVERRIDES = {  # flag -> (Preset field, type)
 }
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("simulate", help="simulate a rollout step at cluster scale")
+def register(parser: argparse.ArgumentParser) -> None:
+    """Add this command's arguments to its parser and set `func`."""
     parser.add_argument("--preset", default="DAPO-32B-20K", choices=sorted(PRESETS))
     parser.add_argument("--systems", default="verl,vanilla-spec,specactor,divided,divided+context,seer,das,tlt",
                         help=f"comma-separated, from: {', '.join(SYSTEMS)}")
@@ -75,8 +75,8 @@ def _run_systems(preset: Preset, args: argparse.Namespace) -> int:
         start = time.perf_counter()
         metrics = simulate(preset, SYSTEMS[name])[0]
         baseline = baseline or metrics
-        rows.append({"system": name, **metrics.__dict__, "speedup": baseline.makespan_s / metrics.makespan_s,
-                     "wall_s": time.perf_counter() - start})
+        rows.append({"system": name, **metrics.__dict__, "speedup": baseline.makespan_seconds / metrics.makespan_seconds,
+                     "wall_seconds": time.perf_counter() - start})
     _print_rows(preset, rows, args.json, first=names[0])
     return 0
 
@@ -89,7 +89,7 @@ def _print_rows(preset: Preset, rows: list[dict], as_json: bool, first: str) -> 
           f"{preset.num_requests} requests, max {preset.lengths.max_tokens} tokens (ratios vs {first})")
     print(f"{'system':20} {'makespan s':>10} {'tok/s':>10} {'tail s':>8} {'idle':>6} {'speedup':>8}")
     for row in rows:
-        print(f"{row['system']:20} {row['makespan_s']:10.1f} {row['throughput_tps']:10.0f} {row['tail_s']:8.1f} "
+        print(f"{row['system']:20} {row['makespan_seconds']:10.1f} {row['throughput_tps']:10.0f} {row['tail_seconds']:8.1f} "
               f"{row['idle_gpu_fraction']:6.2f} {row['speedup']:7.2f}x")
 
 
@@ -117,5 +117,5 @@ def _run_best(preset: Preset, args: argparse.Namespace) -> int:
         return 0
     print(f"{preset.name}: all combinations, fastest first")
     for label, metrics in ranked:
-        print(f"{label:45} {metrics.makespan_s:10.1f} s  tail {metrics.tail_s:8.1f} s  idle {metrics.idle_gpu_fraction:.2f}")
+        print(f"{label:45} {metrics.makespan_seconds:10.1f} s  tail {metrics.tail_seconds:8.1f} s  idle {metrics.idle_gpu_fraction:.2f}")
     return 0

@@ -8,8 +8,8 @@ from pathlib import Path
 from specroll.commands.rollout import add_rollout_arguments, config_from_args
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser("train", help="GRPO training whose rollouts run on the specroll engine")
+def register(parser: argparse.ArgumentParser) -> None:
+    """Add this command's arguments to its parser and set `func`."""
     add_rollout_arguments(parser)
     parser.set_defaults(num_prompts=16, n=8)
     parser.add_argument("--speculate", default="on", help="off | on (default drafter) | a drafter's name")
@@ -42,8 +42,8 @@ def run(args: argparse.Namespace) -> int:
 
     def report(m) -> None:
         append_metrics(metrics_path, m)
-        plain = "" if m.plain_rollout_s is None else f"  plain {m.plain_rollout_s:.2f}s same={m.same_as_plain}"
-        print(f"step {m.step}: reward {m.reward_mean:.3f}  rollout {m.rollout_s:.2f}s{plain}  train {m.train_s:.2f}s  "
+        plain = "" if m.plain_rollout_seconds is None else f"  plain {m.plain_rollout_seconds:.2f}s same={m.same_as_plain}"
+        print(f"step {m.step}: reward {m.reward_mean:.3f}  rollout {m.rollout_seconds:.2f}s{plain}  train {m.train_seconds:.2f}s  "
               f"tokens {m.output_tokens}  accept {m.mean_acceptance_length:.2f}  weights {m.weights_sha256[:12]}",
               flush=True)
 

@@ -1,9 +1,9 @@
 """Replay one recorded response through a drafter, the recorded tokens standing in for the target model.
 
-Each step the drafter proposes up to `max_draft` tokens after the context (prompt + the recorded tokens
-so far). The accepted length is the deepest drafted path equal to the recorded next tokens; the context
+Each simulated verification forward the drafter proposes up to `max_draft` tokens after the context
+(prompt + the recorded tokens so far). The accepted length is the deepest drafted path equal to the recorded next tokens; the context
 then advances by it plus one bonus token (the target's own token), as in lossless speculative decoding
-with a greedy target. Mean acceptance length = target tokens / steps, bonus included (Seer, Table 2).
+with a greedy target. Mean acceptance length = target tokens / forwards, bonus included (Seer, Table 2).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from specroll.drafting.protocol import Draft, Drafter, DraftQuery, RequestInfo
 class ReplayStats:
     """Totals over replayed responses."""
 
-    steps: int = 0  # verification steps (one draft + one bonus token each)
+    num_forwards: int = 0  # simulated verification forwards (one draft + one bonus token each)
     target_tokens: int = 0
     drafted_tokens: int = 0
     accepted_tokens: int = 0  # drafted tokens that matched, bonus tokens excluded
@@ -27,7 +27,7 @@ class ReplayStats:
     observe_seconds: float = 0.0  # inside begin / observe / finish / advance_step, references' included
 
     def add(self, other: ReplayStats) -> None:
-        self.steps += other.steps
+        self.num_forwards += other.num_forwards
         self.target_tokens += other.target_tokens
         self.drafted_tokens += other.drafted_tokens
         self.accepted_tokens += other.accepted_tokens
@@ -36,26 +36,26 @@ class ReplayStats:
 
     @property
     def mean_acceptance_length(self) -> float:
-        return self.target_tokens / self.steps if self.steps else 0.0
+        return self.target_tokens / self.num_forwards if self.num_forwards else 0.0
 
     @property
     def us_per_proposal(self) -> float:
-        return 1e6 * self.propose_seconds / self.steps if self.steps else 0.0
+        return 1e6 * self.propose_seconds / self.num_forwards if self.num_forwards else 0.0
 
     @property
-    def us_per_step(self) -> float:
-        """All drafter time per step: proposing, and taking in targets' and references' tokens."""
-        return 1e6 * (self.propose_seconds + self.observe_seconds) / self.steps if self.steps else 0.0
+    def us_per_forward(self) -> float:
+        """All drafter time per forward: proposing, and taking in targets' and references' tokens."""
+        return 1e6 * (self.propose_seconds + self.observe_seconds) / self.num_forwards if self.num_forwards else 0.0
 
     def as_dict(self) -> dict[str, float | int]:
         return {
             "mean_acceptance_length": round(self.mean_acceptance_length, 4),
-            "steps": self.steps,
+            "num_forwards": self.num_forwards,
             "target_tokens": self.target_tokens,
             "drafted_tokens": self.drafted_tokens,
             "accepted_tokens": self.accepted_tokens,
             "us_per_proposal": round(self.us_per_proposal, 2),
-            "us_per_step": round(self.us_per_step, 2),
+            "us_per_forward": round(self.us_per_forward, 2),
         }
 
 
@@ -91,7 +91,7 @@ def replay(drafter: Drafter, info: RequestInfo, response: Sequence[int], max_dra
         started = time.perf_counter()
         drafter.observe(info.request_id, committed)
         stats.observe_seconds += time.perf_counter() - started
-        stats.steps += 1
+        stats.num_forwards += 1
         stats.drafted_tokens += draft.num_tokens
         stats.accepted_tokens += accepted
         position += advance

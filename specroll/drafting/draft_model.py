@@ -58,12 +58,12 @@ class DraftModelDrafter(BaseDrafter):
 
     def propose(self, queries: Sequence[DraftQuery]) -> list[Draft]:
         queries = [q for q in queries if self._has_slot(q.request_id)]
-        active = sorted(queries, key=lambda q: -q.max_draft)  # each depth drafts a prefix of these rows
+        active = sorted(queries, key=lambda q: -q.budget)  # each depth drafts a prefix of these rows
         self._align([q.request_id for q in active])
         tokens: dict[int, list[int]] = {q.request_id: [] for q in queries}
         probs: dict[int, list[torch.Tensor]] = {q.request_id: [] for q in queries}
-        for depth in range(max((q.max_draft for q in queries), default=0)):
-            active = [q for q in active if q.max_draft > depth]
+        for depth in range(max((q.budget for q in queries), default=0)):
+            active = [q for q in active if q.budget > depth]
             if not active:
                 break
             feed = [self._pending(q, tokens[q.request_id]) for q in active]

@@ -43,7 +43,7 @@ class GroupedDrafter(BaseDrafter):
     def _propose_one(self, query: DraftQuery) -> Draft:
         index = self._indexes[self._group_of[query.request_id]]
         node = index.followed_suffix(query.request_id)
-        return draft_from_match(index, node, query.request_id, query.max_draft, self.shape)
+        return draft_from_match(index, node, query.request_id, query.budget, self.shape)
 
     def finish(self, request_id: int) -> None:
         del self._group_of[request_id]  # its output stays in the group's index

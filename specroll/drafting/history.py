@@ -81,7 +81,7 @@ class HistoryDrafter(BaseDrafter):
         if problem is None:
             return Draft(query.request_id, scores=[])
         self._catch_up(request, problem.index)
-        return draft_from_match(problem.index, request.match, query.request_id, query.max_draft, self.shape)
+        return draft_from_match(problem.index, request.match, query.request_id, query.budget, self.shape)
 
     def finish(self, request_id: int) -> None:
         request = self._live.pop(request_id)

@@ -25,7 +25,7 @@ class OracleDrafter(BaseDrafter):
 
     def _propose(self, query: DraftQuery) -> Draft:
         done = len(query.context) - query.num_prompt_tokens
-        tokens = self.outputs.get(query.request_id, [])[done: done + query.max_draft]
+        tokens = self.outputs.get(query.request_id, [])[done: done + query.budget]
         if self.corrupt_every:
             tokens = [(t + 1) % self.vocab_size if (done + i) % self.corrupt_every == self.corrupt_every - 1 else t
                       for i, t in enumerate(tokens)]

@@ -62,7 +62,7 @@ class PromptLookupDrafter(BaseDrafter):
         self.tables.pop(request_id, None)
 
     def propose(self, queries: Sequence[DraftQuery]) -> list[Draft]:
-        return [Draft(q.request_id, self._table(q).propose(q.max_draft)) for q in queries]
+        return [Draft(q.request_id, self._table(q).propose(q.budget)) for q in queries]
 
     def _table(self, query: DraftQuery) -> NgramTable:
         table = self.tables.get(query.request_id)

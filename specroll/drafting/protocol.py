@@ -4,7 +4,7 @@ A drafter proposes tokens that the target model then verifies; it can change how
 never what it produces. The engine drives each drafter through one lifecycle:
 
     begin(info)            a request enters the rollout (its prompt, its group, the training step)
-    propose(queries)       every engine step, for the requests given a budget > 0 by the policy
+    propose(queries)       before every verification forward, for the requests the policy gives a budget > 0
     observe(id, tokens)    tokens committed to a request's output (accepted drafts + the bonus token)
     finish(id)             the request has finished; its output is final
     advance_step(step)     the RL trainer moved to the next training step (history drafters)
@@ -31,13 +31,13 @@ class RequestInfo:
 
 @dataclass(frozen=True)
 class DraftQuery:
-    """One request's drafting question for this engine step."""
+    """One request's drafting question for one verification forward."""
 
     request_id: int
     group_id: int
     context: Sequence[int]  # prompt + output so far; the draft continues it
     num_prompt_tokens: int
-    max_draft: int  # budget from the policy (>= 1 here; 0 is never asked)
+    budget: int  # draft tokens the policy allows this request in this forward (>= 1; 0 is never asked)
     temperature: float = 1.0  # the request's sampling temperature (sampling drafters match it)
 
 

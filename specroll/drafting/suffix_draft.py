@@ -44,15 +44,15 @@ class DraftShape:
         return self.max_tree_tokens > 0
 
 
-def draft_from_match(index: SuffixIndex, node: Node | None, request_id: int, max_draft: int, shape: DraftShape) -> Draft:
-    """Draft up to `max_draft` tokens deep after the context whose longest indexed suffix is `node`."""
+def draft_from_match(index: SuffixIndex, node: Node | None, request_id: int, budget: int, shape: DraftShape) -> Draft:
+    """Draft up to `budget` tokens deep after the context whose longest indexed suffix is `node`."""
     start = None if node is None else index.continuation_point(node, shape.min_match)
     if start is None:
         return Draft(request_id, scores=[])
     if shape.is_tree:
-        tree = index.propose_tree(start, max_draft, shape.max_tree_tokens, shape.min_prob, shape.short_match_discount)
+        tree = index.propose_tree(start, budget, shape.max_tree_tokens, shape.min_prob, shape.short_match_discount)
         return Draft(request_id, tree.token_ids, tree.parents, tree.scores)
-    chain = index.propose(start, max_draft, shape.min_prob, short_match_discount=shape.short_match_discount)
+    chain = index.propose(start, budget, shape.min_prob, short_match_discount=shape.short_match_discount)
     return Draft(request_id, chain.token_ids, None, chain.scores)
 
 

@@ -1,6 +1,8 @@
-"""A set of drafters of which one proposes at a time: what a draft ladder (SpecActor §4.2) switches.
+"""A set of drafters of which one proposes each forward: what a draft ladder (SpecActor §4.2) switches.
 
-Every member sees every lifecycle call, so whichever is selected next has its state up to date.
+The set holds no choice of its own: the engine proposes with the member the policy's decision names
+(`member`), and with the first member when the decision names none. Every member sees every
+lifecycle call, so whichever is named next has its state up to date.
 """
 
 from __future__ import annotations
@@ -17,19 +19,21 @@ class SwitchingDrafter(BaseDrafter):
         if not drafters:
             raise ValueError("SwitchingDrafter needs at least one drafter")
         self.drafters = dict(drafters)
-        self.active = next(iter(self.drafters))
 
-    def select(self, name: str) -> None:
+    def member(self, name: str | None) -> Drafter:
+        """The member called `name`; the first member when `name` is None."""
+        if name is None:
+            return next(iter(self.drafters.values()))
         if name not in self.drafters:
             raise ValueError(f"no drafter {name!r} here; have {', '.join(self.drafters)}")
-        self.active = name
+        return self.drafters[name]
 
     def begin(self, info: RequestInfo) -> None:
         for drafter in self.drafters.values():
             drafter.begin(info)
 
     def propose(self, queries: Sequence[DraftQuery]) -> list[Draft]:
-        return self.drafters[self.active].propose(queries)
+        return self.member(None).propose(queries)
 
     def observe(self, request_id: int, token_ids: Sequence[int]) -> None:
         for drafter in self.drafters.values():

@@ -36,5 +36,5 @@ class EngineConfig:
 
     @property
     def cache_capacity(self) -> int:
-        """Positions per slot: the context plus room for one step's draft and pending token."""
+        """Positions per slot: the context plus room for one forward's draft and pending token."""
         return self.max_model_len + self.max_draft + 1

@@ -1,8 +1,9 @@
 """The rollout engine: continuous batching with lossless speculative decoding.
 
-One step reads like the algorithm:  schedule -> (prefill) -> draft -> verify -> commit -> observe.
-Requests finish independently, so the running batch shrinks through the long tail; the policy
-decides each request's draft length every step, and the drafter proposes that many tokens.
+One iteration reads like the algorithm: schedule -> (prefill) -> draft -> verify -> commit -> observe.
+Requests finish independently, so the running batch shrinks through the long tail; before each
+verification forward the policy decides every request's draft length (and, for a draft ladder,
+which drafter proposes), and the drafter proposes that many tokens.
 """
 
 from __future__ import annotations
@@ -21,18 +22,18 @@ from specroll.engine.scheduler import Scheduler, SchedulerConfig
 from specroll.engine.telemetry import Telemetry
 from specroll.model.attention_chunks import plan_chunks
 from specroll.model.runner import ModelRunner, SequenceInput
-from specroll.policies.base import BatchView, RequestView, SpeculationPolicy, StepStats
+from specroll.policies.base import BatchView, DraftDecision, ForwardStats, RequestView, SpeculationPolicy
 from specroll.policies.fixed import NoSpeculation
 
 
 class Engine:
     def __init__(self, runner: ModelRunner, config: EngineConfig, drafter: Drafter | None = None,
-                 policy: SpeculationPolicy | None = None, step: int = 0) -> None:
+                 policy: SpeculationPolicy | None = None, training_step: int = 0) -> None:
         self.runner = runner
         self.config = config
         self.drafter = drafter
         self.policy = policy or NoSpeculation()
-        self.training_step = step
+        self.training_step = training_step
         self.eos_token_ids = frozenset(runner.config.eos_token_ids)
         self.scheduler = Scheduler(SchedulerConfig(
             num_slots=runner.cache.num_slots, capacity=runner.cache.capacity,
@@ -69,26 +70,29 @@ class Engine:
     def has_unfinished(self) -> bool:
         return self.scheduler.has_unfinished
 
-    def run(self, on_step: Callable[[list[Request]], None] | None = None) -> None:
+    def run(self, on_iteration: Callable[[list[Request]], None] | None = None) -> None:
         while self.has_unfinished:
-            finished = self.step()
-            if on_step is not None:
-                on_step(finished)
+            finished = self.iterate()
+            if on_iteration is not None:
+                on_iteration(finished)
 
-    # ----- one step
+    # ----- one iteration
 
-    def step(self) -> list[Request]:
-        decision = self.scheduler.schedule()
-        for move in decision.moves:
+    def iterate(self) -> list[Request]:
+        """Schedule, prefill what was admitted, and run one verification forward over the rest;
+        returns the requests that finished."""
+        schedule = self.scheduler.schedule()
+        for move in schedule.moves:
             self.runner.cache.move_slots([move.source], [move.target], move.length)
-        finished = self._prefill(decision.prefill) if decision.prefill else []
-        if decision.decode:
+        finished = self._prefill(schedule.prefill) if schedule.prefill else []
+        if schedule.decode:
+            requests = schedule.decode
             started = time.perf_counter()
-            drafts = self._draft(decision.decode)
+            decision, drafts = self._draft(requests)
             drafted = time.perf_counter()
-            result = self._verify(decision.decode, drafts)
-            finished += self._commit(decision.decode, result)
-            self._observe(decision.decode, drafts, result, drafted - started, time.perf_counter() - drafted)
+            result = self._verify(requests, drafts)
+            finished += self._commit(requests, drafts, result)
+            self._observe(requests, decision, drafts, result, drafted - started, time.perf_counter() - drafted)
         return finished
 
     def _prefill(self, requests: list[Request]) -> list[Request]:
@@ -103,21 +107,26 @@ class Engine:
         out = self.runner.forward(inputs)
         result = verify_batch(requests, [Draft(r.request_id) for r in requests], out.logits,
                               self.config.seed, self.config.verify)
-        for r in requests:
-            r.num_cached = r.num_tokens
-        finished = self._commit(requests, result)
+        finished = self._append(requests, result)
         self.telemetry.record_prefill(len(requests), sum(len(i.token_ids) for i in inputs),
                                       time.perf_counter() - started)
         return finished
 
-    def _draft(self, requests: list[Request]) -> list[Draft]:
-        batch = self._batch_view(requests)
-        budgets = self._draft_budgets(requests, batch)
+    def _draft(self, requests: list[Request]) -> tuple[DraftDecision, list[Draft]]:
+        """The policy decides first (lengths and drafter); then the named drafter proposes."""
+        decision = self.policy.decide(self._batch_view(requests))
+        budgets = self._draft_budgets(requests, decision.draft_lengths)
         if self.drafter is None or not any(budgets):
-            return [Draft(r.request_id) for r in requests]
-        self._follow_ladder(batch)
-        return build_drafts(self.drafter, requests, budgets, self.runner.config.vocab_size,
-                            allow_trees=self.allows_trees)
+            return decision, [Draft(r.request_id) for r in requests]
+        drafts = build_drafts(self._proposer(decision.drafter), requests, budgets,
+                              self.runner.config.vocab_size, allow_trees=self.allows_trees)
+        return decision, drafts
+
+    def _proposer(self, name: str | None) -> Drafter:
+        """The member the decision names where the drafter is a set of drafters; else the drafter."""
+        if isinstance(self.drafter, SwitchingDrafter):
+            return self.drafter.member(name if name in self.drafter.drafters else None)
+        return self.drafter
 
     @property
     def allows_trees(self) -> bool:
@@ -132,18 +141,7 @@ class Engine:
                              r.num_drafted, r.num_accepted, r.num_forwards, r.num_cached) for r in requests]
         return BatchView(views, self.config.max_draft)
 
-    def _follow_ladder(self, batch: BatchView) -> None:
-        """A policy that chooses among drafters (a draft ladder) switches a switching drafter."""
-        choose = getattr(self.policy, "drafter_choice", None)
-        if choose is None or not isinstance(self.drafter, SwitchingDrafter):
-            return
-        name = choose(batch)
-        if name is not None and name in self.drafter.drafters:
-            self.drafter.select(name)
-            self.policy.active = name
-
-    def _draft_budgets(self, requests: list[Request], batch: BatchView) -> list[int]:
-        lengths = self.policy.draft_lengths(batch)
+    def _draft_budgets(self, requests: list[Request], lengths: tuple[int, ...]) -> list[int]:
         # a request that may emit only one more token gains nothing from drafting
         return [max(0, min(k, self.config.max_draft, r.num_remaining - 1)) for k, r in zip(lengths, requests)]
 
@@ -151,18 +149,22 @@ class Engine:
         inputs = [SequenceInput(r.slot, r.num_cached, [*r.pending_tokens(), *d.token_ids], row_parents(d),
                                 num_logits=1 + d.num_tokens) for r, d in zip(requests, drafts)]
         out = self.runner.forward(inputs)
-        result = verify_batch(requests, drafts, out.logits, self.config.seed, self.config.verify)
+        return verify_batch(requests, drafts, out.logits, self.config.seed, self.config.verify)
+
+    def _commit(self, requests: list[Request], drafts: list[Draft], result: VerifyResult) -> list[Request]:
+        """Keep the accepted drafts' K/V, count the forward, append the emitted tokens. The cache
+        past the accepted drafts is stale and is overwritten by later forwards."""
         for r, d, n, nodes in zip(requests, drafts, result.num_accepted, result.accepted_nodes):
             if nodes and nodes != list(range(len(nodes))):  # an accepted branch off the main chain
                 first = r.num_cached + 1
                 self.runner.cache.move(r.slot, [first + i for i in nodes], [first + j for j in range(len(nodes))])
-            r.num_cached += 1 + n  # the fed token and the accepted drafts; the rest is rolled back
             r.num_drafted += d.num_tokens
             r.num_accepted += n
             r.num_forwards += 1
-        return result
+        return self._append(requests, result)
 
-    def _commit(self, requests: list[Request], result: VerifyResult) -> list[Request]:
+    def _append(self, requests: list[Request], result: VerifyResult) -> list[Request]:
+        """Append each request's emitted tokens; finish those that stopped or reached max_tokens."""
         finished = []
         for r, tokens, logprobs in zip(requests, result.token_ids, result.logprobs):
             kept = r.commit(tokens, logprobs, self.eos_token_ids)
@@ -175,9 +177,9 @@ class Engine:
                 finished.append(r)
         return finished
 
-    def _observe(self, requests: list[Request], drafts: list[Draft], result: VerifyResult,
-                 draft_seconds: float, forward_seconds: float) -> None:
-        stats = StepStats(
+    def _observe(self, requests: list[Request], decision: DraftDecision, drafts: list[Draft],
+                 result: VerifyResult, draft_seconds: float, forward_seconds: float) -> None:
+        stats = ForwardStats(
             batch_size=len(requests),
             num_drafted=sum(d.num_tokens for d in drafts),
             num_accepted=sum(result.num_accepted),
@@ -187,6 +189,7 @@ class Engine:
             request_ids=tuple(r.request_id for r in requests),
             drafted=tuple(d.num_tokens for d in drafts),
             accepted=tuple(result.num_accepted),
+            drafter=decision.drafter,
             sources=tuple(d.source for d in drafts),
         )
         self.policy.observe(stats)

@@ -40,6 +40,8 @@ class Request:
     KV invariant while running: the cache holds prompt + output except the newest output token,
     which is fed in the next forward (`num_cached` counts cached positions). A waiting request
     (new or preempted) holds no cache; resuming it recomputes prompt + output, so nothing is lost.
+    `slot` and `num_cached` are written by the scheduler only; the engine writes the tokens and the
+    drafting counters.
     """
 
     request_id: int

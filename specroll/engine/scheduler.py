@@ -1,9 +1,13 @@
 """Admission, KV-budget accounting and preemption. Imports no torch.
 
-The KV budget counts cached positions over all running requests. Every step each running request
+The KV budget counts cached positions over all running requests. Every iteration each running request
 reserves room for its pending token plus the largest draft; when the reservations exceed the
 budget, the most recently admitted request is preempted (its cache freed, its tokens kept) and
 re-queued at the front, to be recomputed when room returns (recompute preemption, as in vLLM).
+
+The scheduler is the one writer of where a request's cache stands (`slot`, `num_cached`). Its
+contract with the engine: every decision is run before the next `schedule()`, so a running request
+then has its whole context cached but the newest token, which the next forward feeds.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ class SchedulerConfig:
     capacity: int  # positions per slot
     kv_budget_tokens: int  # cached positions allowed over all running requests
     max_prefill_tokens: int = 16384  # tokens recomputed by one prefill forward
-    reserve_per_request: int = 1  # positions a running request may add in one step (1 + max draft)
+    reserve_per_request: int = 1  # positions a running request may add in one forward (1 + max draft)
     admit_fraction: float = 0.125  # admit once this share of slots is free: fewer, larger prefills
 
     def __post_init__(self) -> None:
@@ -45,7 +49,7 @@ class ScheduleDecision:
     prefill: list[Request] = field(default_factory=list)  # (re)started now: whole context pending
     decode: list[Request] = field(default_factory=list)  # running with one pending token, by slot
     preempted: list[Request] = field(default_factory=list)
-    moves: list[SlotMove] = field(default_factory=list)  # apply before this step's forwards
+    moves: list[SlotMove] = field(default_factory=list)  # apply before this iteration's forwards
 
 
 class Scheduler:
@@ -71,6 +75,8 @@ class Scheduler:
 
     def schedule(self) -> ScheduleDecision:
         decision = ScheduleDecision()
+        for request in self.running:
+            request.num_cached = request.num_tokens - 1  # the last decision's forwards ran
         decode = [r for r in self.running]
         while self._usage(decode) > self.config.kv_budget_tokens and decode:
             victim = decode.pop()
@@ -108,7 +114,7 @@ class Scheduler:
         prefill_tokens = 0
         enough = max(1, int(self.config.admit_fraction * self.config.num_slots))
         if self.running and len(self.free_slots) < min(enough, len(self.waiting)):
-            return admitted  # wait for more free slots rather than prefill one request per step
+            return admitted  # wait for more free slots rather than prefill one request per iteration
         while self.waiting and self.free_slots:
             request = self.waiting[0]
             need = request.num_tokens + self.config.reserve_per_request

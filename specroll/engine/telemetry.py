@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from specroll.policies.base import StepStats
+from specroll.policies.base import ForwardStats
 
 
 @dataclass
 class Telemetry:
-    decode_steps: list[StepStats] = field(default_factory=list)
+    decode_forwards: list[ForwardStats] = field(default_factory=list)
     num_prefills: int = 0
     prefill_tokens: int = 0
     prefill_seconds: float = 0.0
@@ -17,7 +17,7 @@ class Telemetry:
 
     def clear(self) -> None:
         """Start counting afresh (an engine kept across rollouts, e.g. one per RL training step)."""
-        self.decode_steps = []
+        self.decode_forwards = []
         self.num_prefills = self.prefill_tokens = self.output_tokens = 0
         self.prefill_seconds = 0.0
 
@@ -27,30 +27,30 @@ class Telemetry:
         self.prefill_tokens += num_tokens
         self.prefill_seconds += seconds
 
-    def record_decode(self, stats: StepStats) -> None:
-        self.decode_steps.append(stats)
+    def record_decode(self, stats: ForwardStats) -> None:
+        self.decode_forwards.append(stats)
         self.output_tokens += stats.num_emitted
 
     @property
     def num_forwards(self) -> int:
-        return self.num_prefills + len(self.decode_steps)
+        return self.num_prefills + len(self.decode_forwards)
 
     @property
     def mean_acceptance_length(self) -> float:
         """Tokens emitted per request per verification forward (1.0 = no speculation gain)."""
-        rows = sum(s.batch_size for s in self.decode_steps)
-        return sum(s.num_emitted for s in self.decode_steps) / rows if rows else 0.0
+        rows = sum(s.batch_size for s in self.decode_forwards)
+        return sum(s.num_emitted for s in self.decode_forwards) / rows if rows else 0.0
 
     @property
     def acceptance_rate(self) -> float:
-        drafted = sum(s.num_drafted for s in self.decode_steps)
-        return sum(s.num_accepted for s in self.decode_steps) / drafted if drafted else 0.0
+        drafted = sum(s.num_drafted for s in self.decode_forwards)
+        return sum(s.num_accepted for s in self.decode_forwards) / drafted if drafted else 0.0
 
     def acceptance_by_source(self) -> dict[str, float]:
         """Mean tokens accepted per verified draft, by the drafter that proposed it (named drafts only)."""
         drafts: dict[str, int] = {}
         accepted: dict[str, int] = {}
-        for s in self.decode_steps:
+        for s in self.decode_forwards:
             for source, k, a in zip(s.sources, s.drafted, s.accepted):
                 if source and k:
                     drafts[source] = drafts.get(source, 0) + 1
@@ -58,4 +58,4 @@ class Telemetry:
         return {name: accepted[name] / drafts[name] for name in sorted(drafts)}
 
     def as_rows(self) -> list[dict]:
-        return [asdict(s) for s in self.decode_steps]
+        return [asdict(s) for s in self.decode_forwards]

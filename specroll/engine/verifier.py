@@ -44,8 +44,8 @@ def build_drafts(drafter: Drafter, requests: Sequence[Request], budgets: Sequenc
                for r, k in zip(requests, budgets) if k > 0]
     try:
         proposed = {d.request_id: d for d in drafter.propose(queries)}
-    except Exception:  # a failing drafter costs this step's speed-up, never the rollout
-        log.exception("drafter %s failed; this step decodes without drafts", getattr(drafter, "name", drafter))
+    except Exception:  # a failing drafter costs this forward's speed-up, never the rollout
+        log.exception("drafter %s failed; this forward verifies no drafts", getattr(drafter, "name", drafter))
         proposed = {}
     return [_sanitised(proposed.get(r.request_id), r.request_id, k, vocab_size, allow_trees)
             for r, k in zip(requests, budgets)]

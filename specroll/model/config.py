@@ -61,10 +61,6 @@ class ModelConfig:
                 f"num_key_value_heads ({self.num_kv_heads})"
             )
 
-    @property
-    def num_queries_per_kv(self) -> int:
-        return self.num_heads // self.num_kv_heads
-
     @classmethod
     def from_hf(cls, hf: dict[str, Any]) -> "ModelConfig":
         """Build from the parsed contents of a Hugging Face `config.json`."""

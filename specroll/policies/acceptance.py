@@ -5,7 +5,7 @@ trials of "the next draft token is accepted" with a successes (the first rejecti
 So alpha's maximum-likelihood estimate is successes / trials, not accepted / drafted, which is
 biased low because a draft's tail is never tried once a token is rejected.
 
-The tracker sees each request's lifetime counters every step and takes differences, so it needs
+The tracker sees each request's lifetime counters every forward and takes differences, so it needs
 no engine support. A request whose earlier forwards it did not see (admitted before the policy, or
 back from preemption) starts from accepted / drafted, the conservative reading.
 
@@ -17,6 +17,7 @@ the batch's alpha.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from specroll.policies.base import BatchView, RequestView
 
@@ -65,7 +66,7 @@ class AcceptanceTracker:
         drafted = view.num_drafted - counts.num_drafted
         accepted = view.num_accepted - counts.num_accepted
         if drafted > 0:
-            trials = accepted + (1 if accepted < drafted else 0)
+            trials = num_trials(drafted, accepted)
             counts.successes += accepted
             counts.trials += trials
             self._add_pooled(accepted, trials)
@@ -95,6 +96,41 @@ class AcceptanceTracker:
         if not batch.requests:
             return self.pooled_alpha
         return sum(self.alpha(v.request_id) for v in batch.requests) / batch.batch_size
+
+
+@dataclass
+class RecentAcceptance:
+    """One drafter's alpha over the batch's recent forwards: each forward's trials weigh
+    2^(-age / half_life), age counted in the forwards this drafter drafted; shrunk toward
+    `prior_alpha` (its profiled acceptance) as `prior_strength` pseudo-trials."""
+
+    prior_alpha: float
+    prior_strength: float = 4.0
+    half_life: float = 4.0
+    successes: float = 0.0
+    trials: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.prior_alpha <= 1.0:
+            raise ValueError(f"prior_alpha must be in [0, 1], got {self.prior_alpha}")
+        if self.half_life <= 0:
+            raise ValueError(f"half_life must be > 0, got {self.half_life}")
+
+    def record(self, drafted: Sequence[int], accepted: Sequence[int]) -> None:
+        """One forward: draft tokens verified and accepted, per request."""
+        keep = 0.5 ** (1.0 / self.half_life)
+        self.successes = keep * self.successes + sum(a for d, a in zip(drafted, accepted) if d > 0)
+        self.trials = keep * self.trials + sum(num_trials(d, a) for d, a in zip(drafted, accepted) if d > 0)
+
+    @property
+    def alpha(self) -> float:
+        return _shrunk(self.successes, self.trials, self.prior_alpha, self.prior_strength)
+
+
+def num_trials(drafted: int, accepted: int) -> int:
+    """Bernoulli trials a draft of `drafted` tokens with `accepted` accepted observed: the accepted
+    ones, and the first rejection if there was one."""
+    return accepted + (1 if accepted < drafted else 0)
 
 
 def _shrunk(successes: float, trials: float, prior_mean: float, prior_strength: float) -> float:

@@ -4,7 +4,7 @@ Imports no torch.
 
 An arm is a draft length k (TLT's strategy tuple reduced to what this engine varies; k = 0 is
 plain decoding). Batch sizes fall into buckets [t_i, t_{i+1}); each bucket offers its own arms,
-larger batches fewer and shorter drafts (verification costs more there). A step's reward is
+larger batches fewer and shorter drafts (verification costs more there). A forward's reward is
 
     a_bar * batch_size / step_seconds,  a_bar = accepted / batch_size + 1        (lines 8-9)
 
@@ -21,7 +21,7 @@ import statistics
 from collections import deque
 from dataclasses import dataclass, field
 
-from specroll.policies.base import BatchView, StepStats
+from specroll.policies.base import BatchView, DraftDecision, ForwardStats
 
 
 @dataclass(frozen=True)
@@ -83,10 +83,10 @@ class BanditPolicy:
         if self._chosen is not None:
             self._rewards.setdefault(self._chosen, deque(maxlen=self.window)).append(reward)
 
-    def draft_lengths(self, batch: BatchView) -> list[int]:
-        return [min(self.select(batch.batch_size), batch.max_draft)] * batch.batch_size
+    def decide(self, batch: BatchView) -> DraftDecision:
+        return DraftDecision.uniform(min(self.select(batch.batch_size), batch.max_draft), batch.batch_size)
 
-    def observe(self, stats: StepStats) -> None:
+    def observe(self, stats: ForwardStats) -> None:
         seconds = stats.forward_seconds + stats.draft_seconds
         if seconds > 0 and stats.batch_size > 0:
             mean_accepted = stats.num_accepted / stats.batch_size + 1

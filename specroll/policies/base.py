@@ -1,8 +1,9 @@
 """The contract between the engine and a speculation policy. Imports no torch.
 
-Every engine step the policy sees the running batch and answers, per request, how many draft tokens
-to propose and verify (0 = plain decoding). After the step it is told what happened, so adaptive
-policies can learn from acceptance and measured step time.
+Before every verification forward the policy sees the running batch and returns one
+`DraftDecision`: per request, how many draft tokens to propose and verify (0 = plain decoding), and,
+for a policy that chooses among drafters, which drafter proposes them. After the forward it is told
+what happened (`ForwardStats`), so adaptive policies can learn from acceptance and measured time.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ class RequestView:
     num_drafted: int  # over its lifetime so far
     num_accepted: int
     num_forwards: int  # verification forwards it took part in
-    num_context_tokens: int = 0  # positions cached before this step (prompt + output); 0 = not reported
+    num_context_tokens: int = 0  # positions cached before this forward (prompt + output); 0 = not reported
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,23 @@ class BatchView:
 
 
 @dataclass(frozen=True)
-class StepStats:
+class DraftDecision:
+    """A policy's answer for one forward."""
+
+    draft_lengths: tuple[int, ...]  # per request, in batch order; 0 = plain decoding
+    drafter: str | None = None  # the member of a drafter set that proposes; None = the engine's drafter
+
+    @classmethod
+    def uniform(cls, k: int, batch_size: int, drafter: str | None = None) -> "DraftDecision":
+        return cls((k,) * batch_size, drafter)
+
+    @property
+    def is_drafting(self) -> bool:
+        return any(self.draft_lengths)
+
+
+@dataclass(frozen=True)
+class ForwardStats:
     """What one verification forward did."""
 
     batch_size: int
@@ -47,12 +64,13 @@ class StepStats:
     drafted: tuple[int, ...] = ()  # draft tokens verified, per request
     accepted: tuple[int, ...] = ()  # of those, accepted, per request
     sources: tuple[str, ...] = ()  # which drafter proposed each request's draft ('' if not named)
+    drafter: str | None = None  # the drafter the decision named
 
 
 @runtime_checkable
 class SpeculationPolicy(Protocol):
     name: str
 
-    def draft_lengths(self, batch: BatchView) -> list[int]: ...
+    def decide(self, batch: BatchView) -> DraftDecision: ...
 
-    def observe(self, stats: StepStats) -> None: ...
+    def observe(self, stats: ForwardStats) -> None: ...

@@ -1,17 +1,15 @@
-"""Live correction of the cost model by measured step times. Imports no torch.
+"""Live correction of the cost model by measured forward times. Imports no torch.
 
-A profile times bare forwards; an engine step also runs the sampling and verification math, the
-drafter's own bookkeeping and the scheduler, and the machine drifts (on a shared CPU by 2x within
-an hour, measured). A policy that trusts the profile alone can keep speculating where it loses:
-at batch 256 on the bundled policy the profile predicted +24% for one draft token, and the step
-measured 10% slower than plain decoding.
+A profile times bare forwards; a verification forward in the engine also runs the sampling and
+verification math, the drafter's own bookkeeping and the scheduler, and the machine drifts. A policy
+that trusts the profile alone can keep speculating where it loses.
 
-So every step that ran as a policy decided is folded in as measured / predicted seconds, per
+So every forward that ran as a policy decided is folded in as measured / predicted seconds, per
 (batch-size bucket, draft cap); a policy multiplies its predictions by `scale(batch_size, cap)`,
 the median of the last `window` ratios once `min_samples` are in (a median, because a shared
 machine has spikes of 5x and more that a mean would follow). Buckets are powers of two (as TLT
 buckets its bandit by batch size), because the error depends on the batch: small batches are
-dominated by per-step costs the profile does not see. A (bucket, cap) not yet measured borrows
+dominated by per-forward costs the profile does not see. A (bucket, cap) not yet measured borrows
 from the same bucket: the same kind (plain or drafting) first, then the other kind, so that both
 sides of a comparison are corrected alike until each is measured; with nothing in the bucket the
 profile's own word stands (1).
@@ -30,7 +28,7 @@ def batch_bucket(batch_size: int) -> int:
 
 
 @dataclass
-class StepTimeCalibration:
+class ForwardTimeCalibration:
     window: int = 16
     min_samples: int = 3
     _ratios: dict[tuple[int, int], deque] = field(default_factory=dict)
@@ -46,7 +44,7 @@ class StepTimeCalibration:
         self._ratios.setdefault(key, deque(maxlen=self.window)).append(measured_seconds / predicted_seconds)
 
     def is_measured(self, batch_size: int, is_drafting: bool) -> bool:
-        """Whether steps of this kind (drafting or plain) have been measured in this bucket."""
+        """Whether forwards of this kind (drafting or plain) have been measured in this bucket."""
         return bool(self._measured(batch_bucket(batch_size), is_drafting))
 
     def scale(self, batch_size: int, cap: int) -> float:

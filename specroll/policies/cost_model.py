@@ -8,9 +8,8 @@ draft; rows are padded to the widest one), reading `context_length` cached posit
 the token terms being DAS eq. 1. c_base is the per-forward cost (weights streamed once, launches,
 Python), c_row the cost of one row whatever its width, c_row_ctx reading one row's cached position
 once, c_tok the cost of one token, c_ctx the attention cost of one token against one cached position.
-The row terms matter: measured on CPU at batch 256, a 5-token-wide forward cost 2.75x a 1-token one,
-where token terms alone predict 4.8x. Drafting with a draft
-model costs, per draft token, D(b) = d_base + d_row * b (SpecActor §4.1, affine in b); a drafter
+The row terms let a forward's cost grow more slowly with its width than the token terms alone would
+(a row's fixed work is shared by its tokens). Drafting with a draft model costs, per draft token, D(b) = d_base + d_row * b (SpecActor §4.1, affine in b); a drafter
 that needs no model (prompt lookup) has D = 0. For a fixed width n and context the verification
 time is itself affine in b, V(b) = c_base + b * n * (c_tok + c_ctx * ctx) (`verify_affine`).
 
@@ -184,7 +183,8 @@ def mean_relative_error(model: CostModel, samples: Sequence[LatencySample]) -> f
 # 4 layers, vocabulary 1024, and a draft model of hidden 64, 2 layers; 2-core CPU, 24 GiB, shared;
 # 2026-11-22. The CPU shape: a forward costs ~1.6 ms plus ~0.11 ms per token, so 9-token rows cost
 # 1.5x a one-token forward at batch 1 and ~7x at batch 64. See docs/policies.md.
-# The default carries no drafting cost: the default drafter (prompt lookup) costs next to nothing.
+# The default carries no drafting cost: model-free drafters cost next to nothing; a profile taken
+# with `--draft-model` carries the draft model's D(b).
 DEFAULT_COST_MODEL = CostModel(c_base=1.590e-3, c_tok=1.071e-4, c_ctx=0.0, fit_error=0.283,
                                source="qwen2 h128 l4 (random), 2-core CPU, shared, 2026-11-22")
 DEFAULT_DRAFT_MODEL_COST = Affine(7.05e-4, 2.90e-5)  # D(b) of the draft model above, per draft token

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from specroll.policies.acceptance import AcceptanceTracker
-from specroll.policies.base import BatchView, RequestView, StepStats
+from specroll.policies.base import BatchView, DraftDecision, ForwardStats, RequestView
 from specroll.policies.cost_model import CostModel
 from specroll.policies.lengths import LengthPredictor
 
@@ -110,16 +110,16 @@ class DasPolicy:
         if self.efficiency <= 0:
             raise ValueError(f"efficiency must be > 0, got {self.efficiency}")
 
-    def draft_lengths(self, batch: BatchView) -> list[int]:
+    def decide(self, batch: BatchView) -> DraftDecision:
         self.tracker.update(batch)
         requests = [self._request(v) for v in batch.requests]
         context = sum(v.num_context_tokens or v.num_output_tokens for v in batch.requests) / max(1, batch.batch_size)
         c_tok = self.cost_model.c_tok + self.cost_model.c_ctx * context
-        return per_forward_drafts(solve(requests, self.cost_model.c_base, c_tok), batch.max_draft)
+        return DraftDecision(tuple(per_forward_drafts(solve(requests, self.cost_model.c_base, c_tok), batch.max_draft)))
 
     def _request(self, view: RequestView) -> DasRequest:
         predicted = self.lengths.predict(self.tracker.finished_lengths, view.num_output_tokens, view.num_remaining)
         return DasRequest(predicted.num_remaining, self.tracker.alpha(view.request_id), self.efficiency)
 
-    def observe(self, stats: StepStats) -> None:
+    def observe(self, stats: ForwardStats) -> None:
         pass

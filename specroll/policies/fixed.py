@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specroll.policies.base import BatchView, StepStats
+from specroll.policies.base import BatchView, DraftDecision, ForwardStats
 
 
 @dataclass
 class NoSpeculation:
     name: str = "none"
 
-    def draft_lengths(self, batch: BatchView) -> list[int]:
-        return [0] * batch.batch_size
+    def decide(self, batch: BatchView) -> DraftDecision:
+        return DraftDecision.uniform(0, batch.batch_size)
 
-    def observe(self, stats: StepStats) -> None:
+    def observe(self, stats: ForwardStats) -> None:
         pass
 
 
@@ -30,8 +30,8 @@ class FixedDraftLength:
     def name(self) -> str:
         return f"fixed-{self.k}"
 
-    def draft_lengths(self, batch: BatchView) -> list[int]:
-        return [min(self.k, batch.max_draft)] * batch.batch_size
+    def decide(self, batch: BatchView) -> DraftDecision:
+        return DraftDecision.uniform(min(self.k, batch.max_draft), batch.batch_size)
 
-    def observe(self, stats: StepStats) -> None:
+    def observe(self, stats: ForwardStats) -> None:
         pass

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specroll.policies.base import BatchView, StepStats
+from specroll.policies.base import BatchView, DraftDecision, ForwardStats
 from specroll.policies.cost_model import CostModel, speedup
 
 
@@ -39,9 +39,9 @@ class BatchThreshold:
                         context_length: float = 0.0) -> "BatchThreshold":
         return cls(solve_threshold(model, k, alpha, max_batch_size, context_length), k)
 
-    def draft_lengths(self, batch: BatchView) -> list[int]:
+    def decide(self, batch: BatchView) -> DraftDecision:
         k = min(self.k, batch.max_draft) if batch.batch_size <= self.threshold else 0
-        return [k] * batch.batch_size
+        return DraftDecision.uniform(k, batch.batch_size)
 
-    def observe(self, stats: StepStats) -> None:
+    def observe(self, stats: ForwardStats) -> None:
         pass

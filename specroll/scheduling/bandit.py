@@ -48,9 +48,9 @@ class BucketedEpsilonGreedy:
             return candidates[int(self._rng.integers(len(candidates)))]
         return max(candidates, key=self._median_reward)
 
-    def record(self, strategy: SpecStrategy, elapsed_s: float, accepted: float, batch_size: int) -> None:
+    def record(self, strategy: SpecStrategy, elapsed_seconds: float, accepted: float, batch_size: int) -> None:
         mean_accept = accepted / batch_size + 1.0  # line 8: drafts accepted per request, plus bonus
-        self._rewards[strategy].append(mean_accept * batch_size / elapsed_s)
+        self._rewards[strategy].append(mean_accept * batch_size / elapsed_seconds)
 
     def _bucket(self, batch_size: int) -> int:
         index = int(np.searchsorted(self._thresholds, batch_size, side="right")) - 1

@@ -19,17 +19,17 @@ from specroll.scheduling.speculation_math import decoupled_expected_tokens, expe
 
 @dataclass(frozen=True)
 class AffineLatency:
-    """Seconds for one pass over a batch of b requests: b * per_request_s + fixed_s."""
+    """Seconds for one pass over a batch of b requests: b * per_request_seconds + fixed_seconds."""
 
-    per_request_s: float
-    fixed_s: float
+    per_request_seconds: float
+    fixed_seconds: float
 
     def __post_init__(self) -> None:
-        if self.per_request_s < 0 or self.fixed_s < 0:
+        if self.per_request_seconds < 0 or self.fixed_seconds < 0:
             raise ValueError("affine latency coefficients must be non-negative")
 
     def __call__(self, batch_size: float) -> float:
-        return batch_size * self.per_request_s + self.fixed_s
+        return batch_size * self.per_request_seconds + self.fixed_seconds
 
 
 @dataclass(frozen=True)
@@ -94,8 +94,8 @@ def plan_decoupled(
 def _max_window(draft: AffineLatency, verify: AffineLatency, cap: int) -> int:
     """Algorithm 1 line 5: beyond max(V'/D', beta/alpha) the drafter only adds waste."""
     ratios = [
-        verify.per_request_s / draft.per_request_s if draft.per_request_s > 0 else cap,
-        verify.fixed_s / draft.fixed_s if draft.fixed_s > 0 else cap,
+        verify.per_request_seconds / draft.per_request_seconds if draft.per_request_seconds > 0 else cap,
+        verify.fixed_seconds / draft.fixed_seconds if draft.fixed_seconds > 0 else cap,
     ]
     return int(min(cap, max(1, math.ceil(max(ratios)))))
 

@@ -20,7 +20,7 @@ class DrafterProfile:
     concentration: float  # Beta(a, b) with a + b = concentration: larger = less spread
     drift: float = 0.0  # change of the rate from the first token to max_tokens
     draft_model: str | None = None  # a cost_model.MODELS key; None for model-free drafters
-    cpu_draft_s: float = 0.0  # per draft step for model-free drafters
+    cpu_draft_seconds: float = 0.0  # per draft (one lookup) for model-free drafters
 
     def __post_init__(self) -> None:
         if not 0 < self.mean_acceptance < 1:

@@ -26,8 +26,8 @@ GIB = 1024**3
 
 
 class ForwardCost(Protocol):
-    def forward_s(self, num_seqs: int, tokens_per_seq: float, context_tokens: float) -> float: ...
-    def prefill_s(self, num_tokens: float) -> float: ...
+    def forward_seconds(self, num_seqs: int, tokens_per_seq: float, context_tokens: float) -> float: ...
+    def prefill_seconds(self, num_tokens: float) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -105,30 +105,30 @@ class RooflineCost:
     model: ModelSpec
     gpu: GpuSpec
     num_gpus: int
-    overhead_s: float  # per forward
+    overhead_seconds: float  # per forward
     flops_efficiency: float = 0.5  # achieved fraction of peak in large GEMMs
     bandwidth_efficiency: float = 0.8  # achieved fraction of HBM bandwidth in decode
     memory_utilization: float = 0.9  # vLLM's gpu_memory_utilization default
 
     def __post_init__(self) -> None:
-        if self.num_gpus < 1 or self.overhead_s < 0:
+        if self.num_gpus < 1 or self.overhead_seconds < 0:
             raise ValueError("need num_gpus >= 1 and a non-negative overhead")
         if not (0 < self.flops_efficiency <= 1 and 0 < self.bandwidth_efficiency <= 1):
             raise ValueError("efficiencies must lie in (0, 1]")
 
-    def forward_s(self, num_seqs: int, tokens_per_seq: float, context_tokens: float) -> float:
+    def forward_seconds(self, num_seqs: int, tokens_per_seq: float, context_tokens: float) -> float:
         num_tokens = num_seqs * tokens_per_seq
         flops = 2.0 * self.model.num_active_params * num_tokens
         gemm = flops / (self.num_gpus * self.gpu.peak_flops * self.flops_efficiency)
         weights = self._read_s(self.model.weight_bytes_read(num_tokens))
         attention = self._read_s(context_tokens * self.model.kv_bytes_per_token)
-        return self.overhead_s + max(gemm, weights) + attention
+        return self.overhead_seconds + max(gemm, weights) + attention
 
     def _read_s(self, num_bytes: float) -> float:
         return num_bytes / (self.num_gpus * self.gpu.bandwidth * self.bandwidth_efficiency)
 
-    def prefill_s(self, num_tokens: float) -> float:
-        return self.forward_s(1, num_tokens, num_tokens / 2.0) if num_tokens > 0 else 0.0
+    def prefill_seconds(self, num_tokens: float) -> float:
+        return self.forward_seconds(1, num_tokens, num_tokens / 2.0) if num_tokens > 0 else 0.0
 
     @property
     def kv_capacity_tokens(self) -> float:
@@ -140,14 +140,14 @@ class RooflineCost:
 
     def with_gpus(self, num_gpus: int) -> "RooflineCost":
         return RooflineCost(
-            self.model, self.gpu, num_gpus, self.overhead_s, self.flops_efficiency,
+            self.model, self.gpu, num_gpus, self.overhead_seconds, self.flops_efficiency,
             self.bandwidth_efficiency, self.memory_utilization,
         )
 
 
 def calibrated_overhead(model: ModelSpec, gpu: GpuSpec, num_gpus: int, batch1_latency_s: float) -> float:
     """The per-forward overhead that makes a batch-1 decode at short context take batch1_latency_s."""
-    bare = RooflineCost(model, gpu, num_gpus, 0.0).forward_s(1, 1, 0)
+    bare = RooflineCost(model, gpu, num_gpus, 0.0).forward_seconds(1, 1, 0)
     if bare >= batch1_latency_s:
         raise ValueError("target latency is below the roofline's memory time")
     return batch1_latency_s - bare
@@ -157,17 +157,17 @@ def calibrated_overhead(model: ModelSpec, gpu: GpuSpec, num_gpus: int, batch1_la
 class FittedCost:
     """Affine latency fitted on real hardware: base + per_token * tokens + per_context * context."""
 
-    base_s: float
-    per_token_s: float
-    per_context_token_s: float
-    prefill_per_token_s: float
+    base_seconds: float
+    per_token_seconds: float
+    per_context_token_seconds: float
+    prefill_per_token_seconds: float
     kv_capacity_tokens: float
 
-    def forward_s(self, num_seqs: int, tokens_per_seq: float, context_tokens: float) -> float:
-        return self.base_s + self.per_token_s * num_seqs * tokens_per_seq + self.per_context_token_s * context_tokens
+    def forward_seconds(self, num_seqs: int, tokens_per_seq: float, context_tokens: float) -> float:
+        return self.base_seconds + self.per_token_seconds * num_seqs * tokens_per_seq + self.per_context_token_seconds * context_tokens
 
-    def prefill_s(self, num_tokens: float) -> float:
-        return self.base_s + self.prefill_per_token_s * num_tokens
+    def prefill_seconds(self, num_tokens: float) -> float:
+        return self.base_seconds + self.prefill_per_token_seconds * num_tokens
 
     @classmethod
     def load(cls, path: str | Path) -> "FittedCost":

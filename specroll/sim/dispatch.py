@@ -67,7 +67,7 @@ class StaticDispatch:
         while queue and self._can_admit(worker, queue[0]):
             request_id = queue.popleft()
             position = self._resume_at.pop(request_id, 0.0)
-            prefill = self._cost.prefill_s(self._prompt_tokens + position)
+            prefill = self._cost.prefill_seconds(self._prompt_tokens + position)
             worker.add(request_id, 0, position, float(self._lengths[request_id]), prefill)
 
     def on_stop(self, worker: Worker, request_id: int, position: float) -> None:
@@ -123,7 +123,7 @@ class DividedDispatch:
             if index is None:
                 self._order.requeue(request_id, int(position))
                 return
-            prefill = self._cost.prefill_s(self._prompt_tokens) if position == 0 else 0.0
+            prefill = self._cost.prefill_seconds(self._prompt_tokens) if position == 0 else 0.0
             touch(index).add(request_id, 0, position, float(stop), prefill)
             self._loads.add(index, need)
 

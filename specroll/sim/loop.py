@@ -17,7 +17,7 @@ import numpy as np
 from specroll.scheduling.fastest_of_n import FonCandidate, assign_fastest_of_n
 from specroll.sim.acceptance import AcceptanceModel
 from specroll.sim.dispatch import PREEMPT_TO_FRACTION, Dispatcher
-from specroll.sim.speculation import BatchView, SpeculationStrategy
+from specroll.sim.speculation import RunningBatch, SpeculationStrategy
 from specroll.sim.worker import Worker
 from specroll.sim.workload import Workload
 
@@ -31,9 +31,9 @@ class LoopConfig:
 
 @dataclass
 class SimTrace:
-    finish_s: np.ndarray  # (num_requests,) completion time of each request
+    finish_seconds: np.ndarray  # (num_requests,) completion time of each request
     generated: np.ndarray  # (num_requests,) output tokens credited at completion
-    busy_gpu_s: float
+    busy_gpu_seconds: float
     total_gpus: int
     num_events: int
     num_preemptions: int
@@ -50,7 +50,7 @@ class RolloutLoop:
         self.prefill_cost, self.total_gpus, self.config = prefill_cost, total_gpus, config
         self.predicted = predicted_lengths
         n = workload.num_requests
-        self.finish_s = np.full(n, np.nan)
+        self.finish_seconds = np.full(n, np.nan)
         self.generated = np.zeros(n)
         self.finished_in_group = np.zeros(workload.num_groups, dtype=np.int64)
         self.copies_on: list[set[int]] = [set() for _ in range(n)]
@@ -67,13 +67,13 @@ class RolloutLoop:
         self.dispatcher.fill(self.workers, self._touch, range(len(self.workers)))
         self._replan_touched()
         while self._heap:
-            time_s, _, index, version = heapq.heappop(self._heap)
+            time_seconds, _, index, version = heapq.heappop(self._heap)
             if version == self.workers[index].version:
-                self._now = time_s
+                self._now = time_seconds
                 self._handle(self.workers[index])
                 self.num_events += 1
-        if np.isnan(self.finish_s).any():
-            raise RuntimeError(f"{int(np.isnan(self.finish_s).sum())} requests never ran: KV budget too small?")
+        if np.isnan(self.finish_seconds).any():
+            raise RuntimeError(f"{int(np.isnan(self.finish_seconds).sum())} requests never ran: KV budget too small?")
         return self._trace()
 
     def _handle(self, worker: Worker) -> None:
@@ -104,10 +104,10 @@ class RolloutLoop:
         worker.remove(stopped)
 
     def _finish(self, request_id: int, at_worker: int) -> None:
-        if not np.isnan(self.finish_s[request_id]):
+        if not np.isnan(self.finish_seconds[request_id]):
             return  # another copy finished at the same instant
         length = int(self.workload.output_lengths[request_id])
-        self.finish_s[request_id] = self._now
+        self.finish_seconds[request_id] = self._now
         self.generated[request_id] = length
         self.finished_in_group[self.workload.group_ids[request_id]] += 1
         self.dispatcher.on_finished(request_id, length)
@@ -153,7 +153,7 @@ class RolloutLoop:
             return  # its chunk ended during this event: the request is back in the dispatcher's buffer
         source = self._touch(holders[0])
         position = float(source.positions[source.request_ids == request_id][0])
-        prefill = self.prefill_cost.prefill_s(self.workload.prompt_tokens + position)  # KV recovery
+        prefill = self.prefill_cost.prefill_seconds(self.workload.prompt_tokens + position)  # KV recovery
         length = float(self.workload.output_lengths[request_id])
         self._touch(index).add(request_id, drafter, position, length, prefill)
         self.copies_on[request_id].add(index)
@@ -164,9 +164,9 @@ class RolloutLoop:
         drift = np.array([d.drift for d in self.acceptance.drafters])[worker.drafters]
         return np.clip(base + drift * worker.positions / self.workload.max_tokens, 0.0, 0.99)
 
-    def _view(self, worker: Worker) -> BatchView:
+    def _view(self, worker: Worker) -> RunningBatch:
         ids = worker.request_ids
-        return BatchView(
+        return RunningBatch(
             request_ids=ids,
             drafters=worker.drafters,
             acceptance=self._acceptance(worker),
@@ -201,6 +201,6 @@ class RolloutLoop:
             self._open[index] = (self._now, end, num_running)
 
     def _trace(self) -> SimTrace:
-        busy = sum(w.busy_s * w.num_gpus for w in self.workers)
-        return SimTrace(self.finish_s, self.generated, busy, self.total_gpus, self.num_events,
+        busy = sum(w.busy_seconds * w.num_gpus for w in self.workers)
+        return SimTrace(self.finish_seconds, self.generated, busy, self.total_gpus, self.num_events,
                         self.dispatcher.num_preemptions, self.num_fon_copies, self.segments)

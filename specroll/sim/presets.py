@@ -17,13 +17,13 @@ from specroll.sim.workload import LengthDistribution
 # Floor: TLT Table 2 measures Qwen2.5-7B at BS=1, TP=1 on H100 at 164.65 tok/s (6.07 ms), 0.40 ms
 # above the roofline's weight-read time. Per-layer term: calibrated so Qwen2.5-32B TP4 on H100
 # decodes at 13 ms at batch 1 (SpecActor §5.1).
-BASE_OVERHEAD_S = 0.00607 - RooflineCost(MODELS["qwen2.5-7b"], GPUS["H100"], 1, 0.0).forward_s(1, 1, 0)
+BASE_OVERHEAD_S = 0.00607 - RooflineCost(MODELS["qwen2.5-7b"], GPUS["H100"], 1, 0.0).forward_seconds(1, 1, 0)
 PARALLEL_OVERHEAD_PER_LAYER_S = (
     calibrated_overhead(MODELS["qwen2.5-32b"], GPUS["H100"], 4, 0.013) - BASE_OVERHEAD_S
 ) / MODELS["qwen2.5-32b"].num_layers
 
 
-def worker_overhead_s(model: ModelSpec, num_gpus: int) -> float:
+def worker_overhead_seconds(model: ModelSpec, num_gpus: int) -> float:
     parallel = PARALLEL_OVERHEAD_PER_LAYER_S * model.num_layers if num_gpus > 1 else 0.0
     return BASE_OVERHEAD_S + parallel
 
@@ -68,7 +68,7 @@ class Preset:
     def target_cost(self, num_gpus: int | None = None) -> RooflineCost:
         gpus = num_gpus or self.gpus_per_worker
         model = MODELS[self.model]
-        return RooflineCost(model, GPUS[self.gpu], gpus, worker_overhead_s(model, gpus))
+        return RooflineCost(model, GPUS[self.gpu], gpus, worker_overhead_seconds(model, gpus))
 
     def with_overrides(self, **changes) -> "Preset":
         return replace(self, **changes)
@@ -82,7 +82,7 @@ class Preset:
 SPECACTOR_DRAFTERS = AcceptanceModel((
     DrafterProfile("qwen2.5-0.5b", 0.65, 6.0, draft_model="qwen2.5-0.5b"),
     DrafterProfile("qwen2.5-1.5b", 0.70, 6.0, draft_model="qwen2.5-1.5b"),
-    DrafterProfile("ngram", 0.30, 3.0, cpu_draft_s=0.0002),
+    DrafterProfile("ngram", 0.30, 3.0, cpu_draft_seconds=0.0002),
 ))
 
 # ASSUMPTION (SpecActor §2.2): lengths chosen so the veRL baseline wastes about half of its GPU
@@ -112,7 +112,7 @@ def _specactor(name: str, num_prompts: int, group_size: int, batch_note: str) ->
 # (with bonus) 1.85 / 2.25 / 2.59 / 2.85 for 0 / 1 / 5 / 15 sibling references at max draft 8, turned
 # into per-token rates with speculation_math.alpha_from_acceptance_length(length, 8).
 SEER_GROUP_ACCEPTANCE = ((0, 0.460), (1, 0.558), (5, 0.619), (15, 0.657))
-SEER_DRAFTERS = AcceptanceModel((DrafterProfile("grouped-suffix-tree", 0.460, 6.0, cpu_draft_s=0.0003),))
+SEER_DRAFTERS = AcceptanceModel((DrafterProfile("grouped-suffix-tree", 0.460, 6.0, cpu_draft_seconds=0.0003),))
 
 _SEER_SOURCES = {
     "cluster": "Seer §6.1 Table 5: GPUs, GPUs per instance; H800 nodes",
@@ -137,7 +137,7 @@ def _seer(name: str, model: str, num_gpus: int, per_worker: int, prompts: int, g
     )
 
 
-DAS_DRAFTERS = AcceptanceModel((DrafterProfile("suffix-tree", 0.6, 5.0, cpu_draft_s=0.0003),))
+DAS_DRAFTERS = AcceptanceModel((DrafterProfile("suffix-tree", 0.6, 5.0, cpu_draft_seconds=0.0003),))
 
 PRESETS: dict[str, Preset] = {
     "GRPO-32B-20K": _specactor("GRPO-32B-20K", 1024, 8, "SpecActor §5.1: 8,192 requests per step, batch 128 per worker"),

@@ -40,7 +40,7 @@ def run_system(preset_name: str, system: str) -> RolloutMetrics:
 
 
 def _speedup(preset: str, system: str, over: str) -> float:
-    return run_system(preset, over).makespan_s / run_system(preset, system).makespan_s
+    return run_system(preset, over).makespan_seconds / run_system(preset, system).makespan_seconds
 
 
 def _specactor_checks() -> list[Check]:
@@ -64,13 +64,13 @@ def _seer_checks() -> list[Check]:
         for system, low, high in steps:
             checks.append(Check(f"Seer {name}: {system} throughput over veRL", _speedup(name, system, "verl"),
                                 low, high, "Seer §6.3, Table 6"))
-        reduction = 1 - run_system(name, "seer").tail_s / run_system(name, "verl").tail_s
+        reduction = 1 - run_system(name, "seer").tail_seconds / run_system(name, "verl").tail_seconds
         checks.append(Check(f"Seer {name}: tail-time reduction", reduction, 0.75, 0.93, "Seer §6.2.2"))
     return checks
 
 
 def _das_checks() -> list[Check]:
-    reduction = 1 - run_system("DeepScaleR-7B", "das").makespan_s / run_system("DeepScaleR-7B", "verl").makespan_s
+    reduction = 1 - run_system("DeepScaleR-7B", "das").makespan_seconds / run_system("DeepScaleR-7B", "verl").makespan_seconds
     return [Check("DAS DeepScaleR-7B: rollout-time reduction", reduction, 0.5, 0.5, "DAS §5.1, Fig. 10")]
 
 
@@ -95,4 +95,4 @@ def best_combination(preset: Preset) -> list[tuple[str, RolloutMetrics]]:
     for dispatch, spec in product(BEST_DISPATCH, BEST_SPECULATION):
         options = SystemOptions(dispatch=dispatch.dispatch, order=dispatch.order, **spec)
         results.append((options.label, simulate(preset, options)[0]))
-    return sorted(results, key=lambda item: item[1].makespan_s)
+    return sorted(results, key=lambda item: item[1].makespan_seconds)

@@ -1,7 +1,7 @@
 """How a worker's running batch turns into tokens per iteration and seconds per iteration.
 
-Every strategy maps a `BatchView` to a `Step`: the expected output tokens each running copy gains per
-iteration, and the iteration latency as a function of the batch's KV context (the loop evaluates it
+Every strategy decides, for a `RunningBatch`, an `IterationPlan`: the expected output tokens each
+running copy gains per iteration, and the iteration latency as a function of the batch's KV context (the loop evaluates it
 at the segment's mid-point context). Acceptance is i.i.d. per token (speculation_math), so expected
 tokens per forward with draft length k is (1 - alpha^(k+1)) / (1 - alpha).
 """
@@ -22,7 +22,7 @@ from specroll.sim.cost_model import ForwardCost
 
 
 @dataclass(frozen=True)
-class BatchView:
+class RunningBatch:
     request_ids: np.ndarray  # (b,)
     drafters: np.ndarray  # (b,) drafter index of each running copy
     acceptance: np.ndarray  # (b,) current per-token acceptance of that drafter for that request
@@ -37,10 +37,10 @@ class BatchView:
 
 
 @dataclass(frozen=True)
-class Step:
+class IterationPlan:
     tokens_per_iter: np.ndarray  # (b,) expected output tokens per iteration
     draft_len: np.ndarray  # (b,) drafted tokens per iteration (0: plain decoding)
-    latency_s: Callable[[float], float]  # context tokens -> seconds per iteration
+    latency_seconds: Callable[[float], float]  # context tokens -> seconds per iteration
 
 
 @dataclass(frozen=True)
@@ -49,18 +49,18 @@ class SpecCosts:
 
     target: ForwardCost
     drafters: tuple[ForwardCost | None, ...]  # None: model-free drafter
-    cpu_draft_s: tuple[float, ...]
+    cpu_draft_seconds: tuple[float, ...]
 
-    def draft_step_s(self, drafter: int, num_seqs: int, context_tokens: float) -> float:
+    def draft_forward_seconds(self, drafter: int, num_seqs: int, context_tokens: float) -> float:
         model = self.drafters[drafter]
         if model is None:
-            return self.cpu_draft_s[drafter]
-        return model.forward_s(num_seqs, 1, context_tokens)
+            return self.cpu_draft_seconds[drafter]
+        return model.forward_seconds(num_seqs, 1, context_tokens)
 
     def coupled_latency(self, draft_len: np.ndarray, drafters: np.ndarray, context: float) -> float:
         """Draft k tokens with every drafter in the batch, then verify k+1 tokens per sequence."""
         b = len(draft_len)
-        verify = self.target.forward_s(b, float(np.mean(draft_len)) + 1.0, context)
+        verify = self.target.forward_seconds(b, float(np.mean(draft_len)) + 1.0, context)
         return verify + self._drafting_s(draft_len, drafters, context)
 
     def _drafting_s(self, draft_len: np.ndarray, drafters: np.ndarray, context: float) -> float:
@@ -73,32 +73,32 @@ class SpecCosts:
         for drafter in np.unique(drafters[draft_len > 0]):
             mine = drafters == drafter
             steps = int(draft_len[mine].max()) if self.drafters[drafter] is not None else 1
-            total += steps * self.draft_step_s(int(drafter), int(mine.sum()), context * mine.sum() / b)
+            total += steps * self.draft_forward_seconds(int(drafter), int(mine.sum()), context * mine.sum() / b)
         return total
 
 
 class SpeculationStrategy(Protocol):
-    def step(self, view: BatchView) -> Step: ...
-    def observe(self, view: BatchView, step: Step, iter_s: float) -> None: ...
+    def decide(self, view: RunningBatch) -> IterationPlan: ...
+    def observe(self, view: RunningBatch, plan: IterationPlan, iteration_seconds: float) -> None: ...
 
 
 class _NoFeedback:
-    def observe(self, view: BatchView, step: Step, iter_s: float) -> None:
+    def observe(self, view: RunningBatch, plan: IterationPlan, iteration_seconds: float) -> None:
         pass
 
 
 @dataclass
-class NoSpeculation(_NoFeedback):
+class PlainDecoding(_NoFeedback):
     costs: SpecCosts
 
-    def step(self, view: BatchView) -> Step:
+    def decide(self, view: RunningBatch) -> IterationPlan:
         b = view.num_running
-        return Step(np.ones(b), np.zeros(b, dtype=np.int64), lambda ctx: self.costs.target.forward_s(b, 1, ctx))
+        return IterationPlan(np.ones(b), np.zeros(b, dtype=np.int64), lambda ctx: self.costs.target.forward_seconds(b, 1, ctx))
 
 
-def _coupled_step(costs: SpecCosts, view: BatchView, draft_len: np.ndarray, acceptance: np.ndarray) -> Step:
+def _coupled_plan(costs: SpecCosts, view: RunningBatch, draft_len: np.ndarray, acceptance: np.ndarray) -> IterationPlan:
     tokens = expected_tokens_per_forward(acceptance, draft_len)
-    return Step(tokens, draft_len, lambda ctx: costs.coupled_latency(draft_len, view.drafters, ctx))
+    return IterationPlan(tokens, draft_len, lambda ctx: costs.coupled_latency(draft_len, view.drafters, ctx))
 
 
 @dataclass
@@ -108,9 +108,9 @@ class CoupledSpeculation(_NoFeedback):
     costs: SpecCosts
     draft_len: int
 
-    def step(self, view: BatchView) -> Step:
+    def decide(self, view: RunningBatch) -> IterationPlan:
         k = np.full(view.num_running, self.draft_len, dtype=np.int64)
-        return _coupled_step(self.costs, view, k, view.acceptance)
+        return _coupled_plan(self.costs, view, k, view.acceptance)
 
 
 @dataclass
@@ -128,7 +128,7 @@ class DecoupledSpeculation(_NoFeedback):
     verify_affine: Callable[[int], AffineLatency]
     _table: dict[int, RequestPlan] = field(default_factory=dict)
 
-    def step(self, view: BatchView) -> Step:
+    def decide(self, view: RunningBatch) -> IterationPlan:
         windows = np.full(view.num_running, self.plan.window, dtype=np.int64)
         coupled = np.zeros(view.num_running, dtype=bool)
         if self.is_reconfigured and view.num_running > 1:
@@ -138,7 +138,7 @@ class DecoupledSpeculation(_NoFeedback):
             expected_tokens_per_forward(view.acceptance, windows),
             decoupled_expected_tokens(view.acceptance, windows),
         )
-        return Step(tokens, windows, lambda ctx: self._latency(view, windows, coupled, ctx))
+        return IterationPlan(tokens, windows, lambda ctx: self._latency(view, windows, coupled, ctx))
 
     def _reconfigured(self, acceptance: np.ndarray, windows: np.ndarray, coupled: np.ndarray):
         below = acceptance < acceptance.mean()
@@ -154,9 +154,9 @@ class DecoupledSpeculation(_NoFeedback):
             self._table[key] = found[0] or RequestPlan(self.plan.window, False)
         return self._table[key]
 
-    def _latency(self, view: BatchView, windows: np.ndarray, coupled: np.ndarray, ctx: float) -> float:
+    def _latency(self, view: RunningBatch, windows: np.ndarray, coupled: np.ndarray, ctx: float) -> float:
         b = view.num_running
-        verify = self.costs.target.forward_s(b, float(np.mean(windows)) + 1.0, ctx)
+        verify = self.costs.target.forward_seconds(b, float(np.mean(windows)) + 1.0, ctx)
         ahead = np.where(coupled, 0, windows)
         drafting_ahead = self.costs._drafting_s(ahead, view.drafters, ctx)
         drafting_inline = self.costs._drafting_s(np.where(coupled, windows, 0), view.drafters, ctx)
@@ -175,10 +175,10 @@ class GroupedAdaptiveSpeculation(_NoFeedback):
     draft_range: AdaptiveDraftRange
     bonus: Callable[[np.ndarray], np.ndarray]
 
-    def step(self, view: BatchView) -> Step:
+    def decide(self, view: RunningBatch) -> IterationPlan:
         k = np.full(view.num_running, self.draft_range.draft_len(view.num_running), dtype=np.int64)
         acceptance = np.clip(view.acceptance + self.bonus(view.finished_siblings), 0.0, 0.99)
-        return _coupled_step(self.costs, view, k, acceptance)
+        return _coupled_plan(self.costs, view, k, acceptance)
 
 
 @dataclass
@@ -193,14 +193,14 @@ class LengthAwareSpeculation(_NoFeedback):
     efficiency: float  # DAS a_i, the accept efficiency of the budget model
     max_draft: int
 
-    def step(self, view: BatchView) -> Step:
+    def decide(self, view: RunningBatch) -> IterationPlan:
         predicted = np.where(view.positions < view.predicted_lengths, view.predicted_lengths, view.max_tokens)
         remaining = np.maximum(predicted - view.positions, 1.0)
         context = float(np.sum(view.positions))
         k = np.full(view.num_running, self.max_draft, dtype=np.int64)
         for _ in range(self.num_refits):
             k = self._draft_lengths(remaining, view.acceptance, *self._linearised_costs(k, context))
-        return _coupled_step(self.costs, view, k, view.acceptance)
+        return _coupled_plan(self.costs, view, k, view.acceptance)
 
     num_refits = 3
 
@@ -220,8 +220,8 @@ class LengthAwareSpeculation(_NoFeedback):
         """
         b = len(draft_len)
         extra = max(float(np.mean(draft_len)), 1.0)
-        plain = self.costs.target.forward_s(b, 1, context)
-        planned = self.costs.target.forward_s(b, 1 + extra, context)
+        plain = self.costs.target.forward_seconds(b, 1, context)
+        planned = self.costs.target.forward_seconds(b, 1 + extra, context)
         c_tok = max((planned - plain) / (b * extra), 1e-12)
         return max(plain - c_tok * b, 1e-9), c_tok
 
@@ -235,21 +235,21 @@ class ElasticBanditSpeculation:
     bandit: BucketedEpsilonGreedy
     _last: dict[int, object] = field(default_factory=dict)
 
-    def step(self, view: BatchView) -> Step:
+    def decide(self, view: RunningBatch) -> IterationPlan:
         b = view.num_running
         if not self.threshold.is_active(b):
-            return NoSpeculation(self.costs).step(view)
+            return PlainDecoding(self.costs).decide(view)
         strategy = self.bandit.select(b)
         k = np.full(b, min(strategy.draft_depth, strategy.tokens_to_verify), dtype=np.int64)
-        step = _coupled_step(self.costs, view, k, view.acceptance)
-        self._last[id(step)] = strategy
-        return step
+        plan = _coupled_plan(self.costs, view, k, view.acceptance)
+        self._last[id(plan)] = strategy
+        return plan
 
-    def observe(self, view: BatchView, step: Step, iter_s: float) -> None:
-        strategy = self._last.pop(id(step), None)
+    def observe(self, view: RunningBatch, plan: IterationPlan, iteration_seconds: float) -> None:
+        strategy = self._last.pop(id(plan), None)
         if strategy is not None:
-            accepted = float(np.sum(step.tokens_per_iter - 1.0))
-            self.bandit.record(strategy, iter_s, accepted, view.num_running)
+            accepted = float(np.sum(plan.tokens_per_iter - 1.0))
+            self.bandit.record(strategy, iteration_seconds, accepted, view.num_running)
 
 
 def group_bonus_from_table(ref_counts: Sequence[int], acceptance: Sequence[float]) -> Callable[[np.ndarray], np.ndarray]:

@@ -27,10 +27,10 @@ from specroll.sim.cost_model import GPUS, MODELS, RooflineCost
 from specroll.sim.dispatch import DividedDispatch, StaticDispatch
 from specroll.sim.loop import LoopConfig, RolloutLoop, SimTrace
 from specroll.sim.metrics import RolloutMetrics
-from specroll.sim.presets import Preset, worker_overhead_s
+from specroll.sim.presets import Preset, worker_overhead_seconds
 from specroll.sim.speculation import (
     CoupledSpeculation, DecoupledSpeculation, ElasticBanditSpeculation, GroupedAdaptiveSpeculation,
-    LengthAwareSpeculation, NoSpeculation, SpecCosts, group_bonus_from_table,
+    LengthAwareSpeculation, PlainDecoding, SpecCosts, group_bonus_from_table,
 )
 from specroll.sim.worker import Worker
 from specroll.sim.workload import Workload
@@ -149,7 +149,7 @@ def _draft_cost(preset: Preset, drafter: int, num_gpus: int) -> RooflineCost | N
     if name is None:
         return None
     model = MODELS[name]
-    return RooflineCost(model, GPUS[preset.gpu], num_gpus, worker_overhead_s(model, num_gpus))
+    return RooflineCost(model, GPUS[preset.gpu], num_gpus, worker_overhead_seconds(model, num_gpus))
 
 
 def _decoupled_plan(preset: Preset) -> DecoupledPlan:
@@ -160,12 +160,12 @@ def _decoupled_plan(preset: Preset) -> DecoupledPlan:
 
     def draft(g_d: int) -> AffineLatency:
         cost = _draft_cost(preset, 0, g_d)
-        cpu = preset.acceptance.drafters[0].cpu_draft_s
-        return _affine(lambda b: cost.forward_s(b, 1, b * ctx) if cost else cpu, batch)
+        cpu = preset.acceptance.drafters[0].cpu_draft_seconds
+        return _affine(lambda b: cost.forward_seconds(b, 1, b * ctx) if cost else cpu, batch)
 
     def verify(g_v: int, window: int) -> AffineLatency:
         cost = preset.target_cost(g_v)
-        return _affine(lambda b: cost.forward_s(b, window + 1, b * ctx), batch)
+        return _affine(lambda b: cost.forward_seconds(b, window + 1, b * ctx), batch)
 
     options = (preset.gpus_per_worker, 2 * preset.gpus_per_worker)
     return plan_decoupled(preset.num_requests, preset.num_gpus, options, p, draft, verify)
@@ -174,11 +174,11 @@ def _decoupled_plan(preset: Preset) -> DecoupledPlan:
 def _spec_costs(preset: Preset, topology: Topology) -> SpecCosts:
     drafters = preset.acceptance.drafters
     models = tuple(_draft_cost(preset, d, topology.draft_gpus) for d in range(len(drafters)))
-    return SpecCosts(topology.target, models, tuple(d.cpu_draft_s for d in drafters))
+    return SpecCosts(topology.target, models, tuple(d.cpu_draft_seconds for d in drafters))
 
 
 def _no_spec(preset, topology, costs, options, rng):
-    return NoSpeculation(costs)
+    return PlainDecoding(costs)
 
 
 def _coupled(preset, topology, costs, options, rng):
@@ -188,8 +188,8 @@ def _coupled(preset, topology, costs, options, rng):
 def _decoupled(preset, topology, costs, options, rng):
     ctx = _representative_context(preset)
     draft = costs.drafters[0]
-    draft_affine = _affine(lambda b: costs.draft_step_s(0, b, b * ctx), 1)
-    verify = lambda w: _affine(lambda b: topology.target.forward_s(b, w + 1, b * ctx), 2)
+    draft_affine = _affine(lambda b: costs.draft_forward_seconds(0, b, b * ctx), 1)
+    verify = lambda w: _affine(lambda b: topology.target.forward_seconds(b, w + 1, b * ctx), 2)
     return DecoupledSpeculation(costs, topology.plan, options.reconfigure, draft_affine, verify)
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 class StepMetrics:
     step: int
     reward_mean: float
-    rollout_s: float  # wall time of the step's rollout (speculative when --speculate is on)
-    train_s: float  # the optimizer step: log-probabilities, backward, AdamW
-    sync_s: float  # new weights copied into the running engine(s)
+    rollout_seconds: float  # wall time of the step's rollout (speculative when --speculate is on)
+    train_seconds: float  # the optimizer step: log-probabilities, backward, AdamW
+    sync_seconds: float  # new weights copied into the running engine(s)
     output_tokens: int
     mean_acceptance_length: float  # tokens per request per verification forward (1.0: none)
     forward_passes: int
@@ -23,7 +23,7 @@ class StepMetrics:
     kl: float  # mean per-token KL estimate to the reference (0 without one)
     num_problems: int
     acceptance_by_drafter: dict[str, float] = field(default_factory=dict)  # tokens accepted per draft
-    plain_rollout_s: float | None = None  # the same rollout without speculation (--shadow-plain)
+    plain_rollout_seconds: float | None = None  # the same rollout without speculation (--shadow-plain)
     same_as_plain: bool | None = None  # its tokens and log-probabilities equal the speculative ones
 
 
@@ -47,9 +47,9 @@ def plot_metrics(rows: list[dict], path: str | Path) -> Path:
     fig, axes = plt.subplots(3, 1, figsize=(7, 8), sharex=True)
     axes[0].plot(steps, [r["reward_mean"] for r in rows], marker="o")
     axes[0].set_ylabel("mean reward")
-    axes[1].plot(steps, [r["rollout_s"] for r in rows], marker="o", label="rollout")
-    if any(r.get("plain_rollout_s") is not None for r in rows):
-        axes[1].plot(steps, [r.get("plain_rollout_s") for r in rows], marker="s", label="plain rollout")
+    axes[1].plot(steps, [r["rollout_seconds"] for r in rows], marker="o", label="rollout")
+    if any(r.get("plain_rollout_seconds") is not None for r in rows):
+        axes[1].plot(steps, [r.get("plain_rollout_seconds") for r in rows], marker="s", label="plain rollout")
     axes[1].set_ylabel("seconds")
     axes[1].legend()
     axes[2].plot(steps, [r["mean_acceptance_length"] for r in rows], marker="o", label="all drafts")

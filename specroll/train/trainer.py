@@ -86,21 +86,21 @@ class GRPOTrainer:
         return history
 
     def train_step(self, step: int) -> StepMetrics:
-        result, rollout_s = self._rollout(self.engine, step)
-        plain_s, same = None, None
+        result, rollout_seconds = self._rollout(self.engine, step)
+        plain_seconds, same = None, None
         if self.plain_engine is not None:
-            plain, plain_s = self._rollout(self.plain_engine, step)
+            plain, plain_seconds = self._rollout(self.plain_engine, step)
             same = _outputs(plain) == _outputs(result)
         start = time.perf_counter()
         loss, clip_fraction, kl = self._update(result)
-        train_s = time.perf_counter() - start
+        train_seconds = time.perf_counter() - start
         start = time.perf_counter()
         self._sync_weights()
-        sync_s = time.perf_counter() - start
+        sync_seconds = time.perf_counter() - start
         s = result.summary
-        return StepMetrics(step, s.mean_reward, rollout_s, train_s, sync_s, s.output_tokens, s.mean_acceptance_length,
+        return StepMetrics(step, s.mean_reward, rollout_seconds, train_seconds, sync_seconds, s.output_tokens, s.mean_acceptance_length,
                            s.forward_passes, weights_sha256(self.policy), loss, clip_fraction, kl,
-                           len({r.prompt_id for r in result.records}), result.acceptance_by_drafter, plain_s, same)
+                           len({r.prompt_id for r in result.records}), result.acceptance_by_drafter, plain_seconds, same)
 
     def _rollout(self, engine: Engine, step: int) -> tuple[RolloutResult, float]:
         engine.advance_step(step)

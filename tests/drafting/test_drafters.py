@@ -13,12 +13,12 @@ from specroll.drafting.suffix_draft import DraftShape
 FREQUENCIES = DraftShape(short_match_discount=0)  # scores are the continuation frequencies alone
 
 
-def query(request_id, context=(), group_id=0, max_draft=4):
-    return DraftQuery(request_id, group_id, list(context), 0, max_draft)
+def query(request_id, context=(), group_id=0, budget=4):
+    return DraftQuery(request_id, group_id, list(context), 0, budget)
 
 
-def draft_of(drafter, request_id, group_id=0, max_draft=4):
-    return drafter.propose([query(request_id, group_id=group_id, max_draft=max_draft)])[0]
+def draft_of(drafter, request_id, group_id=0, budget=4):
+    return drafter.propose([query(request_id, group_id=group_id, budget=budget)])[0]
 
 
 def feed(drafter, request_id, group_id, tokens, step=0):
@@ -45,7 +45,7 @@ def test_own_context_drafts_from_prompt_and_output():
 def test_own_context_tree_draft():
     drafter = OwnContextDrafter(DraftShape(max_tree_tokens=3, short_match_discount=0))
     drafter.begin(RequestInfo(1, 0, (1, 2, 1, 3, 1)))
-    draft = draft_of(drafter, 1, max_draft=2)
+    draft = draft_of(drafter, 1, budget=2)
     assert draft.token_ids == [2, 3, 1]  # equal paths: the one indexed first is expanded first
     assert draft.parents == [-1, -1, 0]
     assert draft.scores == [0.5, 0.5, 0.5]
@@ -176,7 +176,7 @@ def test_short_matches_are_discounted_in_the_scores():
     drafter = OwnContextDrafter(DraftShape(short_match_discount=2.0))
     drafter.begin(RequestInfo(1, 0, (5, 6, 7, 8)))
     drafter.observe(1, [9, 5, 6])
-    draft = draft_of(drafter, 1, max_draft=2)
+    draft = draft_of(drafter, 1, budget=2)
     # matched [5, 6] (2 tokens): 7 scores 2/4; then [5, 6, 7] (3 tokens): 8 adds a factor 3/5
     assert draft.token_ids == [7, 8]
     assert draft.scores == pytest.approx([1 / 2, 1 / 2 * 3 / 5])
@@ -217,4 +217,4 @@ def test_drafts_do_not_depend_on_whether_earlier_steps_drafted(seed):
         if position == 20:  # a step change while the request is live
             every_step.advance_step(len(history) + 1)
             last_only.advance_step(len(history) + 1)
-    assert draft_of(every_step, 1, max_draft=6) == draft_of(last_only, 1, max_draft=6)
+    assert draft_of(every_step, 1, budget=6) == draft_of(last_only, 1, budget=6)

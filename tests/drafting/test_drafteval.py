@@ -50,7 +50,7 @@ def test_replay_advances_by_accepted_tokens_plus_one_bonus():
     response = [1, 2, 3, 4, 5]
     stats = replay(_Oracle(response), RequestInfo(0, 0, (9,)), response, max_draft=2)
     # steps: [1 + bonus 2], [3 + bonus 4], [5, no bonus left]
-    assert (stats.steps, stats.target_tokens, stats.accepted_tokens, stats.drafted_tokens) == (3, 5, 3, 6)
+    assert (stats.num_forwards, stats.target_tokens, stats.accepted_tokens, stats.drafted_tokens) == (3, 5, 3, 6)
     assert stats.mean_acceptance_length == pytest.approx(5 / 3)
 
 
@@ -58,14 +58,14 @@ def test_grouped_protocol_on_two_identical_responses():
     group = TokenizedGroup((), ((1, 2, 3, 4), (1, 2, 3, 4)))
     stats = evaluate_grouped([group], GroupedDrafter, num_refs=1, max_draft=8)
     # each target drafts the whole reference at its start: one step of 4 tokens
-    assert (stats.steps, stats.target_tokens, stats.accepted_tokens) == (2, 8, 8)
+    assert (stats.num_forwards, stats.target_tokens, stats.accepted_tokens) == (2, 8, 8)
 
 
 def test_history_protocol_uses_the_previous_step():
     problem = TokenizedHistory((), ((1, 2, 3), (1, 2, 3), (4, 5)))
     stats = evaluate_history([problem], lambda: HistoryDrafter(window=1), max_draft=8)
     # step 1 replays [1, 2, 3] in one step; step 2's [4, 5] is new: two steps of a bonus token each
-    assert (stats.steps, stats.target_tokens, stats.accepted_tokens) == (3, 5, 3)
+    assert (stats.num_forwards, stats.target_tokens, stats.accepted_tokens) == (3, 5, 3)
 
 
 @pytest.mark.skipif(not TOKENIZER.exists(), reason="shared tokenizer not present")
@@ -81,8 +81,8 @@ def test_cli_prints_one_json_line(tmp_path, capsys, mode):
             "--refs", "1", "--window", "1", "--json"]
     assert main(argv) == 0
     result = json.loads(capsys.readouterr().out)
-    assert set(result) == {"mean_acceptance_length", "steps", "target_tokens", "drafted_tokens",
-                           "accepted_tokens", "us_per_proposal", "us_per_step"}
+    assert set(result) == {"mean_acceptance_length", "num_forwards", "target_tokens", "drafted_tokens",
+                           "accepted_tokens", "us_per_proposal", "us_per_forward"}
     assert result["mean_acceptance_length"] > 1.0
 
 

@@ -35,3 +35,30 @@ def rollout(model_dir, requests=None, drafter=None, policy=None, **config) -> li
     engine.run()
     rollout.last_engine = engine
     return requests
+
+
+def assert_same_rollout(plain, spec, logprob_tolerance: float = 0.0) -> None:
+    """The same requests in the same order with the same tokens, finish reasons and log-probabilities:
+    equal to the bit (batch-invariant numerics) or within the tolerance given (fast numerics: forwards
+    of other shapes round otherwise). Lengths are compared before any element is."""
+    assert [r.request_id for r in plain] == [r.request_id for r in spec]
+    for a, b in zip(plain, spec, strict=True):
+        assert len(a.output_token_ids) == len(b.output_token_ids), a.request_id
+        assert a.output_token_ids == b.output_token_ids, a.request_id
+        assert a.finish_reason == b.finish_reason, a.request_id
+        assert len(a.output_logprobs) == len(b.output_logprobs) == len(a.output_token_ids), a.request_id
+        assert all(abs(x - y) <= logprob_tolerance for x, y in zip(a.output_logprobs, b.output_logprobs)), a.request_id
+
+
+def assert_speculated(telemetry) -> None:
+    """The rollout verified drafts and accepted some: an identity with plain decoding then means
+    something (a run that never drafts is plain decoding, identical by construction)."""
+    forwards = telemetry.decode_forwards
+    assert sum(f.num_drafted for f in forwards) > 0, "no draft was verified"
+    assert sum(f.num_accepted for f in forwards) > 0, "no draft token was accepted"
+
+
+def assert_lossless(plain, spec, engine, logprob_tolerance: float = 0.0) -> None:
+    """`spec` ran on `engine` with speculation, drafted and accepted, and equals `plain`."""
+    assert_speculated(engine.telemetry)
+    assert_same_rollout(plain, spec, logprob_tolerance)

@@ -100,7 +100,8 @@ def test_failing_drafter_costs_speed_not_output(qwen2_dir):
         def propose(self, queries):
             raise RuntimeError("drafter bug")
 
-    from helpers import rollout
+    from helpers import assert_same_rollout, rollout
     plain = rollout(qwen2_dir, workload(num_prompts=2))
     broken = rollout(qwen2_dir, workload(num_prompts=2), Broken(), FixedDraftLength(3))
-    assert [r.output_token_ids for r in plain] == [r.output_token_ids for r in broken]
+    assert_same_rollout(plain, broken)
+    assert sum(f.num_drafted for f in rollout.last_engine.telemetry.decode_forwards) == 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from helpers import rollout, workload
+from helpers import assert_speculated, rollout, workload
 
 from specroll.drafting.oracle import OracleDrafter
 from specroll.policies.fixed import FixedDraftLength
@@ -29,6 +29,7 @@ def test_batch_size_and_speculation_change_no_bit(large_vocab_dir, batch_invaria
     narrow = rollout(large_vocab_dir, workload(6, 4), max_batch_size=1, **run)
     oracle = OracleDrafter({r.request_id: r.output_token_ids for r in wide})
     spec = rollout(large_vocab_dir, workload(6, 4), oracle, FixedDraftLength(4), max_batch_size=16, **run)
+    assert_speculated(rollout.last_engine.telemetry)
     assert rollout.last_engine.telemetry.mean_acceptance_length > 2  # verification forwards of width 5
     same = _outputs(wide) == _outputs(narrow) == _outputs(spec)
     assert same == batch_invariant  # the fast numerics round log-probabilities by batch shape
@@ -40,7 +41,9 @@ def test_smollm2_gsm8k_tokens_do_not_depend_on_batch_or_drafts(smollm2_dir):
     plain = run_rollout(config)
     drafts = OracleDrafter({r.request_id: r.token_ids for r in plain.records})
     alone = run_rollout(replace(config, max_batch_size=1, speculate="suffix", policy="fixed-4"), drafter=drafts)
+    assert sum(row["num_drafted"] for row in alone.telemetry) > 0
     assert alone.summary.mean_acceptance_length > 3  # drafts were verified at batch 1, 5 wide
+    assert len(plain.records) == len(alone.records)
     assert [r.token_ids for r in plain.records] == [r.token_ids for r in alone.records]
     assert [r.logprobs for r in plain.records] == [r.logprobs for r in alone.records]
     assert all(r.reward in (0.0, 1.0) for r in plain.records)

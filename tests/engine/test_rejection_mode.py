@@ -28,7 +28,7 @@ class FixedTokenDrafter(BaseDrafter):
         self.tokens = tokens
 
     def propose(self, queries):
-        return [Draft(q.request_id, self.tokens[: q.max_draft]) for q in queries]
+        return [Draft(q.request_id, self.tokens[: q.budget]) for q in queries]
 
 
 class SamplingDrafter(BaseDrafter):
@@ -41,8 +41,8 @@ class SamplingDrafter(BaseDrafter):
     def propose(self, queries):
         drafts = []
         for q in queries:
-            tokens = torch.multinomial(self.q, q.max_draft, replacement=True, generator=self.g)
-            drafts.append(Draft(q.request_id, tokens.tolist(), probs=self.q.expand(q.max_draft, -1)))
+            tokens = torch.multinomial(self.q, q.budget, replacement=True, generator=self.g)
+            drafts.append(Draft(q.request_id, tokens.tolist(), probs=self.q.expand(q.budget, -1)))
         return drafts
 
 

@@ -15,16 +15,6 @@ from specroll.model.runner import ModelRunner, SequenceInput
 H, HKV, D = 6, 2, 32
 
 
-@pytest.fixture
-def one_thread():
-    """One BLAS thread: where every shape has a row-count-invariant regime (at two threads some
-    shapes have none on some machines, and the probe refuses them)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.mark.parametrize("shape", [(64, 96), (576, 1536), (1536, 576), (576, 49152)])
 def test_linear_rows_are_the_same_bits_for_any_row_count(shape, one_thread):
     sizes = invariant_row_sizes(*shape, torch.get_num_threads())

@@ -16,7 +16,7 @@ def batch(drafted: int, accepted: int) -> BatchView:
 def probe_steps(policy: AutoPolicy, num_steps: int) -> list[int]:
     drafted, probes = 0, []
     for step in range(1, num_steps + 1):
-        lengths = policy.draft_lengths(batch(drafted, 0))
+        lengths = policy.decide(batch(drafted, 0)).draft_lengths
         if any(lengths):
             probes.append(step)
             drafted += lengths[0]  # every draft rejected at its first token: one trial per request
@@ -45,4 +45,4 @@ def test_probing_is_seeded():
 def test_no_probe_when_speculation_already_chosen():
     free_drafts = CostModel(c_base=1e-3, c_tok=0.0)  # width is free: draft the most
     policy = AutoPolicy(free_drafts)
-    assert policy.draft_lengths(batch(0, 0)) == [8, 8, 8, 8]
+    assert policy.decide(batch(0, 0)).draft_lengths == (8, 8, 8, 8)

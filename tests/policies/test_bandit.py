@@ -3,7 +3,7 @@ import random
 import pytest
 
 from specroll.policies.bandit import BanditPolicy, Bucket
-from specroll.policies.base import BatchView, RequestView, StepStats
+from specroll.policies.base import BatchView, RequestView, ForwardStats
 
 MEAN_REWARD = {0: 100.0, 2: 160.0, 4: 200.0, 8: 150.0}  # tokens per second of each draft length
 
@@ -40,9 +40,9 @@ def test_buckets_offer_their_own_arms():
 def test_reward_is_tlt_tokens_per_second():
     policy = BanditPolicy(buckets=(Bucket(1, (2, 3)),))
     view = BatchView([RequestView(i, 0, 0, 100, 0, 0, 0) for i in range(4)], max_draft=8)
-    assert policy.draft_lengths(view) == [2] * 4
+    assert policy.decide(view).draft_lengths == (2,) * 4
     # a_bar = 6 / 4 + 1 = 2.5; reward = 2.5 * 4 / 0.5 s = 20
-    policy.observe(StepStats(4, 8, 6, 10, forward_seconds=0.4, draft_seconds=0.1))
+    policy.observe(ForwardStats(4, 8, 6, 10, forward_seconds=0.4, draft_seconds=0.1))
     assert policy.median_reward(0, 2) == pytest.approx(20.0)
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from specroll.policies.auto import AutoPolicy
-from specroll.policies.base import BatchView, RequestView, StepStats
-from specroll.policies.calibration import StepTimeCalibration, batch_bucket
+from specroll.policies.base import BatchView, RequestView, ForwardStats
+from specroll.policies.calibration import ForwardTimeCalibration, batch_bucket
 from specroll.policies.cost_model import CostModel
 
 
@@ -15,7 +15,7 @@ def test_buckets_are_powers_of_two():
 
 
 def test_median_of_recent_ratios_and_fallbacks():
-    calibration = StepTimeCalibration(window=4, min_samples=3)
+    calibration = ForwardTimeCalibration(window=4, min_samples=3)
     assert calibration.scale(32, 2) == 1.0  # nothing measured: the profile's word
     for measured in (2.0, 30.0):  # a spike among them
         calibration.record(32, 2, predicted_seconds=1.0, measured_seconds=measured)
@@ -44,12 +44,12 @@ def test_auto_stops_drafting_when_drafting_steps_measure_slower_than_predicted()
     drafted = accepted = 0
     caps = []
     for _ in range(200):
-        lengths = policy.draft_lengths(batch(drafted, accepted))
+        lengths = policy.decide(batch(drafted, accepted)).draft_lengths
         cap = max(lengths)
         caps.append(cap)
         drafted, accepted = drafted + cap, accepted + cap // 2  # half of every draft accepted
         seconds = model.step_seconds(32, cap, 100) * (10.0 if cap else 1.0)
-        policy.observe(StepStats(32, 32 * cap, 16 * cap, 32, seconds, 0.0))
+        policy.observe(ForwardStats(32, 32 * cap, 16 * cap, 32, seconds, 0.0))
     assert caps[0] > policy.probe_length and max(caps[-100:]) <= policy.probe_length  # plain, bar probes
 
 
@@ -58,9 +58,9 @@ def test_auto_measures_plain_steps_while_it_drafts():
     policy = AutoPolicy(model, warmup_trials=0, probe_every=4)
     caps = []
     for _ in range(200):
-        cap = max(policy.draft_lengths(batch(0, 0)))
+        cap = max(policy.decide(batch(0, 0)).draft_lengths)
         caps.append(cap)
-        policy.observe(StepStats(32, 32 * cap, 0, 32, model.step_seconds(32, cap, 100), 0.0))
+        policy.observe(ForwardStats(32, 32 * cap, 0, 32, model.step_seconds(32, cap, 100), 0.0))
     plain_steps = [i for i, cap in enumerate(caps) if cap == 0]
     assert len(plain_steps) == 3  # until three plain steps are measured, then never again
     assert policy.calibration.is_measured(32, is_drafting=False)

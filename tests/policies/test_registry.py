@@ -16,7 +16,7 @@ def test_every_policy_answers_one_length_per_request(name):
     policy = make_policy(name)
     assert isinstance(policy, SpeculationPolicy) and policy.name == name
     batch = BatchView([RequestView(i, 0, 10, 100, 0, 0, 0) for i in range(3)], max_draft=4)
-    lengths = policy.draft_lengths(batch)
+    lengths = policy.decide(batch).draft_lengths
     assert len(lengths) == 3 and all(0 <= k <= 4 for k in lengths)
 
 

@@ -18,11 +18,11 @@ def test_solver_finds_the_crossover_by_hand():
 
 def test_policy_switches_where_the_model_says():
     policy = BatchThreshold.from_cost_model(MODEL, k=1, alpha=0.5)
-    assert policy.draft_lengths(batch_of(9)) == [1] * 9
-    assert policy.draft_lengths(batch_of(10)) == [0] * 10
+    assert policy.decide(batch_of(9)).draft_lengths == (1,) * 9
+    assert policy.decide(batch_of(10)).draft_lengths == (0,) * 10
 
 
 def test_tlt_elastic_default_threshold():
     policy = BatchThreshold()
-    assert policy.draft_lengths(batch_of(32)) == [4] * 32
-    assert policy.draft_lengths(batch_of(33)) == [0] * 33
+    assert policy.decide(batch_of(32)).draft_lengths == (4,) * 32
+    assert policy.decide(batch_of(33)).draft_lengths == (0,) * 33

@@ -13,14 +13,14 @@ from specroll.sim.workload import LengthDistribution, Workload
 
 def test_calibration_point_13ms_qwen32b_tp4_h100():
     cost = get_preset("DAPO-32B-20K").target_cost()
-    assert cost.forward_s(1, 1, 0) == pytest.approx(0.013, rel=1e-9)
+    assert cost.forward_seconds(1, 1, 0) == pytest.approx(0.013, rel=1e-9)
 
 
 def test_roofline_grows_with_batch_tokens_and_context():
     cost = get_preset("DAPO-32B-20K").target_cost()
-    assert cost.forward_s(256, 1, 0) > cost.forward_s(1, 1, 0)
-    assert cost.forward_s(256, 5, 0) > cost.forward_s(256, 1, 0)
-    assert cost.forward_s(1, 1, 500_000) > cost.forward_s(1, 1, 0)
+    assert cost.forward_seconds(256, 1, 0) > cost.forward_seconds(1, 1, 0)
+    assert cost.forward_seconds(256, 5, 0) > cost.forward_seconds(256, 1, 0)
+    assert cost.forward_seconds(1, 1, 500_000) > cost.forward_seconds(1, 1, 0)
 
 
 def test_kv_read_does_not_hide_verification_compute():
@@ -28,18 +28,18 @@ def test_kv_read_does_not_hide_verification_compute():
     a long context where the KV read dominates the decode."""
     cost = get_preset("DAPO-32B-20K").target_cost()
     context = 128 * 6000
-    decode, verify = cost.forward_s(128, 1, context), cost.forward_s(128, 5, context)
+    decode, verify = cost.forward_seconds(128, 1, context), cost.forward_seconds(128, 5, context)
     attention = context * cost.model.kv_bytes_per_token / (4 * cost.gpu.bandwidth * cost.bandwidth_efficiency)
     assert verify - decode > 0.010
-    assert verify == pytest.approx(cost.forward_s(128, 5, 0) + attention, rel=1e-9)
+    assert verify == pytest.approx(cost.forward_seconds(128, 5, 0) + attention, rel=1e-9)
 
 
 def test_fitted_cost_loads(tmp_path):
     path = tmp_path / "fit.json"
-    path.write_text(json.dumps({"base_s": 0.01, "per_token_s": 1e-5, "per_context_token_s": 1e-9,
-                                "prefill_per_token_s": 2e-5, "kv_capacity_tokens": 1e6}))
+    path.write_text(json.dumps({"base_seconds": 0.01, "per_token_seconds": 1e-5, "per_context_token_seconds": 1e-9,
+                                "prefill_per_token_seconds": 2e-5, "kv_capacity_tokens": 1e6}))
     cost = FittedCost.load(path)
-    assert cost.forward_s(10, 2, 1000) == pytest.approx(0.01 + 2e-4 + 1e-6)
+    assert cost.forward_seconds(10, 2, 1000) == pytest.approx(0.01 + 2e-4 + 1e-6)
 
 
 def test_lengths_are_clipped_and_fit_recovers_parameters():
@@ -83,5 +83,5 @@ def test_coupled_speculation_gains_little_at_batch_256():
     batch, context = 256, 256 * _representative_context(preset)
     alpha, k = preset.acceptance.drafters[0].mean_acceptance, preset.coupled_draft_len
     tokens = (1 - alpha ** (k + 1)) / (1 - alpha)
-    speculative = (target.forward_s(batch, k + 1, context) + k * draft.forward_s(batch, 1, context)) / tokens
-    assert 0.9 < target.forward_s(batch, 1, context) / speculative < 1.1
+    speculative = (target.forward_seconds(batch, k + 1, context) + k * draft.forward_seconds(batch, 1, context)) / tokens
+    assert 0.9 < target.forward_seconds(batch, 1, context) / speculative < 1.1

@@ -29,7 +29,7 @@ def run(request):
 
 def test_every_request_finishes_exactly_once_and_tokens_are_conserved(run):
     name, preset, metrics, trace = run
-    assert not np.isnan(trace.finish_s).any()
+    assert not np.isnan(trace.finish_seconds).any()
     from specroll.sim.workload import Workload
     workload = Workload.sample(preset.lengths, preset.num_prompts, preset.group_size, preset.prompt_tokens,
                                np.random.default_rng(preset.seed))
@@ -54,12 +54,12 @@ def test_makespan_never_below_critical_path(run):
     from specroll.sim.workload import Workload
     workload = Workload.sample(preset.lengths, preset.num_prompts, preset.group_size, preset.prompt_tokens,
                                np.random.default_rng(preset.seed))
-    fastest_forward = preset.target_cost(2 * preset.gpus_per_worker).overhead_s
+    fastest_forward = preset.target_cost(2 * preset.gpus_per_worker).overhead_seconds
     max_tokens_per_forward = 17  # no strategy drafts more than 16 tokens
     bound = workload.output_lengths.max() / max_tokens_per_forward * fastest_forward
-    assert metrics.makespan_s >= bound
+    assert metrics.makespan_seconds >= bound
     assert 0.0 <= metrics.idle_gpu_fraction < 1.0
-    assert 0.0 <= metrics.tail_s <= metrics.makespan_s
+    assert 0.0 <= metrics.tail_seconds <= metrics.makespan_seconds
 
 
 def test_no_speculation_respects_the_batch1_latency_bound():
@@ -69,7 +69,7 @@ def test_no_speculation_respects_the_batch1_latency_bound():
     lengths = Workload.sample(SMALL.lengths, SMALL.num_prompts, SMALL.group_size, SMALL.prompt_tokens,
                               np.random.default_rng(SMALL.seed)).output_lengths
     assert lengths.max() <= workload_max
-    assert metrics.makespan_s >= lengths.max() * SMALL.target_cost().forward_s(1, 1, 0)
+    assert metrics.makespan_seconds >= lengths.max() * SMALL.target_cost().forward_seconds(1, 1, 0)
 
 
 def test_seeded_runs_are_deterministic():
@@ -96,8 +96,8 @@ def test_fastest_of_n_adds_copies_on_freed_workers():
 def test_speculation_speeds_up_a_lone_high_acceptance_request():
     lone = SMALL.with_overrides(num_gpus=4, num_prompts=1, group_size=1,
                                 lengths=LengthDistribution(2000, 0.0, 0.0, 4096))
-    plain = simulate(lone, SYSTEMS["verl"])[0].makespan_s
-    assert simulate(lone, SYSTEMS["vanilla-spec"])[0].makespan_s < plain
+    plain = simulate(lone, SYSTEMS["verl"])[0].makespan_seconds
+    assert simulate(lone, SYSTEMS["vanilla-spec"])[0].makespan_seconds < plain
 
 
 def test_divided_balances_groups_better_than_static():
@@ -116,18 +116,18 @@ def test_options_validate():
 
 def test_das_drafts_for_a_lone_long_request():
     """One long request, memory-bound forwards: the length-aware strategy drafts the maximum."""
-    from specroll.sim.speculation import BatchView, LengthAwareSpeculation
+    from specroll.sim.speculation import RunningBatch, LengthAwareSpeculation
     from specroll.sim.systems import SYSTEMS, _spec_costs, _topology
     preset = get_preset("DeepScaleR-7B")
     costs = _spec_costs(preset, _topology(preset, SYSTEMS["das"]))
-    view = BatchView(np.arange(2), np.zeros(2, dtype=np.int64), np.full(2, 0.6), np.array([100.0, 100.0]),
+    view = RunningBatch(np.arange(2), np.zeros(2, dtype=np.int64), np.full(2, 0.6), np.array([100.0, 100.0]),
                      np.array([8000.0, 300.0]), np.zeros(2), 16384)
-    step = LengthAwareSpeculation(costs, 1.0, 8).step(view)
-    assert step.draft_len.tolist() == [8, 0]
-    assert step.tokens_per_iter[0] > 2.0
+    plan = LengthAwareSpeculation(costs, 1.0, 8).decide(view)
+    assert plan.draft_len.tolist() == [8, 0]
+    assert plan.tokens_per_iter[0] > 2.0
 
 
 def test_das_beats_plain_decoding_on_a_small_case():
     das, _ = simulate(DAS_SMALL, SYSTEMS["das"])
     verl, _ = simulate(DAS_SMALL, SYSTEMS["verl"])
-    assert das.makespan_s < verl.makespan_s
+    assert das.makespan_seconds < verl.makespan_seconds

@@ -57,7 +57,7 @@ def test_finished_holes_are_filled_by_moving_the_highest_slots():
         s.add(request(i))
     running = s.schedule().prefill
     for r in running:
-        r.num_cached = 10
+        r.output_token_ids.append(5)  # the prefill's token: the cache holds the 10 prompt positions
     s.finish(running[0])
     s.finish(running[1])
     d = s.schedule()
@@ -76,3 +76,13 @@ def test_admission_waits_for_enough_free_slots():
     for r in running[1:4]:
         s.finish(r)
     assert len(s.schedule().prefill) == 4
+
+
+def test_a_running_request_has_all_but_its_newest_token_cached():
+    s = Scheduler(SchedulerConfig(num_slots=2, capacity=64, kv_budget_tokens=1000))
+    s.add(request(0, prompt_len=6))
+    (admitted,) = s.schedule().prefill
+    assert admitted.num_cached == 0 and admitted.pending_tokens() == list(range(2, 8))
+    admitted.output_token_ids += [9, 10, 11]  # a prefill token, then a forward that accepted one draft
+    (decoding,) = s.schedule().decode
+    assert decoding.num_cached == 8 and decoding.pending_tokens() == [11]
