@@ -84,7 +84,7 @@ def test_grpo_trainer_runs_two_steps_on_specroll_rollouts(tmp_path, monkeypatch)
         for ids, logprobs in zip(output["completion_ids"], output["logprobs"]):
             assert 1 <= len(ids) <= MAX_COMPLETION and len(logprobs) == len(ids)
     telemetry = rollout.engine.telemetry  # of the last call
-    assert sum(s.num_drafted for s in telemetry.decode_steps) > 0
+    assert sum(s.num_drafted for s in telemetry.decode_forwards) > 0
     assert telemetry.mean_acceptance_length > 1.0
 
 
