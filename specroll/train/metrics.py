@@ -1,4 +1,9 @@
-"""One line of `metrics.jsonl` per training step, and the plot written beside it."""
+"""One line of `metrics.jsonl` per training step, and the plot written beside it.
+
+The file's keys are a format of their own, short as RL training logs write them: durations in seconds
+end in `_s` there (`rollout_s`, `train_s`, `sync_s`, `plain_rollout_s`), where the code's names end in
+`_seconds`; `FILE_KEYS` is the one place that maps them.
+"""
 
 from __future__ import annotations
 
@@ -27,9 +32,14 @@ class StepMetrics:
     same_as_plain: bool | None = None  # its tokens and log-probabilities equal the speculative ones
 
 
+FILE_KEYS = {"rollout_seconds": "rollout_s", "train_seconds": "train_s", "sync_seconds": "sync_s",
+             "plain_rollout_seconds": "plain_rollout_s"}
+
+
 def append_metrics(path: str | Path, metrics: StepMetrics) -> None:
+    row = {FILE_KEYS.get(name, name): value for name, value in asdict(metrics).items()}
     with open(path, "a") as f:
-        f.write(json.dumps(asdict(metrics)) + "\n")
+        f.write(json.dumps(row) + "\n")
 
 
 def read_metrics(path: str | Path) -> list[dict]:
@@ -37,7 +47,8 @@ def read_metrics(path: str | Path) -> list[dict]:
 
 
 def plot_metrics(rows: list[dict], path: str | Path) -> Path:
-    """Reward, rollout time (with plain beside it when measured) and acceptance per step, as a PNG."""
+    """Reward, rollout time (with plain beside it when measured) and acceptance per step, as a PNG;
+    `rows` as `read_metrics` returns them."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -47,9 +58,9 @@ def plot_metrics(rows: list[dict], path: str | Path) -> Path:
     fig, axes = plt.subplots(3, 1, figsize=(7, 8), sharex=True)
     axes[0].plot(steps, [r["reward_mean"] for r in rows], marker="o")
     axes[0].set_ylabel("mean reward")
-    axes[1].plot(steps, [r["rollout_seconds"] for r in rows], marker="o", label="rollout")
-    if any(r.get("plain_rollout_seconds") is not None for r in rows):
-        axes[1].plot(steps, [r.get("plain_rollout_seconds") for r in rows], marker="s", label="plain rollout")
+    axes[1].plot(steps, [r["rollout_s"] for r in rows], marker="o", label="rollout")
+    if any(r.get("plain_rollout_s") is not None for r in rows):
+        axes[1].plot(steps, [r.get("plain_rollout_s") for r in rows], marker="s", label="plain rollout")
     axes[1].set_ylabel("seconds")
     axes[1].legend()
     axes[2].plot(steps, [r["mean_acceptance_length"] for r in rows], marker="o", label="all drafts")

@@ -58,7 +58,7 @@ def test_train_command_writes_metrics_plot_and_a_loadable_checkpoint(tmp_path, c
     assert main(["train", *flags, "--out", str(out)]) == 0
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1]
-    for key in ("reward_mean", "rollout_seconds", "train_seconds", "output_tokens", "mean_acceptance_length", "weights_sha256"):
+    for key in ("reward_mean", "rollout_s", "train_s", "output_tokens", "mean_acceptance_length", "weights_sha256"):
         assert all(key in r for r in rows), key
     assert (out / "metrics.png").read_bytes().startswith(b"\x89PNG")
     assert main(["rollout", "--model", str(out / "checkpoint"), "--num-prompts", "1", "--n", "2", "--max-tokens", "8",
