@@ -11,6 +11,7 @@ from typing import Callable
 from specroll.tasks.base import Task
 from specroll.tasks.gsm8k import Gsm8kTask
 from specroll.tasks.running_sum import RunningSumTask
+from specroll.tasks.registration import add_entry
 
 TaskFactory = Callable[[], Task]
 
@@ -41,10 +42,4 @@ def get_task(name: str) -> Task:
 
 def register_task(name: str, factory: TaskFactory, *, replace: bool = False) -> None:
     """Make `factory()` (a `Task`) available as the task `name`, to `RolloutConfig(task=name)`."""
-    if not name or not isinstance(name, str):
-        raise ValueError(f"a task's name must be a non-empty string, got {name!r}")
-    if not callable(factory):
-        raise ValueError(f"task {name!r} needs a factory called with no arguments, got {factory!r}")
-    if name in _TASK_FACTORIES and not replace:
-        raise ValueError(f"a task named {name!r} is already registered (pass replace=True to override it)")
-    _TASK_FACTORIES[name] = factory
+    add_entry(_TASK_FACTORIES, "task", name, factory, "needs a factory called with no arguments", replace)

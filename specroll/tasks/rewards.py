@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Callable
 
 from specroll.tasks.answers import is_same_number
+from specroll.tasks.registration import add_entry
 
 RewardFn = Callable[[str, str], float]  # (answer, response_text) -> reward
 
@@ -49,10 +50,4 @@ def get_reward(name: str) -> RewardFn:
 
 def register_reward(name: str, fn: RewardFn, *, replace: bool = False) -> None:
     """Make `fn(answer, response_text) -> float` available as the reward `name`."""
-    if not name or not isinstance(name, str):
-        raise ValueError(f"a reward's name must be a non-empty string, got {name!r}")
-    if not callable(fn):
-        raise ValueError(f"reward {name!r} must be callable as fn(answer, response_text), got {fn!r}")
-    if name in _REWARDS and not replace:
-        raise ValueError(f"a reward named {name!r} is already registered (pass replace=True to override it)")
-    _REWARDS[name] = fn
+    add_entry(_REWARDS, "reward", name, fn, "must be callable as fn(answer, response_text)", replace)
