@@ -15,9 +15,10 @@ Here every reduction a row goes through is made independent of the rest of the f
   Every call is then made at one of those sizes: rows are padded up to the next one, and more rows
   than the largest are cut into calls of the largest. So every GEMM that runs has a probed shape.
 - Attention: keys are processed in fixed blocks of `BLOCK` positions. Scores and the
-  probability-weighted values are matmuls whose reduction is over a fixed length (the head dim, then
-  one block), each query one of >= `min_rows` rows; the softmax maximum is exact in any order; the
-  sums over blocks run over a middle dimension whose inner size is a multiple of `BLOCK`, where
+  probability-weighted values of each block are batched matmuls whose reduction is over a fixed
+  length (the head dim, then one block), each with at least `invariant_query_rows` query rows (a
+  single row takes another kernel; probed once per process); the softmax maximum is exact in any
+  order; the blocks' partial results are added by a running sum in block order (`cumsum`), where
   trailing all-masked blocks add exact zeros. So neither the read length of the batch, nor how many
   queries a row has (decode or verification width), nor the other rows change a row's output.
   (PyTorch's fused attention differs by ~1e-7 between 1 and 2 queries or one more masked key.)
@@ -67,6 +68,27 @@ def invariant_row_sizes(in_features: int, out_features: int, threads: int) -> tu
     return ROW_SIZES[first:]
 
 
+@functools.cache
+def invariant_query_rows(head_dim: int, threads: int) -> int:
+    """The fewest query rows from which attention's batched products (scores over the head dim, then
+    probabilities times values over one block) give each row the same bits as with more rows,
+    probed at `threads` threads (the current count)."""
+    if threads != torch.get_num_threads():
+        raise ValueError(f"probe at the current thread count ({torch.get_num_threads()}), not {threads}")
+    generator = torch.Generator().manual_seed(0)
+    most = 32
+    q, keys = torch.randn(4, most, head_dim, generator=generator), torch.randn(4, head_dim, 2 * BLOCK, generator=generator)
+    p, values = torch.randn(4, most, BLOCK, generator=generator), torch.randn(4, BLOCK, head_dim, generator=generator)
+    scores, weighted = q @ keys, p @ values
+    agree = [torch.equal(q[:, :m] @ keys, scores[:, :m]) and torch.equal(p[:, :m] @ values, weighted[:, :m])
+             for m in range(1, most + 1)]
+    first = next(i for i in range(most) if all(agree[i:]))
+    if first + 1 > MAX_THRESHOLD // 2:
+        raise BatchInvarianceUnavailable(f"with {threads} threads attention products over head dim {head_dim} "
+                                         "agree only from many query rows; use --fast-numerics")
+    return first + 1
+
+
 def padded_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                   sizes: tuple[int, ...]) -> torch.Tensor:
     """F.linear over x (..., K), every BLAS call made with a row count in `sizes` (ascending): zero
@@ -106,11 +128,12 @@ def block_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, m
     scores = queries @ keys.transpose(-1, -2)  # (b, Hkv, rows, L): each a dot over D
     scores = scores.masked_fill(~_row_mask(mask, G, rows), float("-inf"))
     probs = torch.exp(scores - scores.amax(-1, keepdim=True))  # unnormalised; the max is exact in any order
-    weighted, total = 0.0, 0.0
-    for start in range(0, L, BLOCK):  # fixed order; blocks past a row's context add exact zeros
-        block = probs[..., start:start + BLOCK]  # (b, Hkv, rows, BLOCK)
-        weighted = weighted + block @ values[:, :, start:start + BLOCK]  # (b, Hkv, rows, D)
-        total = total + block.sum(-1, keepdim=True)  # (b, Hkv, rows, 1)
+    blocks = probs.reshape(b, Hkv, rows, L // BLOCK, BLOCK)
+    # one (rows x BLOCK) @ (BLOCK x D) product per block, then a running sum over blocks in order:
+    # cumsum adds sequentially, and blocks past a row's context add exact zeros
+    partial = blocks.transpose(2, 3) @ values.reshape(b, Hkv, L // BLOCK, BLOCK, D)  # (b, Hkv, nb, rows, D)
+    weighted = partial.cumsum(2)[:, :, -1]  # (b, Hkv, rows, D)
+    total = blocks.sum(-1).cumsum(-1)[..., -1:]  # (b, Hkv, rows, 1)
     return (weighted / total)[:, :, :M].reshape(b, H, T, D)
 
 

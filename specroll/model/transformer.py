@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from specroll.model.batch_invariant import block_attention, invariant_row_sizes, padded_linear
+from specroll.model.batch_invariant import block_attention, invariant_query_rows, invariant_row_sizes, padded_linear
 from specroll.model.config import ModelConfig
 from specroll.model.kv_cache import KVCache
 from specroll.model.rope import RotaryTable, apply_rotary, inverse_frequencies
@@ -162,7 +162,7 @@ class CausalLM(nn.Module):
         threads = torch.get_num_threads()
         for linear in linears:
             linear.row_sizes = invariant_row_sizes(linear.in_features, linear.out_features, threads)
-        query_rows = max(linear.row_sizes[0] for linear in linears)
+        query_rows = invariant_query_rows(self.config.head_dim, threads)
         for module in self.modules():
             if isinstance(module, Attention):
                 module.invariant_rows = query_rows

@@ -9,7 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from specroll.model.batch_invariant import BLOCK, ROW_SIZES, block_attention, invariant_row_sizes, padded_linear
+from specroll.model.batch_invariant import (BLOCK, ROW_SIZES, block_attention, invariant_query_rows, invariant_row_sizes,
+                                            padded_linear)
 from specroll.model.runner import ModelRunner, SequenceInput
 
 H, HKV, D = 6, 2, 32
@@ -34,7 +35,7 @@ def test_the_probe_names_the_call_sizes_that_agree():
 
 def _attend(q, keys, values, mask, invariant: bool):
     if invariant:
-        return block_attention(q, keys, values, mask, invariant_row_sizes(576, 1536, torch.get_num_threads())[0])
+        return block_attention(q, keys, values, mask, invariant_query_rows(D, torch.get_num_threads()))
     return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
 
 
