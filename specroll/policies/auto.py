@@ -53,7 +53,10 @@ class AutoPolicy:
     """Exploration: the acceptance of a drafter on a workload is unknown until it drafts, and a prior
     that predicts a loss would never be corrected. So until `warmup_trials` draft tokens have been
     tried, and then on one forward in `probe_every` on average, a forward the model would run plain drafts
-    `probe_length` tokens instead: a bounded cost that keeps the estimates live.
+    `probe_length` tokens instead: a bounded cost that keeps the estimates live. Where the cost model
+    predicts a probe forward to cost much more than a plain one (large batches on a CPU, where width
+    costs nearly its size), probes are rarer, so that they cost at most `max_probe_overhead` of the
+    plain forwards' time on average.
 
     Probe forwards are drawn at random (seeded), not every `probe_every`-th forward: outputs have periodic
     structure, and a fixed period can resonate with it, always measuring alpha at the same place.
@@ -73,6 +76,7 @@ class AutoPolicy:
     warmup_trials: int = 64
     probe_every: int = 16
     probe_length: int = 2
+    max_probe_overhead: float = 0.01
     seed: int = 0
     calibration: ForwardTimeCalibration = field(default_factory=ForwardTimeCalibration)
     _rng: random.Random = field(init=False, repr=False)
@@ -88,14 +92,23 @@ class AutoPolicy:
     def _draft_lengths(self, batch: BatchView) -> list[int]:
         lengths = self._best_lengths(batch)
         self._decided = None
-        is_probe_step = self._rng.random() * self.probe_every < 1.0
-        if not any(lengths) and (is_probe_step or self.tracker.pooled_trials < self.warmup_trials):
+        draw = self._rng.random()
+        is_probe_step = draw * self.probe_every < 1.0
+        if not any(lengths) and (draw < self._probe_rate(batch.batch_size)
+                                 or self.tracker.pooled_trials < self.warmup_trials):
             return [max(0, min(self.probe_length, batch.max_draft, v.num_remaining - 1)) for v in batch.requests]
         if any(lengths) and is_probe_step and not self.calibration.is_measured(batch.batch_size, is_drafting=False):
             lengths = [0] * len(lengths)
         cap = max(lengths, default=0)
         self._decided = (batch.batch_size, cap, self.cost_model.step_seconds(batch.batch_size, cap, self._context))
         return lengths
+
+    def _probe_rate(self, batch_size: int) -> float:
+        """How often a plain forward becomes a probe: 1 / probe_every, or less where a probe forward's
+        predicted extra time would make probing cost more than `max_probe_overhead`."""
+        plain = self.cost_model.step_seconds(batch_size, 0, self._context)
+        extra = self.cost_model.step_seconds(batch_size, self.probe_length, self._context) / plain - 1.0
+        return min(1.0 / self.probe_every, self.max_probe_overhead / extra) if extra > 0 else 1.0 / self.probe_every
 
     def _best_lengths(self, batch: BatchView) -> list[int]:
         self.tracker.update(batch)
