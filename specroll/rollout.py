@@ -54,6 +54,10 @@ class RolloutConfig:
     prompt_field: str = "prompt"  # the fields of `prompts` records to read
     answer_field: str = "answer"
     reward_name: str = DEFAULT_REWARD  # how `prompts` responses are scored (specroll.tasks.rewards)
+    workers: int = 1  # engines; more than one runs them on Ray, coordinated by `specroll.cluster`
+    dispatch: str = "divided"  # with workers: static | divided | context-aware (`ClusterConfig`)
+    chunk_tokens: int = 0  # divided dispatch's chunk; 0 = max_tokens / 4
+    worker_backend: str = "ray"  # ray | inline (every worker in this process, in turn)
 
     def __post_init__(self) -> None:
         if self.num_prompts <= 0 or self.n <= 0:
@@ -62,6 +66,7 @@ class RolloutConfig:
         if self.prompts is not None and self.task != DEFAULT_TASK:
             raise ValueError(f"give a task ({self.task!r}) or a prompts file ({self.prompts}), not both")
         get_reward(self.reward_name)  # validates
+        self.cluster  # validates
 
     @property
     def drafter_name(self) -> str | None:
@@ -70,6 +75,12 @@ class RolloutConfig:
         if self.speculate == "on":
             return "draft-model" if self.has_matching_draft else DEFAULT_DRAFTER
         return None if self.speculate == "off" else self.speculate
+
+    @property
+    def cluster(self):
+        from specroll.cluster.rollout import ClusterConfig
+
+        return ClusterConfig(self.workers, self.dispatch, self.chunk_tokens, self.worker_backend, self.seed)
 
     @property
     def has_matching_draft(self) -> bool:
@@ -112,6 +123,7 @@ class RolloutResult:
     summary: RolloutSummary
     telemetry: list[dict] = field(default_factory=list)
     acceptance_by_drafter: dict[str, float] = field(default_factory=dict)  # `Telemetry.acceptance_by_source`
+    cluster: dict | None = None  # a rollout over several workers: dispatch, re-prefills, lost workers
 
     def write_jsonl(self, path: str | Path) -> None:
         _write_jsonl(path, [asdict(r) for r in self.records])
@@ -221,10 +233,46 @@ def run_rollout(config: RolloutConfig, progress: ProgressFn | None = None,
     task, problems = load_problems(config)
     tokenizer = load_tokenizer(config.model_dir)
     prompts = encode_prompts(tokenizer, task, problems)
+    requests = make_requests(config, tokenizer, problems.values(), prompts)
+    if config.workers > 1:
+        if drafter is not None:
+            raise ValueError("a drafter object cannot be shipped to workers: name one with `speculate`")
+        return run_on_workers(config, requests, tokenizer, task, problems)
     apply_threads(config)
     engine = build_engine(config, max(map(len, prompts.values())), drafter)
-    requests = make_requests(config, tokenizer, problems.values(), prompts)
     return run_requests(engine, requests, tokenizer, task, problems, progress)
+
+
+def run_on_workers(config: RolloutConfig, requests: list[Request], tokenizer: Tokenizer, task: Task,
+                   problems: dict[int, Problem], on_report=None,
+                   progress: Callable[[int, int], None] | None = None) -> RolloutResult:
+    """The rollout over `config.workers` engines (`specroll.cluster`); the same records."""
+    from specroll.cluster.rollout import run_cluster
+
+    longest = max(len(r.prompt_token_ids) for r in requests)
+    outcome = run_cluster(config.cluster, config, requests, longest, on_report, progress)
+    records = [make_record(s.request, tokenizer, task, problems[s.request.group_id], s.error) for s in outcome.states]
+    rows = [row for t in outcome.telemetry for row in t.rows]
+    decode_rows = sum(t.decode_rows for t in outcome.telemetry)
+    done = sorted(s.finish_seconds for s in outcome.states)
+    summary = RolloutSummary(
+        num_requests=len(requests),
+        output_tokens=sum(len(s.token_ids) for s in outcome.states),
+        makespan_seconds=outcome.makespan_seconds,
+        tokens_per_second=sum(len(s.token_ids) for s in outcome.states) / max(outcome.makespan_seconds, 1e-9),
+        mean_acceptance_length=sum(t.decode_emitted for t in outcome.telemetry) / decode_rows if decode_rows else 0.0,
+        forward_passes=sum(t.num_forwards for t in outcome.telemetry),
+        tail_seconds=outcome.makespan_seconds - done[int(0.9 * (len(done) - 1))],
+        mean_reward=_mean([r.reward for r in records if r.reward is not None]),
+    )
+    cluster = {"workers": config.workers, "dispatch": config.dispatch, "reports": outcome.num_reports,
+               "lost_workers": outcome.num_lost_workers, "reprefills": outcome.num_reprefills,
+               "reprefill_tokens": float(outcome.reprefill_tokens), "worker_busy_seconds": outcome.worker_busy_seconds}
+    return RolloutResult(records, summary, rows, cluster=cluster)
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
 
 
 def make_requests(config: RolloutConfig, tokenizer: Tokenizer, problems: Iterable[Problem],

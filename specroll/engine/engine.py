@@ -50,6 +50,8 @@ class Engine:
         if self.drafter is not None:
             self.drafter.begin(RequestInfo(request.request_id, request.group_id,
                                            tuple(request.prompt_token_ids), self.training_step))
+            if request.output_token_ids:  # resumed elsewhere: the drafter reads what it generated
+                self.drafter.observe(request.request_id, list(request.output_token_ids))
 
     def _validate(self, request: Request) -> None:
         prompt = request.prompt_token_ids

@@ -60,7 +60,7 @@ class Scheduler:
         self.free_slots = list(range(config.num_slots))
 
     def add(self, request: Request) -> None:
-        need = request.num_tokens + request.params.max_tokens + self.config.reserve_per_request
+        need = len(request.prompt_token_ids) + request.params.max_tokens + self.config.reserve_per_request
         if need > min(self.config.capacity, self.config.kv_budget_tokens):
             raise ValueError(
                 f"request {request.request_id}: prompt ({len(request.prompt_token_ids)} tokens) plus "

@@ -64,6 +64,11 @@ class WorkerLoads:
         if running < self.max_num_seqs:
             heapq.heappush(self._heap, (reserved, index, int(self._stamp[index])))
 
+    def close(self, index: int) -> None:
+        """The worker takes nothing more (it is lost): its heap entries go stale for good."""
+        self.running[index] = self.max_num_seqs
+        self._stamp[index] += 1
+
     def add(self, index: int, need_tokens: float) -> None:
         self.update(index, self.reserved[index] + need_tokens, int(self.running[index]) + 1)
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from specroll.scheduling.fastest_of_n import FonCandidate, assign_fastest_of_n
 from specroll.sim.acceptance import AcceptanceModel
-from specroll.sim.dispatch import PREEMPT_TO_FRACTION, Dispatcher
+from specroll.scheduling.dispatch import PREEMPT_TO_FRACTION, Dispatcher
 from specroll.sim.speculation import RunningBatch, SpeculationStrategy
 from specroll.sim.worker import Worker
 from specroll.sim.workload import Workload

@@ -24,7 +24,7 @@ from specroll.scheduling.context_aware import ContextAwareOrder, FifoOrder
 from specroll.scheduling.divided import ChunkPolicy
 from specroll.scheduling.placement import AffineLatency, DecoupledPlan, plan_decoupled
 from specroll.sim.cost_model import GPUS, MODELS, RooflineCost
-from specroll.sim.dispatch import DividedDispatch, StaticDispatch
+from specroll.scheduling.dispatch import DividedDispatch, StaticDispatch
 from specroll.sim.loop import LoopConfig, RolloutLoop, SimTrace
 from specroll.sim.metrics import RolloutMetrics
 from specroll.sim.presets import Preset, worker_overhead_seconds

@@ -1,0 +1,75 @@
+"""One worker of a multi-worker rollout: an engine that runs the coordinator's dispatches.
+
+`advance` adds the new dispatches and iterates the engine until some request's dispatch ends (or a
+time slice passes, so that progress reaches the coordinator often), then reports every request's new
+tokens. The same class runs inside a Ray actor (`ray_pool`) and in the coordinator's process
+(`inline_pool`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Sequence
+
+from specroll.cluster.work import Update, WorkerReport, WorkerTelemetry, WorkItem
+from specroll.engine.request import Request
+
+REPORT_SECONDS = 0.5  # the longest a call runs without a dispatch ending
+
+
+class EngineWorker:
+    def __init__(self, index: int, config, longest_prompt: int) -> None:
+        from specroll.rollout import apply_threads, build_engine
+
+        apply_threads(config)
+        self.index = index
+        self.engine = build_engine(config, longest_prompt)
+        self._live: dict[int, Request] = {}
+        self._reported: dict[int, int] = {}  # request id -> output tokens already reported
+        self._busy_seconds = 0.0
+
+    def ready(self) -> int:
+        """Answers once the engine is built: a worker that cannot start fails here, by name."""
+        return self.index
+
+    def advance(self, items: Sequence[WorkItem], max_seconds: float = REPORT_SECONDS) -> WorkerReport:
+        started = time.perf_counter()
+        refused = [update for item in items if (update := self._add(item)) is not None]
+        while self.engine.has_unfinished:
+            finished = self.engine.iterate()
+            if finished or time.perf_counter() - started > max_seconds:
+                break
+        busy = time.perf_counter() - started
+        self._busy_seconds += busy
+        return WorkerReport(self.index, (*refused, *self._progress()), busy, len(self._live))
+
+    def _add(self, item: WorkItem) -> Update | None:
+        """Queue the dispatch; a request the engine refuses ends at once, with the engine's error."""
+        request = item.to_request()
+        try:
+            self.engine.add_request(request)
+        except ValueError as err:
+            return Update(item.request_id, len(item.output_token_ids), (), (), True, "error", str(err))
+        self._live[item.request_id] = request
+        self._reported[item.request_id] = len(item.output_token_ids)
+        return None
+
+    def _progress(self) -> list[Update]:
+        updates = []
+        for request_id, request in list(self._live.items()):
+            start = self._reported[request_id]
+            if request.num_output_tokens > start or request.is_finished:
+                updates.append(Update(request_id, start, tuple(request.output_token_ids[start:]),
+                                      tuple(request.output_logprobs[start:]), request.is_finished,
+                                      request.finish_reason))
+                self._reported[request_id] = request.num_output_tokens
+            if request.is_finished:
+                del self._live[request_id], self._reported[request_id]
+        return updates
+
+    def telemetry(self) -> WorkerTelemetry:
+        t = self.engine.telemetry
+        rows = sum(s.batch_size for s in t.decode_forwards)
+        emitted = sum(s.num_emitted for s in t.decode_forwards)
+        return WorkerTelemetry(self.index, t.num_forwards, rows, emitted, self._busy_seconds,
+                               [{"worker": self.index, **row} for row in t.as_rows()])

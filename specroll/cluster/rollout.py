@@ -1,0 +1,111 @@
+"""A rollout over several workers: the same records as a one-process rollout, and in exact mode the
+same tokens (sampling is keyed by request and position, so no token depends on where it ran)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from specroll.cluster.coordinator import ClusterOutcome, Coordinator, ReportHook, WorkerPool
+from specroll.engine.request import Request
+from specroll.scheduling.context_aware import ContextAwareOrder, FifoOrder
+from specroll.scheduling.dispatch import Dispatcher, DividedDispatch, StaticDispatch
+from specroll.scheduling.divided import ChunkPolicy
+
+DISPATCHES = ("static", "divided", "context-aware")
+
+
+class _Unpriced:
+    """Real workers pay their prefills in time; the dispatcher's estimate of them is not needed."""
+
+    def prefill_seconds(self, num_tokens: float) -> float:
+        return 0.0
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    num_workers: int
+    dispatch: str = "divided"
+    chunk_tokens: int = 0  # divided dispatch: tokens a request generates before it is re-dispatched;
+    # 0 = a quarter of max_tokens (Seer's 8K chunks of 32K-64K budgets)
+    backend: str = "ray"  # ray | inline (every worker in this process, called in turn)
+    seed: int = 0  # static dispatch's shuffle of groups to workers
+
+    def __post_init__(self) -> None:
+        if self.num_workers < 1:
+            raise ValueError(f"workers must be at least 1, got {self.num_workers}")
+        if self.dispatch not in DISPATCHES:
+            raise ValueError(f"dispatch must be one of {', '.join(DISPATCHES)}, got {self.dispatch!r}")
+        if self.chunk_tokens < 0:
+            raise ValueError(f"chunk_tokens must be >= 0, got {self.chunk_tokens}")
+        if self.backend not in ("ray", "inline"):
+            raise ValueError(f"backend must be ray or inline, got {self.backend!r}")
+
+    def chunk_size(self, max_tokens: int) -> int:
+        return self.chunk_tokens or max(1, max_tokens // 4)
+
+
+def dense_groups(requests: list[Request]) -> np.ndarray:
+    """Each request's group as 0..G-1, in order of first appearance (the dispatchers index by it)."""
+    index: dict[int, int] = {}
+    return np.array([index.setdefault(r.group_id, len(index)) for r in requests], dtype=np.int64)
+
+
+def make_dispatcher(cluster: ClusterConfig, requests: list[Request], max_tokens: int) -> Dispatcher:
+    """The dispatcher the config names; a request's length is unknown here, so it may run to max_tokens."""
+    lengths = np.full(len(requests), float(max_tokens))
+    groups = dense_groups(requests)
+    prompts = np.array([len(r.prompt_token_ids) for r in requests])
+    if cluster.dispatch == "static":
+        return StaticDispatch(lengths, groups, cluster.num_workers, _Unpriced(), prompts,
+                              np.random.default_rng(cluster.seed))
+    order = ContextAwareOrder(groups, max_tokens) if cluster.dispatch == "context-aware" else FifoOrder()
+    return DividedDispatch(lengths, order, ChunkPolicy(cluster.chunk_size(max_tokens)), _Unpriced(), prompts,
+                           max_tokens, resume_prefill=True)
+
+
+def make_pool(cluster: ClusterConfig, config, longest_prompt: int) -> WorkerPool:
+    if cluster.backend == "inline":
+        from specroll.cluster.engine_worker import EngineWorker
+        from specroll.cluster.inline_pool import InlinePool
+
+        return InlinePool(cluster.num_workers, lambda i: EngineWorker(i, config, longest_prompt))
+    from specroll.cluster.ray_pool import RayPool
+
+    return RayPool(cluster.num_workers, config, longest_prompt)
+
+
+ProgressHook = Callable[[int, int], None]  # finished requests, output tokens so far
+
+
+def run_cluster(cluster: ClusterConfig, config, requests: list[Request], longest_prompt: int,
+                on_report: ReportHook | None = None, progress: ProgressHook | None = None) -> ClusterOutcome:
+    """Run `requests` over the cluster's workers; the pool is closed at the end, whatever happens."""
+    pool = make_pool(cluster, config, longest_prompt)
+    try:
+        hooks = [h for h in (on_report, _progress_hook(progress)) if h is not None]
+        coordinator = Coordinator(requests, make_dispatcher(cluster, requests, config.max_tokens), pool,
+                                  kv_capacity=float(config.max_batch_size * (longest_prompt + config.max_tokens)),
+                                  max_num_seqs=config.max_batch_size,
+                                  on_report=(lambda c, w: [h(c, w) for h in hooks]) if hooks else None)
+        return coordinator.run()
+    finally:
+        pool.close()
+
+
+def _progress_hook(progress: ProgressHook | None) -> ReportHook | None:
+    if progress is None:
+        return None
+    last = [0.0]
+
+    def hook(coordinator: Coordinator, worker: int) -> None:
+        now = time.perf_counter()
+        if now - last[0] > 0.2:
+            last[0] = now
+            states = coordinator.states
+            progress(sum(s.is_finished for s in states), sum(len(s.token_ids) for s in states))
+
+    return hook
