@@ -7,7 +7,7 @@ PYTEST_ARGS ?= -q
 
 install:
 	$(PYTHON) -m pip install -q torch==2.13.0
-	$(PYTHON) -m pip install -q -e ".[test,models,train,trl]"
+	$(PYTHON) -m pip install -q -e ".[test,models,train,trl,ray]"
 
 models: install
 	$(PYTHON) -m specroll.cli models pull smollm2

@@ -227,8 +227,10 @@ def encode_prompts(tokenizer: Tokenizer, task: Task, problems: dict[int, Problem
 
 
 def run_rollout(config: RolloutConfig, progress: ProgressFn | None = None,
-                drafter: Drafter | None = None) -> RolloutResult:
-    """Run the rollout; `drafter` overrides the one `config.speculate` names (e.g. an oracle)."""
+                drafter: Drafter | None = None,
+                worker_progress: Callable[[int, int], None] | None = None) -> RolloutResult:
+    """Run the rollout; `drafter` overrides the one `config.speculate` names (e.g. an oracle).
+    With several workers, `worker_progress(finished requests, output tokens)` replaces `progress`."""
     config = replace(config, model_dir=resolve_model_dir(config.model_dir))  # a name such as "smollm2"
     task, problems = load_problems(config)
     tokenizer = load_tokenizer(config.model_dir)
@@ -237,7 +239,7 @@ def run_rollout(config: RolloutConfig, progress: ProgressFn | None = None,
     if config.workers > 1:
         if drafter is not None:
             raise ValueError("a drafter object cannot be shipped to workers: name one with `speculate`")
-        return run_on_workers(config, requests, tokenizer, task, problems)
+        return run_on_workers(config, requests, tokenizer, task, problems, progress=worker_progress)
     apply_threads(config)
     engine = build_engine(config, max(map(len, prompts.values())), drafter)
     return run_requests(engine, requests, tokenizer, task, problems, progress)

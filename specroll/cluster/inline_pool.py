@@ -16,6 +16,7 @@ class InlinePool:
         self.num_workers = num_workers
         self._workers = [make_worker(i) for i in range(num_workers)]
         self._calls: deque[tuple[int, list[WorkItem]]] = deque()
+        self._stopped: set[int] = set()
 
     def submit(self, worker: int, items: list[WorkItem]) -> None:
         if self.in_flight(worker):
@@ -28,13 +29,19 @@ class InlinePool:
     def next_report(self) -> tuple[int, WorkerReport | WorkerLost]:
         """Run the oldest call to its report (a worker that raises is lost, with the error)."""
         worker, items = self._calls.popleft()
+        if worker in self._stopped:
+            return worker, WorkerLost("the worker was stopped")
         try:
             return worker, self._workers[worker].advance(items)
         except Exception as err:  # a failing engine must not take the coordinator down
             return worker, WorkerLost(f"{type(err).__name__}: {err}")
 
+    def kill(self, worker: int) -> None:
+        """Stop a worker: its call in flight, and any later one, reports it lost."""
+        self._stopped.add(worker)
+
     def telemetry(self) -> list[WorkerTelemetry]:
-        return [w.telemetry() for w in self._workers]
+        return [w.telemetry() for i, w in enumerate(self._workers) if i not in self._stopped]
 
     def close(self) -> None:
         self._workers.clear()

@@ -12,10 +12,8 @@ import numpy as np
 from specroll.cluster.coordinator import ClusterOutcome, Coordinator, ReportHook, WorkerPool
 from specroll.engine.request import Request
 from specroll.scheduling.context_aware import ContextAwareOrder, FifoOrder
-from specroll.scheduling.dispatch import Dispatcher, DividedDispatch, StaticDispatch
+from specroll.scheduling.dispatch import DISPATCHES, Dispatcher, DividedDispatch, StaticDispatch
 from specroll.scheduling.divided import ChunkPolicy
-
-DISPATCHES = ("static", "divided", "context-aware")
 
 
 class _Unpriced:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from specroll.model.catalog import resolve_model_dir
 from specroll.rollout import RolloutConfig, RolloutResult, load_problems, run_rollout
+from specroll.scheduling.dispatch import DISPATCHES
 from specroll.tasks import known_rewards, known_tasks
 
 DEFAULTS = RolloutConfig()
@@ -49,14 +50,31 @@ def config_from_args(args: argparse.Namespace, **overrides) -> RolloutConfig:
                   max_batch_size=args.max_batch_size, max_draft=args.max_draft, threads=args.threads,
                   batch_invariant=not args.fast_numerics,
                   prompts=args.prompts, prompt_field=args.prompt_field, answer_field=args.answer_field,
-                  reward_name=args.reward)
+                  reward_name=args.reward, workers=getattr(args, "workers", 1),
+                  dispatch=getattr(args, "dispatch", DEFAULTS.dispatch),
+                  chunk_tokens=getattr(args, "chunk_tokens", 0),
+                  worker_backend=getattr(args, "worker_backend", DEFAULTS.worker_backend))
     return RolloutConfig(**{**values, **overrides})
+
+
+def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of a rollout over several engines (`specroll.cluster`)."""
+    parser.add_argument("--workers", type=int, default=1,
+                        help="engines, each its own process on Ray (local, loopback) when more than one")
+    parser.add_argument("--dispatch", choices=DISPATCHES, default=DEFAULTS.dispatch,
+                        help="with --workers: static groups per worker (veRL), divided rollout (Seer: chunks to "
+                             "the least-loaded worker) or context-aware (divided, probes first, then longest first)")
+    parser.add_argument("--chunk-tokens", type=int, default=0,
+                        help="divided dispatch: tokens per chunk (0 = max-tokens / 4)")
+    parser.add_argument("--worker-backend", choices=("ray", "inline"), default=DEFAULTS.worker_backend,
+                        help="ray: one process per worker; inline: every worker in this process, in turn")
 
 
 def register(parser: argparse.ArgumentParser) -> None:
     """Add this command's arguments to its parser and set `func`."""
     add_rollout_arguments(parser)
     parser.add_argument("--speculate", default="on", help="off | on (default drafter) | a drafter's name")
+    add_worker_arguments(parser)
     parser.add_argument("--out", type=Path, default=Path("rollout.jsonl"))
     parser.add_argument("--telemetry", type=Path, default=None,
                         help="also write per-forward telemetry as JSONL (default: OUT with .telemetry.jsonl)")
@@ -88,7 +106,13 @@ def run_with_progress(config: RolloutConfig, show: bool = True) -> RolloutResult
                       f"accept {engine.telemetry.mean_acceptance_length:.2f}")
             bar.update(task, completed=finished, status=status)
 
-        return run_rollout(config, update)
+        def update_workers(finished: int, tokens: int) -> None:
+            elapsed = bar.tasks[0].elapsed or 1e-9
+            bar.update(task, completed=finished, status=f"{config.workers} workers  {tokens / elapsed:7.0f} tok/s")
+
+        result = run_rollout(config, update, worker_progress=update_workers)
+        bar.update(task, completed=len(result.records))
+        return result
 
 
 def print_summary(result: RolloutResult, config: RolloutConfig, out: Path | None = None) -> None:
@@ -107,6 +131,12 @@ def print_summary(result: RolloutResult, config: RolloutConfig, out: Path | None
                         ("time on last 10% of requests (s)", f"{s.tail_seconds:.2f}"),
                         ("mean reward", f"{s.mean_reward:.3f}")]:
         table.add_row(name, value)
+    if result.cluster is not None:
+        c = result.cluster
+        table.add_row("workers, dispatch", f"{c['workers']}, {c['dispatch']}")
+        table.add_row("re-prefills (context tokens)", f"{c['reprefills']} ({c['reprefill_tokens']:.0f})")
+        if c["lost_workers"]:
+            table.add_row("workers lost (their requests re-dispatched)", str(c["lost_workers"]))
     errors = sum(1 for r in result.records if r.error)
     if errors:
         table.add_row("requests refused", str(errors))

@@ -21,6 +21,7 @@ from specroll.scheduling.context_aware import RequestOrder
 from specroll.scheduling.divided import ChunkPolicy, WorkerLoads
 from specroll.scheduling.static import assign_groups
 
+DISPATCHES = ("static", "divided", "context-aware")  # StaticDispatch; DividedDispatch, FIFO or context-aware
 ADMIT_FRACTION = 0.90  # admit while the KV cache stays below this share after admission
 PREEMPT_TO_FRACTION = 0.95  # on overflow, preempt until the cache is below this share (hysteresis)
 

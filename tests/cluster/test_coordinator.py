@@ -1,0 +1,71 @@
+"""The coordinator over real engines in this process: the same tokens as one engine under every
+dispatch, through a lost worker, and with a refused request among good ones."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from specroll.rollout import (RolloutConfig, encode_prompts, load_problems, make_requests, run_on_workers,
+                              run_rollout)
+from specroll.engine.request import Request, SamplingParams
+from specroll.tokenizer import load_tokenizer
+
+BASE = RolloutConfig(num_prompts=6, n=4, max_tokens=48, seed=5, max_batch_size=8)
+
+
+@pytest.fixture(scope="module")
+def one_engine():
+    return run_rollout(BASE)
+
+
+def on_workers(config: RolloutConfig, on_report=None, extra: list[Request] = ()):
+    task, problems = load_problems(config)
+    tokenizer = load_tokenizer(config.model_dir)
+    requests = make_requests(config, tokenizer, problems.values(), encode_prompts(tokenizer, task, problems))
+    return run_on_workers(config, [*requests, *extra], tokenizer, task, problems, on_report)
+
+
+def assert_same_tokens(expected, got):
+    assert [r.request_id for r in got.records[:len(expected.records)]] == [r.request_id for r in expected.records]
+    for a, b in zip(expected.records, got.records):
+        assert (a.token_ids, a.logprobs, a.finish_reason, a.text) == (b.token_ids, b.logprobs, b.finish_reason, b.text)
+
+
+@pytest.mark.parametrize("dispatch", ["static", "divided", "context-aware"])
+def test_every_dispatch_gives_one_engines_tokens(one_engine, dispatch):
+    config = replace(BASE, workers=3, dispatch=dispatch, chunk_tokens=12, worker_backend="inline")
+    result = on_workers(config)
+    assert_same_tokens(one_engine, result)
+    assert result.cluster["lost_workers"] == 0
+    if dispatch != "static":  # chunks of 12 tokens: most requests resume at least once
+        assert result.cluster["reprefills"] > len(result.records) // 2
+
+
+@pytest.mark.parametrize("dispatch", ["static", "divided"])
+def test_a_worker_lost_mid_rollout_loses_no_request_and_no_token(one_engine, dispatch):
+    config = replace(BASE, workers=2, dispatch=dispatch, chunk_tokens=16, worker_backend="inline")
+    state = {}
+
+    def kill_worker_one(coordinator, worker):
+        holds_partial = any(coordinator.states[i].token_ids for i in coordinator.slots[1].running)
+        if worker == 1 and holds_partial and not state:
+            state["killed_holding"] = len(coordinator.slots[1].running)
+            coordinator.pool.kill(1)
+
+    result = on_workers(config, kill_worker_one)
+    assert state["killed_holding"] > 0
+    assert result.cluster["lost_workers"] == 1
+    assert all(r.error is None for r in result.records)
+    assert_same_tokens(one_engine, result)
+
+
+def test_a_refused_request_fails_alone(one_engine):
+    config = replace(BASE, workers=2, worker_backend="inline")
+    bad = Request(10_000, 0, 99, (1, 10**9), SamplingParams(config.max_tokens, config.temperature))
+    result = on_workers(config, extra=[bad])
+    assert_same_tokens(one_engine, result)
+    refused = result.records[-1]
+    assert refused.request_id == 10_000 and refused.finish_reason == "error"
+    assert "outside the vocabulary" in refused.error and refused.token_ids == []
