@@ -4,8 +4,9 @@ Systems: `plain` (this engine, no speculation), `speculative` (the default draft
 `speculative:<policy>` (another policy), `speculative/<drafter>` and `speculative:<policy>/<drafter>`
 (another drafter), `oracle[:<policy>]` (drafts replayed from the plain rollout: the most any
 drafter can gain under that policy), `plain-fast` (plain with the fast numerics: what batch-invariant
-numerics cost) and `hf-generate` (Hugging Face `transformers` `generate` on the same checkpoint and
-batch size).
+numerics cost), `hf-generate` (Hugging Face `transformers` `generate` on the same checkpoint and
+batch size) and `workers:<dispatch>[/<speculate>]` (the rollout over `--workers` engines on Ray under
+that dispatch; plain decoding unless a drafter, or `on`, is named). Every other system runs one engine.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from specroll.baselines.hf_generate import hf_generate
 from specroll.drafting.oracle import OracleDrafter
 from specroll.rollout import RolloutConfig, RolloutResult, apply_threads, encode_prompts, load_problems, run_rollout
+from specroll.scheduling.dispatch import DISPATCHES
 from specroll.tokenizer import load_tokenizer
 
 DEFAULT_SYSTEMS = ("plain", "speculative", "hf-generate")
@@ -35,6 +37,7 @@ class BenchRow:
     forward_passes: int | None = None
     makespans_seconds: list[float] = field(default_factory=list)
     paired_vs_plain: float | None = None
+    paired_vs_first: float | None = None  # the same, over the first system listed
 
 
 def parse_system(system: str) -> tuple[str, str, str]:
@@ -42,17 +45,19 @@ def parse_system(system: str) -> tuple[str, str, str]:
     head, _, drafter = system.partition("/")
     name, _, policy = head.partition(":")
     allowed = {"plain": (), "plain-fast": (), "hf-generate": (), "oracle": ("policy",),
-               "speculative": ("policy", "drafter")}
+               "speculative": ("policy", "drafter"), "workers": ("policy", "drafter")}
     given = [option for option, value in (("policy", policy), ("drafter", drafter)) if value]
-    if name not in allowed or not set(given) <= set(allowed[name]):
+    if (name not in allowed or not set(given) <= set(allowed[name])
+            or (name == "workers" and policy not in DISPATCHES)):
         raise ValueError(f"unknown system {system!r}; known: plain, speculative[:<policy>][/<drafter>], "
-                         "oracle[:<policy>], plain-fast, hf-generate")
+                         f"oracle[:<policy>], plain-fast, hf-generate, workers:<{'|'.join(DISPATCHES)}>[/<drafter>]")
     return name, policy, drafter
 
 
 class Bench:
     def __init__(self, config: RolloutConfig) -> None:
-        self.config = config
+        self.num_workers = config.workers
+        self.config = config = replace(config, workers=1)
         self._plain: RolloutResult | None = None
         apply_threads(config)  # every system, hf-generate included, runs with the same threads
 
@@ -62,6 +67,8 @@ class Bench:
             return _engine_row(system, self._speculative_row(policy, drafter))
         if name == "oracle":
             return _engine_row(system, self._oracle_row(policy))
+        if name == "workers":
+            return _engine_row(system, self._workers_row(policy, drafter))
         if name == "plain-fast":
             return _engine_row(system, run_rollout(replace(self.config, speculate="off", batch_invariant=False)))
         return self._plain_row() if name == "plain" else self._hf_generate_row()
@@ -71,6 +78,11 @@ class Bench:
 
     def _speculative_row(self, policy: str, drafter: str) -> RolloutResult:
         return run_rollout(replace(self.config, speculate=drafter or "on", policy=policy or self.config.policy))
+
+    def _workers_row(self, dispatch: str, drafter: str) -> RolloutResult:
+        if self.num_workers < 2:
+            raise ValueError("workers:<dispatch> systems need --workers 2 or more")
+        return run_rollout(replace(self.config, workers=self.num_workers, dispatch=dispatch, speculate=drafter or "off"))
 
     def _oracle_row(self, policy: str) -> RolloutResult:
         outputs = {r.request_id: r.token_ids for r in self.plain().records}
@@ -106,7 +118,7 @@ def run_bench(config: RolloutConfig, systems: list[str], warmup: bool = True, re
     for system in systems:
         parse_system(system)  # a typo fails before anything runs
     if warmup:  # first-call costs (allocator, kernels, imports) are not any system's
-        run_rollout(replace(config, num_prompts=1, n=2, max_tokens=8))
+        run_rollout(replace(config, num_prompts=1, n=2, max_tokens=8, workers=1))
     rounds = []
     for _ in range(repeats):
         bench = Bench(config)
@@ -120,10 +132,12 @@ def _combined(rows: list[BenchRow], rounds: list[list[BenchRow]]) -> BenchRow:
     median = statistics.median(makespans)
     plain = [next((p for p in round_ if p.system == "plain"), None) for round_ in rounds]
     ratios = [r.tokens_per_second / p.tokens_per_second for r, p in zip(rows, plain) if p is not None and p.tokens_per_second]
+    firsts = [r.tokens_per_second / round_[0].tokens_per_second for r, round_ in zip(rows, rounds)]
     return replace(rows[0], makespan_seconds=median, tokens_per_second=rows[0].output_tokens / median, makespans_seconds=makespans,
                    mean_acceptance_length=_median_of(r.mean_acceptance_length for r in rows),
                    forward_passes=_median_of(r.forward_passes for r in rows),
-                   paired_vs_plain=statistics.median(ratios) if ratios else None)
+                   paired_vs_plain=statistics.median(ratios) if ratios else None,
+                   paired_vs_first=statistics.median(firsts))
 
 
 def _median_of(values) -> float | None:

@@ -8,16 +8,18 @@ import platform
 from dataclasses import asdict
 
 from specroll.bench import DEFAULT_SYSTEMS, BenchRow, run_bench
-from specroll.commands.rollout import add_rollout_arguments, config_from_args
+from specroll.commands.rollout import add_rollout_arguments, add_worker_arguments, config_from_args
 
 
 def register(parser: argparse.ArgumentParser) -> None:
     """Add this command's arguments to its parser and set `func`."""
     add_rollout_arguments(parser)
+    add_worker_arguments(parser)
     parser.set_defaults(num_prompts=16, n=8, max_batch_size=32)
     parser.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS),
                         help="comma-separated: plain, speculative[:<policy>][/<drafter>], oracle[:<policy>], "
-                             "plain-fast (plain with --fast-numerics), hf-generate")
+                             "plain-fast (plain with --fast-numerics), hf-generate, "
+                             "workers:<static|divided|context-aware>[/<drafter>] (over --workers engines)")
     parser.add_argument("--repeats", type=int, default=1,
                         help="rounds of every system, interleaved; figures are medians (a noisy machine)")
     parser.add_argument("--json", action="store_true", help="print one line of JSON")
@@ -42,7 +44,7 @@ def print_table(rows: list[BenchRow], args: argparse.Namespace) -> None:
     table = Table(title=f"specroll bench: {args.num_prompts} prompts x {args.n}, batch {args.max_batch_size}, "
                         f"max_tokens {args.max_tokens}, T={args.temperature}, seed {args.seed}")
     for col in ("system", "makespan (s)", "output tokens", "tokens/s", "accept len", "forwards",
-                "vs plain", "vs plain, paired", "vs hf-generate"):
+                "vs plain", "vs plain, paired", f"vs {rows[0].system}, paired", "vs hf-generate"):
         table.add_column(col, justify="left" if col == "system" else "right")
     for r in rows:
         table.add_row(r.system, f"{r.makespan_seconds:.2f}", str(r.output_tokens), f"{r.tokens_per_second:.1f}",
@@ -50,6 +52,7 @@ def print_table(rows: list[BenchRow], args: argparse.Namespace) -> None:
                       "" if r.forward_passes is None else str(r.forward_passes),
                       _ratio(base.get("plain"), r),
                       "" if r.paired_vs_plain is None else f"{r.paired_vs_plain:.2f}x",
+                      "" if r.paired_vs_first is None else f"{r.paired_vs_first:.2f}x",
                       _ratio(base.get("hf-generate"), r))
     table.caption = (f"{platform.machine()} {platform.processor() or ''}, {args.repeats} round(s): median makespan; "
                      "ratios are tokens/s over the reference's; paired: median over rounds of the ratio in each round")

@@ -6,6 +6,7 @@ run the very same decisions:
 
     speculation_math   expected tokens per forward for a draft length and acceptance rate
     static             veRL-style static assignment of groups to workers
+    dispatch           the dispatchers over a rollout's workers: static queues or divided chunks
     divided            Seer's chunked requests and least-loaded instance selection (§4.2)
     context_aware      Seer's probe-first, then longest-first request order (§4.3, Algorithm 1)
     adaptive_range     Seer's draft length from the current concurrency (§4.4)
