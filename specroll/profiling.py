@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -17,46 +16,7 @@ import torch
 
 from specroll.model.runner import ModelRunner, SequenceInput
 from specroll.policies.cost_model import Affine, CostModel, LatencySample, fit, fit_affine
-
-
-@dataclass(frozen=True)
-class ProfileGrid:
-    batch_sizes: tuple[int, ...]
-    tokens_per_sequence: tuple[int, ...]  # the fed token plus the draft: 1..max_draft+1
-    context_lengths: tuple[int, ...]
-    repeats: int = 3
-    warmup: int = 1
-
-    def __post_init__(self) -> None:
-        for name in ("batch_sizes", "tokens_per_sequence"):
-            values = getattr(self, name)
-            if not values or min(values) < 1:
-                raise ValueError(f"{name} must be non-empty and >= 1, got {values}")
-        if not self.context_lengths or min(self.context_lengths) < 0:
-            raise ValueError(f"context_lengths must be non-empty and >= 0, got {self.context_lengths}")
-        if self.repeats < 1 or self.warmup < 0:
-            raise ValueError("repeats must be >= 1 and warmup >= 0")
-
-    @classmethod
-    def standard(cls, max_batch_size: int, max_draft: int, context_lengths: tuple[int, ...] = (64, 512),
-                 repeats: int = 3) -> "ProfileGrid":
-        """Powers of two up to max_batch_size; widths 1, 2, 3, 5, 9, ... up to max_draft + 1."""
-        batches = _powers_of_two(max_batch_size)
-        widths = sorted({1, 2, *(w + 1 for w in _powers_of_two(max_draft))})
-        return cls(batches, tuple(widths), context_lengths, repeats)
-
-    @property
-    def capacity(self) -> int:
-        return max(self.context_lengths) + max(self.tokens_per_sequence)
-
-
-def _powers_of_two(limit: int) -> tuple[int, ...]:
-    values = [1]
-    while values[-1] * 2 <= limit:
-        values.append(values[-1] * 2)
-    if values[-1] != limit and limit > 0:
-        values.append(limit)
-    return tuple(values)
+from specroll.policies.profile_grid import ProfileGrid
 
 
 def time_forward(runner: ModelRunner, batch_size: int, num_tokens: int, context_length: int,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -90,6 +91,16 @@ def test_bench_repeats_report_medians_and_paired_ratios(capsys):
 def test_bad_flags_give_clear_errors(flags, message, tmp_path, capsys):
     assert main(["rollout", *SMALL, *flags, "--out", str(tmp_path / "x.jsonl"), "--no-progress"]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_simulate_on_a_profile(capsys):
+    argv = ["simulate", "--preset", "DeepScaleR-7B", "--systems", "verl,auto", "--prompts", "4", "--group-size", "2",
+            "--workers", "2", "--max-tokens", "512", "--median-tokens", "100", "--json",
+            "--cost-model", str(Path(__file__).resolve().parents[1] / "profiles" / "policy.cost.json")]
+    assert main(argv) == 0
+    rows = json.loads(capsys.readouterr().out)["systems"]
+    assert [row["system"] for row in rows] == ["verl", "auto"]
+    assert all(row["makespan_seconds"] > 0 for row in rows)
 
 
 @pytest.mark.parametrize("argv", [

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 
+from specroll.policies.cost_model import CostModel
 from specroll.sim.cost_model import GPUS, MODELS
 from specroll.sim.presets import PRESETS, Preset, get_preset
 from specroll.sim.systems import SYSTEMS, simulate
@@ -24,7 +26,7 @@ OVERRIDES = {  # flag -> (Preset field, type)
 def register(parser: argparse.ArgumentParser) -> None:
     """Add this command's arguments to its parser and set `func`."""
     parser.add_argument("--preset", default="DAPO-32B-20K", choices=sorted(PRESETS))
-    parser.add_argument("--systems", default="verl,vanilla-spec,specactor,divided,divided+context,seer,das,tlt",
+    parser.add_argument("--systems", default="verl,vanilla-spec,specactor,divided,divided+context,seer,das,tlt,auto",
                         help=f"comma-separated, from: {', '.join(SYSTEMS)}")
     parser.add_argument("--reproduce", action="store_true", help="the papers' headline comparisons")
     parser.add_argument("--best", action="store_true", help="rank every combination of options on the preset")
@@ -38,6 +40,9 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", choices=sorted(MODELS))
     parser.add_argument("--gpu", choices=sorted(GPUS))
     parser.add_argument("--seed", type=int)
+    parser.add_argument("--cost-model", type=Path, default=None, metavar="FILE.json",
+                        help="a `specroll profile` fit: every worker's forwards cost this instead of the "
+                             "preset's roofline, and the engine's policies reason with it (not with --reproduce)")
     parser.set_defaults(func=run)
 
 
@@ -62,6 +67,8 @@ def _apply_overrides(preset: Preset, args: argparse.Namespace) -> Preset:
         lengths = lengths.__class__(**{**lengths.__dict__, "max_tokens": args.max_tokens})
     if args.median_tokens is not None:
         lengths = lengths.__class__(**{**lengths.__dict__, "median_tokens": args.median_tokens})
+    if args.cost_model is not None:
+        changes["cost_profile"] = CostModel.load(args.cost_model)
     return preset.with_overrides(lengths=lengths, **changes)
 
 

@@ -23,7 +23,8 @@ import numpy as np
 from specroll.policies.acceptance import AcceptanceTracker
 from specroll.policies.calibration import ForwardTimeCalibration
 from specroll.policies.base import BatchView, DraftDecision, ForwardStats
-from specroll.policies.cost_model import CostModel, expected_tokens
+from specroll.policies.cost_model import CostModel
+from specroll.policies.speculation_math import expected_tokens
 
 
 def padded_draft_lengths(model: CostModel, alphas: Sequence[float], limits: Sequence[int],
@@ -33,8 +34,8 @@ def padded_draft_lengths(model: CostModel, alphas: Sequence[float], limits: Sequ
     time_scale(c) corrects the model's forward time for cap c (`ForwardTimeCalibration`)."""
     limit = np.asarray(limits, dtype=np.int64)
     top = int(limit.max(initial=0))
-    # emitted[i, k]: expected tokens of request i drafting k, sum_{j<=k} alpha_i^j
-    emitted = np.cumsum(np.asarray(alphas, dtype=np.float64)[:, None] ** np.arange(top + 1)[None], axis=1)
+    # emitted[i, k]: expected tokens of request i drafting k
+    emitted = expected_tokens(np.asarray(alphas, dtype=np.float64)[:, None], np.arange(top + 1)[None])
     rows = np.arange(len(limit))
 
     def rate(cap: int) -> float:

@@ -15,7 +15,7 @@ time is itself affine in b, V(b) = c_base + b * n * (c_tok + c_ctx * ctx) (`veri
 
 Speculation math uses one per-token acceptance probability alpha (acceptance of draft token i is
 independent given the ones before it were accepted, Leviathan et al. 2023): a draft of k tokens
-emits (1 - alpha^(k+1)) / (1 - alpha) tokens in expectation (accepted drafts + one sampled token).
+emits `speculation_math.expected_tokens(alpha, k)` tokens in expectation.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+
+from specroll.policies.speculation_math import expected_tokens
 
 
 @dataclass(frozen=True)
@@ -105,15 +107,6 @@ class CostModel:
     @classmethod
     def load(cls, path: str | Path) -> "CostModel":
         return cls(**json.loads(Path(path).read_text()))
-
-
-def expected_tokens(alpha: float, k: int) -> float:
-    """Tokens one forward emits for a k-token draft: sum_{i=0..k} alpha^i = (1 - alpha^(k+1)) / (1 - alpha)."""
-    if not 0.0 <= alpha <= 1.0:
-        raise ValueError(f"acceptance probability must be in [0, 1], got {alpha}")
-    if alpha == 1.0:
-        return float(k + 1)
-    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
 
 
 def speedup(model: CostModel, alpha: float, k: int, batch_size: int, context_length: float = 0.0) -> float:

@@ -3,7 +3,8 @@
 Drafting and verification times are affine in the batch size b (fitted by offline profiling):
 D_gd(b) = b D' + alpha, V_gv,w(b) = b V' + beta. Under decoupled execution the drafter runs ahead
 on its own GPUs, so a window of w tokens takes IL = max(w D(b), V(b)) and yields tau_w tokens
-(see speculation_math.decoupled_expected_tokens); coupled execution drafts then verifies in turn.
+(`decoupled_expected_tokens`); coupled execution drafts then verifies in turn and yields the usual
+`expected_tokens` (`specroll.policies.speculation_math`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,25 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from specroll.scheduling.speculation_math import decoupled_expected_tokens, expected_tokens_per_forward
+from specroll.policies.speculation_math import expected_tokens
+
+_NEAR_ONE = 1.0 - 1e-9
+
+
+def decoupled_expected_tokens(alpha: np.ndarray | float, window: np.ndarray | int) -> np.ndarray:
+    """SpecActor §4.1 tau_w: expected tokens per window under decoupled drafting.
+
+    tau_w = sum_{a<w} p^a (1-p) (a+1)/2 + w p^w. The (a+1)/2 factor is the paper's charge for the
+    tokens the drafter ran ahead on and must throw away after a rejection at position a.
+    """
+    p = np.minimum(np.asarray(alpha, dtype=np.float64), _NEAR_ONE)
+    w = np.asarray(window, dtype=np.int64)
+    max_w = int(np.max(w)) if w.size else 0
+    total = np.zeros(np.broadcast(p, w).shape)
+    for a in range(max_w):
+        partial = p**a * (1.0 - p) * (a + 1) / 2.0
+        total = total + np.where(a < w, partial, 0.0)
+    return total + w * p**w
 
 
 @dataclass(frozen=True)
@@ -56,7 +75,7 @@ def decoupled_tgs(p: float, window: int, batch: float, draft: AffineLatency, ver
 
 def coupled_tgs(p: float, window: int, batch: float, draft: AffineLatency, verify: AffineLatency) -> float:
     """TGS_C,w(b): draft w tokens, then verify them; the paper omits it, we use the i.i.d. form."""
-    return float(expected_tokens_per_forward(p, window)) / (window * draft(batch) + verify(batch))
+    return expected_tokens(p, window) / (window * draft(batch) + verify(batch))
 
 
 def plan_decoupled(

@@ -12,14 +12,13 @@ the same as a one-token decode, against SpecActor §3 (Fig. 5b, 6a): there, veri
 batch 128 grows with the token batch until speculation gains nothing.
 The overhead (kernel launches, tensor-parallel all-reduces, sampling) is per forward. The presets
 calibrate it so that Qwen2.5-32B on one TP4 H100 worker decodes at 13 ms per token at batch 1, the
-figure SpecActor §5.1 reports for its platform. A fitted affine model can replace the roofline.
+figure SpecActor §5.1 reports for its platform. A `specroll profile` fit can replace the roofline
+(`profiled_cost.ProfiledCost`).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
 GIB = 1024**3
@@ -151,26 +150,3 @@ def calibrated_overhead(model: ModelSpec, gpu: GpuSpec, num_gpus: int, batch1_la
     if bare >= batch1_latency_s:
         raise ValueError("target latency is below the roofline's memory time")
     return batch1_latency_s - bare
-
-
-@dataclass(frozen=True)
-class FittedCost:
-    """Affine latency fitted on real hardware: base + per_token * tokens + per_context * context."""
-
-    base_seconds: float
-    per_token_seconds: float
-    per_context_token_seconds: float
-    prefill_per_token_seconds: float
-    kv_capacity_tokens: float
-
-    def forward_seconds(self, num_seqs: int, tokens_per_seq: float, context_tokens: float) -> float:
-        return self.base_seconds + self.per_token_seconds * num_seqs * tokens_per_seq + self.per_context_token_seconds * context_tokens
-
-    def prefill_seconds(self, num_tokens: float) -> float:
-        return self.base_seconds + self.prefill_per_token_seconds * num_tokens
-
-    @classmethod
-    def load(cls, path: str | Path) -> "FittedCost":
-        """Read a JSON object with the five fields above (as written by a profiling run)."""
-        fields = json.loads(Path(path).read_text())
-        return cls(**{name: float(fields[name]) for name in cls.__dataclass_fields__})

@@ -167,13 +167,16 @@ class RolloutLoop:
     def _view(self, worker: Worker) -> RunningBatch:
         ids = worker.request_ids
         return RunningBatch(
+            worker=worker.index,
             request_ids=ids,
+            group_ids=self.workload.group_ids[ids],
             drafters=worker.drafters,
             acceptance=self._acceptance(worker),
             positions=worker.positions,
             predicted_lengths=self.predicted[ids],
             finished_siblings=self.finished_in_group[self.workload.group_ids[ids]],
             max_tokens=self.workload.max_tokens,
+            prompt_tokens=self.workload.prompt_tokens,
         )
 
     def _replan_touched(self) -> None:

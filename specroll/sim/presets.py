@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from specroll.policies.cost_model import CostModel
 from specroll.sim.acceptance import AcceptanceModel, DrafterProfile
 from specroll.sim.cost_model import GPUS, MODELS, ModelSpec, RooflineCost, calibrated_overhead
+from specroll.sim.profiled_cost import ProfiledCost
 from specroll.sim.workload import LengthDistribution
 
 # Per-forward overhead: a launch/sampling floor plus a per-layer tensor/expert-parallel term.
@@ -50,6 +52,7 @@ class Preset:
     tlt_threshold: int = 32  # TLT §5.1 default
     seed: int = 0
     sources: dict[str, str] = field(default_factory=dict)
+    cost_profile: CostModel | None = None  # a `specroll profile` fit: every worker's forwards cost this
 
     def __post_init__(self) -> None:
         if self.num_gpus % self.gpus_per_worker:
@@ -65,10 +68,15 @@ class Preset:
     def num_requests(self) -> int:
         return self.num_prompts * self.group_size
 
-    def target_cost(self, num_gpus: int | None = None) -> RooflineCost:
+    def target_cost(self, num_gpus: int | None = None) -> RooflineCost | ProfiledCost:
+        """The roofline of `model` on `num_gpus` GPUs, or the profile where one is given; the KV
+        capacity comes from the roofline either way (a profile measures time, not memory)."""
         gpus = num_gpus or self.gpus_per_worker
         model = MODELS[self.model]
-        return RooflineCost(model, GPUS[self.gpu], gpus, worker_overhead_seconds(model, gpus))
+        roofline = RooflineCost(model, GPUS[self.gpu], gpus, worker_overhead_seconds(model, gpus))
+        if self.cost_profile is None:
+            return roofline
+        return ProfiledCost(self.cost_profile, roofline.kv_capacity_tokens)
 
     def with_overrides(self, **changes) -> "Preset":
         return replace(self, **changes)
@@ -110,7 +118,7 @@ def _specactor(name: str, num_prompts: int, group_size: int, batch_note: str) ->
 
 # Seer's grouped suffix-tree drafts: Seer Table 2, multi-path k=4 column, mean acceptance length
 # (with bonus) 1.85 / 2.25 / 2.59 / 2.85 for 0 / 1 / 5 / 15 sibling references at max draft 8, turned
-# into per-token rates with speculation_math.alpha_from_acceptance_length(length, 8).
+# into per-token rates with policies.speculation_math.alpha_from_acceptance_length(length, 8).
 SEER_GROUP_ACCEPTANCE = ((0, 0.460), (1, 0.558), (5, 0.619), (15, 0.657))
 SEER_DRAFTERS = AcceptanceModel((DrafterProfile("grouped-suffix-tree", 0.460, 6.0, cpu_draft_seconds=0.0003),))
 

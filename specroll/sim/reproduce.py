@@ -86,6 +86,7 @@ BEST_SPECULATION = (
     dict(speculation="none"), dict(speculation="coupled"),
     dict(speculation="decoupled", reconfigure=True, fastest_of_n=True),
     dict(speculation="grouped"), dict(speculation="length_aware"), dict(speculation="elastic_bandit"),
+    dict(speculation="auto"),
 )
 
 

@@ -2,8 +2,12 @@
 
 Every strategy decides, for a `RunningBatch`, an `IterationPlan`: the expected output tokens each
 running copy gains per iteration, and the iteration latency as a function of the batch's KV context (the loop evaluates it
-at the segment's mid-point context). Acceptance is i.i.d. per token (speculation_math), so expected
-tokens per forward with draft length k is (1 - alpha^(k+1)) / (1 - alpha).
+at the segment's mid-point context). Acceptance is i.i.d. per token, so a copy drafting k tokens gains
+`specroll.policies.speculation_math.expected_tokens(alpha, k)` per iteration.
+
+The strategies here are the ones with no engine counterpart (plain decoding, SpecActor's decoupled
+speculation, Seer's grouped drafts); every policy the engine runs drives a worker through
+`engine_policy.EnginePolicySpeculation`.
 """
 
 from __future__ import annotations
@@ -13,23 +17,26 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
+from specroll.policies.speculation_math import expected_tokens
 from specroll.scheduling.adaptive_range import AdaptiveDraftRange
-from specroll.scheduling.bandit import BucketedEpsilonGreedy, ElasticThreshold
-from specroll.scheduling.draft_budget import draft_lengths, optimal_budgets, optimal_num_forwards
-from specroll.scheduling.placement import AffineLatency, DecoupledPlan, RequestPlan, reconfigure
-from specroll.scheduling.speculation_math import decoupled_expected_tokens, expected_tokens_per_forward
+from specroll.scheduling.placement import (
+    AffineLatency, DecoupledPlan, RequestPlan, decoupled_expected_tokens, reconfigure,
+)
 from specroll.sim.cost_model import ForwardCost
 
 
 @dataclass(frozen=True)
 class RunningBatch:
+    worker: int  # index of the worker running the batch
     request_ids: np.ndarray  # (b,)
+    group_ids: np.ndarray  # (b,) prompt of each request
     drafters: np.ndarray  # (b,) drafter index of each running copy
     acceptance: np.ndarray  # (b,) current per-token acceptance of that drafter for that request
     positions: np.ndarray  # (b,) output tokens generated so far
     predicted_lengths: np.ndarray  # (b,) length predicted from earlier steps (DAS history)
     finished_siblings: np.ndarray  # (b,) finished requests in the same group
     max_tokens: int
+    prompt_tokens: int
 
     @property
     def num_running(self) -> int:
@@ -96,21 +103,10 @@ class PlainDecoding(_NoFeedback):
         return IterationPlan(np.ones(b), np.zeros(b, dtype=np.int64), lambda ctx: self.costs.target.forward_seconds(b, 1, ctx))
 
 
-def _coupled_plan(costs: SpecCosts, view: RunningBatch, draft_len: np.ndarray, acceptance: np.ndarray) -> IterationPlan:
-    tokens = expected_tokens_per_forward(acceptance, draft_len)
+def coupled_plan(costs: SpecCosts, view: RunningBatch, draft_len: np.ndarray, acceptance: np.ndarray) -> IterationPlan:
+    """Each copy drafts draft_len[i] tokens, then the batch verifies them in one forward."""
+    tokens = expected_tokens(acceptance, draft_len)
     return IterationPlan(tokens, draft_len, lambda ctx: costs.coupled_latency(draft_len, view.drafters, ctx))
-
-
-@dataclass
-class CoupledSpeculation(_NoFeedback):
-    """Vanilla speculation: every request drafts a fixed k, then verifies (SpecActor §3, Fig. 4)."""
-
-    costs: SpecCosts
-    draft_len: int
-
-    def decide(self, view: RunningBatch) -> IterationPlan:
-        k = np.full(view.num_running, self.draft_len, dtype=np.int64)
-        return _coupled_plan(self.costs, view, k, view.acceptance)
 
 
 @dataclass
@@ -135,7 +131,7 @@ class DecoupledSpeculation(_NoFeedback):
             windows, coupled = self._reconfigured(view.acceptance, windows, coupled)
         tokens = np.where(
             coupled,
-            expected_tokens_per_forward(view.acceptance, windows),
+            expected_tokens(view.acceptance, windows),
             decoupled_expected_tokens(view.acceptance, windows),
         )
         return IterationPlan(tokens, windows, lambda ctx: self._latency(view, windows, coupled, ctx))
@@ -178,78 +174,7 @@ class GroupedAdaptiveSpeculation(_NoFeedback):
     def decide(self, view: RunningBatch) -> IterationPlan:
         k = np.full(view.num_running, self.draft_range.draft_len(view.num_running), dtype=np.int64)
         acceptance = np.clip(view.acceptance + self.bonus(view.finished_siblings), 0.0, 0.99)
-        return _coupled_plan(self.costs, view, k, acceptance)
-
-
-@dataclass
-class LengthAwareSpeculation(_NoFeedback):
-    """DAS §4.2: per-request budgets from eq. 7 and 9, long predicted requests draft the most.
-
-    Requests that outgrow their predicted length are re-classed as long (§4.2.3 runtime update):
-    their prediction becomes max_tokens.
-    """
-
-    costs: SpecCosts
-    efficiency: float  # DAS a_i, the accept efficiency of the budget model
-    max_draft: int
-
-    def decide(self, view: RunningBatch) -> IterationPlan:
-        predicted = np.where(view.positions < view.predicted_lengths, view.predicted_lengths, view.max_tokens)
-        remaining = np.maximum(predicted - view.positions, 1.0)
-        context = float(np.sum(view.positions))
-        k = np.full(view.num_running, self.max_draft, dtype=np.int64)
-        for _ in range(self.num_refits):
-            k = self._draft_lengths(remaining, view.acceptance, *self._linearised_costs(k, context))
-        return _coupled_plan(self.costs, view, k, view.acceptance)
-
-    num_refits = 3
-
-    def _draft_lengths(self, remaining: np.ndarray, acceptance: np.ndarray, c_base: float, c_tok: float) -> np.ndarray:
-        capacity = np.clip(acceptance, 1e-3, 0.999)
-        efficiency = np.full(len(remaining), self.efficiency)
-        n_fwd = optimal_num_forwards(remaining, capacity, efficiency, c_base, c_tok)
-        return draft_lengths(optimal_budgets(remaining, capacity, efficiency, n_fwd), n_fwd, self.max_draft)
-
-    def _linearised_costs(self, draft_len: np.ndarray, context: float) -> tuple[float, float]:
-        """Eq. 1 as the secant of the batch's forward between plain decoding and the current plan.
-
-        A tangent at one token per sequence reads c_tok = 0 whenever that forward is memory-bound, so
-        every draft looks free; a secant over the whole draft range overcharges the short drafts the
-        optimum mostly picks. The plan and the line are refitted in turn (`num_refits` times),
-        starting from the longest drafts.
-        """
-        b = len(draft_len)
-        extra = max(float(np.mean(draft_len)), 1.0)
-        plain = self.costs.target.forward_seconds(b, 1, context)
-        planned = self.costs.target.forward_seconds(b, 1 + extra, context)
-        c_tok = max((planned - plain) / (b * extra), 1e-12)
-        return max(plain - c_tok * b, 1e-9), c_tok
-
-
-@dataclass
-class ElasticBanditSpeculation:
-    """TLT §5.1-5.2: no speculation above the elastic threshold, else the BEG bandit's strategy."""
-
-    costs: SpecCosts
-    threshold: ElasticThreshold
-    bandit: BucketedEpsilonGreedy
-    _last: dict[int, object] = field(default_factory=dict)
-
-    def decide(self, view: RunningBatch) -> IterationPlan:
-        b = view.num_running
-        if not self.threshold.is_active(b):
-            return PlainDecoding(self.costs).decide(view)
-        strategy = self.bandit.select(b)
-        k = np.full(b, min(strategy.draft_depth, strategy.tokens_to_verify), dtype=np.int64)
-        plan = _coupled_plan(self.costs, view, k, view.acceptance)
-        self._last[id(plan)] = strategy
-        return plan
-
-    def observe(self, view: RunningBatch, plan: IterationPlan, iteration_seconds: float) -> None:
-        strategy = self._last.pop(id(plan), None)
-        if strategy is not None:
-            accepted = float(np.sum(plan.tokens_per_iter - 1.0))
-            self.bandit.record(strategy, iteration_seconds, accepted, view.num_running)
+        return coupled_plan(self.costs, view, k, acceptance)
 
 
 def group_bonus_from_table(ref_counts: Sequence[int], acceptance: Sequence[float]) -> Callable[[np.ndarray], np.ndarray]:

@@ -3,11 +3,17 @@
     dispatch      static (veRL: groups pinned to workers) | divided (Seer §4.2)
     order         fifo | context (Seer §4.3); only with divided dispatch
     speculation   none | coupled (fixed k) | decoupled (SpecActor §4.1) | grouped (Seer §4.4)
-                  | length_aware (DAS §4.2) | elastic_bandit (TLT §5.1-5.2)
+                  | length_aware (DAS §4.2) | elastic_bandit (TLT §5.1-5.2) | threshold | auto
     reconfigure   SpecActor Algorithm 2 (with decoupled)
     fastest_of_n  SpecActor Algorithm 3 on freed workers
 
 `simulate(preset, options)` builds workers, dispatcher and strategy from a preset and runs the loop.
+
+coupled, length_aware, elastic_bandit, threshold and auto are the engine's own policies
+(`specroll.policies`: fixed-K, das, bandit, threshold, auto), one instance per worker
+(`engine_policy.EnginePolicySpeculation`). Those that reason about cost get the worker's cost as a
+`CostModel`: the preset's profile where it has one, else a fit to the simulated worker on the grid
+`specroll profile` measures (`profiled_cost.profile_forward_cost`).
 """
 
 from __future__ import annotations
@@ -18,26 +24,34 @@ from typing import Callable
 
 import numpy as np
 
+from specroll.policies.auto import AutoPolicy
+from specroll.policies.bandit import BanditPolicy, Bucket
+from specroll.policies.base import SpeculationPolicy
+from specroll.policies.cost_model import Affine, CostModel
+from specroll.policies.das import DasPolicy
+from specroll.policies.fixed import FixedDraftLength
+from specroll.policies.profile_grid import ProfileGrid
+from specroll.policies.threshold import BatchThreshold
 from specroll.scheduling.adaptive_range import AdaptiveDraftRange
-from specroll.scheduling.bandit import BucketedEpsilonGreedy, ElasticThreshold, SpecStrategy
 from specroll.scheduling.context_aware import ContextAwareOrder, FifoOrder
+from specroll.scheduling.dispatch import DividedDispatch, StaticDispatch
 from specroll.scheduling.divided import ChunkPolicy
 from specroll.scheduling.placement import AffineLatency, DecoupledPlan, plan_decoupled
-from specroll.sim.cost_model import GPUS, MODELS, RooflineCost
-from specroll.scheduling.dispatch import DividedDispatch, StaticDispatch
+from specroll.sim.cost_model import GPUS, MODELS, ForwardCost, RooflineCost
+from specroll.sim.engine_policy import EnginePolicySpeculation
 from specroll.sim.loop import LoopConfig, RolloutLoop, SimTrace
 from specroll.sim.metrics import RolloutMetrics
 from specroll.sim.presets import Preset, worker_overhead_seconds
+from specroll.sim.profiled_cost import ProfiledCost, ProfiledDraftCost, profile_forward_cost
 from specroll.sim.speculation import (
-    CoupledSpeculation, DecoupledSpeculation, ElasticBanditSpeculation, GroupedAdaptiveSpeculation,
-    LengthAwareSpeculation, PlainDecoding, SpecCosts, group_bonus_from_table,
+    DecoupledSpeculation, GroupedAdaptiveSpeculation, PlainDecoding, SpecCosts, group_bonus_from_table,
 )
 from specroll.sim.worker import Worker
 from specroll.sim.workload import Workload
 
 DISPATCHES = ("static", "divided")
 ORDERS = ("fifo", "context")
-SPECULATIONS = ("none", "coupled", "decoupled", "grouped", "length_aware", "elastic_bandit")
+SPECULATIONS = ("none", "coupled", "decoupled", "grouped", "length_aware", "elastic_bandit", "threshold", "auto")
 
 
 @dataclass(frozen=True)
@@ -74,6 +88,7 @@ SYSTEMS: dict[str, SystemOptions] = {
     "seer": SystemOptions(dispatch="divided", order="context", speculation="grouped"),
     "das": SystemOptions(speculation="length_aware"),
     "tlt": SystemOptions(speculation="elastic_bandit"),
+    "auto": SystemOptions(speculation="auto"),
 }
 
 
@@ -81,7 +96,7 @@ SYSTEMS: dict[str, SystemOptions] = {
 class Topology:
     num_workers: int
     gpus_per_worker: int  # all GPUs of a unit, drafter GPUs included
-    target: RooflineCost  # the verifier / decoding replica
+    target: RooflineCost | ProfiledCost  # the verifier / decoding replica
     draft_gpus: int  # GPUs a drafter model runs on
     plan: DecoupledPlan | None = None
 
@@ -144,10 +159,15 @@ def _affine(latency: Callable[[int], float], batch: int) -> AffineLatency:
     return AffineLatency(slope, max(one - slope, 0.0))
 
 
-def _draft_cost(preset: Preset, drafter: int, num_gpus: int) -> RooflineCost | None:
+def _draft_cost(preset: Preset, drafter: int, num_gpus: int) -> ForwardCost | None:
+    """A model drafter's forward: the profile's D(b) where the preset has a profile that measured
+    one, else the draft model's roofline; None for a model-free drafter."""
     name = preset.acceptance.drafters[drafter].draft_model
     if name is None:
         return None
+    profile = preset.cost_profile
+    if profile is not None and ProfiledCost(profile).has_draft_model:
+        return ProfiledDraftCost(profile.draft_affine)
     model = MODELS[name]
     return RooflineCost(model, GPUS[preset.gpu], num_gpus, worker_overhead_seconds(model, num_gpus))
 
@@ -181,10 +201,6 @@ def _no_spec(preset, topology, costs, options, rng):
     return PlainDecoding(costs)
 
 
-def _coupled(preset, topology, costs, options, rng):
-    return CoupledSpeculation(costs, preset.coupled_draft_len)
-
-
 def _decoupled(preset, topology, costs, options, rng):
     ctx = _representative_context(preset)
     draft = costs.drafters[0]
@@ -199,21 +215,50 @@ def _grouped(preset, topology, costs, options, rng):
     return GroupedAdaptiveSpeculation(costs, draft_range, group_bonus_from_table(refs, rates))
 
 
-def _length_aware(preset, topology, costs, options, rng):
-    return LengthAwareSpeculation(costs, preset.das_efficiency, preset.max_draft_per_request)
+# TLT Table 4: larger batches verify fewer tokens. Buckets of running requests [1,8), [8,17), [17,...),
+# each offering the draft lengths min(draft depth, tokens to verify) of its two strategies.
+TLT_BUCKETS = (Bucket(1, (6, 8)), Bucket(8, (3, 4)), Bucket(17, (1, 2)))
 
 
-# TLT Table 4: larger batches verify fewer tokens. Buckets of running requests [1,8), [8,17), [17,...).
-TLT_STRATEGIES = [SpecStrategy(6, 8), SpecStrategy(8, 8), SpecStrategy(3, 4), SpecStrategy(4, 4),
-                  SpecStrategy(1, 2), SpecStrategy(2, 2)]
+def tlt_buckets(threshold: int) -> tuple[Bucket, ...]:
+    """TLT's buckets with its elastic threshold (§5.1) as a last bucket whose one arm is plain decoding."""
+    return (*(b for b in TLT_BUCKETS if b.min_batch_size <= threshold), Bucket(threshold + 1, (0,)))
 
 
-def _elastic_bandit(preset, topology, costs, options, rng):
-    bandit = BucketedEpsilonGreedy(TLT_STRATEGIES, [1, 8, 17], epsilon=0.1, window=16, rng=rng)
-    return ElasticBanditSpeculation(costs, ElasticThreshold(preset.tlt_threshold), bandit)
+def policy_cost_model(preset: Preset, topology: Topology, costs: SpecCosts) -> CostModel:
+    """The CostModel the engine's policies reason with on this worker; drafting is free unless the
+    ladder's first drafter is a model (as the rollout does for model-free drafters)."""
+    draft = costs.drafters[0]
+    if preset.cost_profile is not None:
+        return preset.cost_profile if draft is not None else preset.cost_profile.with_draft(Affine(0.0, 0.0))
+    contexts = (preset.prompt_tokens, int(_representative_context(preset)),
+                preset.prompt_tokens + preset.lengths.max_tokens // 2)
+    grid = ProfileGrid.standard(_max_batch(preset, topology), preset.max_draft_per_request, contexts)
+    return profile_forward_cost(topology.target, grid, draft, source=f"simulated {preset.name} worker")
+
+
+def _max_batch(preset: Preset, topology: Topology) -> int:
+    return math.ceil(preset.num_requests / topology.num_workers)
+
+
+POLICIES: dict[str, Callable[[Preset, Topology, CostModel], SpeculationPolicy]] = {
+    "coupled": lambda preset, topology, model: FixedDraftLength(preset.coupled_draft_len),
+    "length_aware": lambda preset, topology, model: DasPolicy(model, efficiency=preset.das_efficiency),
+    "elastic_bandit": lambda preset, topology, model: BanditPolicy(tlt_buckets(preset.tlt_threshold), seed=preset.seed),
+    "threshold": lambda preset, topology, model: BatchThreshold.from_cost_model(
+        model, preset.coupled_draft_len, preset.acceptance.drafters[0].mean_acceptance, _max_batch(preset, topology)),
+    "auto": lambda preset, topology, model: AutoPolicy(model, seed=preset.seed),
+}
+
+
+def _engine_policy(preset, topology, costs, options, rng):
+    model = policy_cost_model(preset, topology, costs)
+    make = POLICIES[options.speculation]
+    return EnginePolicySpeculation(costs, lambda: make(preset, topology, model), preset.max_draft_per_request,
+                                   seed=preset.seed)
 
 
 STRATEGIES = {
-    "none": _no_spec, "coupled": _coupled, "decoupled": _decoupled, "grouped": _grouped,
-    "length_aware": _length_aware, "elastic_bandit": _elastic_bandit,
+    "none": _no_spec, "decoupled": _decoupled, "grouped": _grouped,
+    **{name: _engine_policy for name in POLICIES},
 }

@@ -4,7 +4,8 @@ import pytest
 
 from specroll.policies.auto import AutoPolicy, padded_draft_lengths
 from specroll.policies.base import BatchView, RequestView
-from specroll.policies.cost_model import CostModel, expected_tokens
+from specroll.policies.cost_model import CostModel
+from specroll.policies.speculation_math import expected_tokens
 
 MODEL = CostModel(c_base=2e-3, c_tok=1e-4)
 

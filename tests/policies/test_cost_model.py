@@ -1,6 +1,7 @@
 import pytest
 
-from specroll.policies.cost_model import (Affine, CostModel, LatencySample, expected_tokens, fit, fit_affine,
+from specroll.policies.speculation_math import expected_tokens
+from specroll.policies.cost_model import (Affine, CostModel, LatencySample, fit, fit_affine,
                                           mean_relative_error, speedup)
 
 
@@ -9,6 +10,15 @@ def test_expected_tokens_literals():
     assert expected_tokens(1.0, 3) == 4.0
     assert expected_tokens(0.0, 8) == 1.0
     assert expected_tokens(0.9, 0) == pytest.approx(1.0)
+    assert expected_tokens(0.8, 4) == pytest.approx(3.3616)  # 1 + .8 + .64 + .512 + .4096
+
+
+def test_expected_tokens_broadcasts_over_arrays():
+    import numpy as np
+
+    table = expected_tokens(np.array([0.0, 0.5, 1.0])[:, None], np.arange(3)[None])  # (3 alphas, 3 k)
+    assert table.tolist() == [[1.0, 1.0, 1.0], [1.0, 1.5, 1.75], [1.0, 2.0, 3.0]]
+    assert isinstance(expected_tokens(0.5, 2), float)
 
 
 def test_forward_time_and_affine_views():

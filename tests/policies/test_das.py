@@ -74,3 +74,12 @@ def test_policy_speculates_at_small_batches_only():
     assert policy.decide(small).draft_lengths[0] > 0
     large = BatchView([RequestView(i, 0, 10, 3, 0, 0, 0) for i in range(64)], max_draft=8)
     assert DasPolicy(CostModel(c_base=2e-3, c_tok=1e-4)).decide(large).draft_lengths == (0,) * 64
+
+
+def test_long_requests_draft_when_tokens_are_cheap():
+    """With a near-free token cost N* sits at the longest request's floor l (1 - k), where its budget
+    is unbounded: it drafts the maximum, a shorter one a little, the shortest nothing."""
+    requests = [DasRequest(l, 0.6) for l in (500.0, 6000.0, 10000.0)]
+    solution = solve(requests, c_base=6e-3, c_tok=1e-7)
+    assert solution.num_forwards == pytest.approx(10000.0 * 0.4, rel=1e-3)
+    assert per_forward_drafts(solution, max_draft=8) == [0, 1, 8]

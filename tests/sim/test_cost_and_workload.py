@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from specroll.sim.acceptance import DrafterProfile
-from specroll.sim.cost_model import FittedCost
+from specroll.policies.cost_model import CostModel
+from specroll.policies.speculation_math import expected_tokens
+from specroll.sim.profiled_cost import ProfiledCost
 from specroll.sim.presets import PRESETS, get_preset
 from specroll.sim.workload import LengthDistribution, Workload
 
@@ -34,12 +36,17 @@ def test_kv_read_does_not_hide_verification_compute():
     assert verify == pytest.approx(cost.forward_seconds(128, 5, 0) + attention, rel=1e-9)
 
 
-def test_fitted_cost_loads(tmp_path):
-    path = tmp_path / "fit.json"
-    path.write_text(json.dumps({"base_seconds": 0.01, "per_token_seconds": 1e-5, "per_context_token_seconds": 1e-9,
-                                "prefill_per_token_seconds": 2e-5, "kv_capacity_tokens": 1e6}))
-    cost = FittedCost.load(path)
-    assert cost.forward_seconds(10, 2, 1000) == pytest.approx(0.01 + 2e-4 + 1e-6)
+def test_a_profile_loads_as_a_worker_cost(tmp_path):
+    """`specroll profile` output (CostModel JSON) is the simulator's per-worker cost: per-row context
+    is the batch's total over its rows, a prefill is one row as wide as the prompt at half its length."""
+    path = tmp_path / "fit.cost.json"
+    CostModel(c_base=0.01, c_tok=1e-5, c_ctx=1e-9, c_row=2e-6, c_row_ctx=3e-9).save(path)
+    cost = ProfiledCost.load(path, kv_capacity_tokens=1e6)
+    # b = 10 rows of 2 tokens, 1000 cached positions in total: 100 per row
+    assert cost.forward_seconds(10, 2, 1000) == pytest.approx(0.01 + 10 * 2e-6 + 10 * 100 * 3e-9 + 20 * 1e-5
+                                                              + 20 * 100 * 1e-9)
+    assert cost.prefill_seconds(400) == pytest.approx(0.01 + 2e-6 + 200 * 3e-9 + 400 * 1e-5 + 400 * 200 * 1e-9)
+    assert cost.prefill_seconds(0) == 0.0 and cost.kv_capacity_tokens == 1e6 and not cost.has_draft_model
 
 
 def test_lengths_are_clipped_and_fit_recovers_parameters():
@@ -82,6 +89,6 @@ def test_coupled_speculation_gains_little_at_batch_256():
     target, draft = preset.target_cost(), _draft_cost(preset, 0, preset.gpus_per_worker)
     batch, context = 256, 256 * _representative_context(preset)
     alpha, k = preset.acceptance.drafters[0].mean_acceptance, preset.coupled_draft_len
-    tokens = (1 - alpha ** (k + 1)) / (1 - alpha)
+    tokens = expected_tokens(alpha, k)
     speculative = (target.forward_seconds(batch, k + 1, context) + k * draft.forward_seconds(batch, 1, context)) / tokens
     assert 0.9 < target.forward_seconds(batch, 1, context) / speculative < 1.1

@@ -114,19 +114,6 @@ def test_options_validate():
         SystemOptions(speculation="coupled", reconfigure=True)
 
 
-def test_das_drafts_for_a_lone_long_request():
-    """One long request, memory-bound forwards: the length-aware strategy drafts the maximum."""
-    from specroll.sim.speculation import RunningBatch, LengthAwareSpeculation
-    from specroll.sim.systems import SYSTEMS, _spec_costs, _topology
-    preset = get_preset("DeepScaleR-7B")
-    costs = _spec_costs(preset, _topology(preset, SYSTEMS["das"]))
-    view = RunningBatch(np.arange(2), np.zeros(2, dtype=np.int64), np.full(2, 0.6), np.array([100.0, 100.0]),
-                     np.array([8000.0, 300.0]), np.zeros(2), 16384)
-    plan = LengthAwareSpeculation(costs, 1.0, 8).decide(view)
-    assert plan.draft_len.tolist() == [8, 0]
-    assert plan.tokens_per_iter[0] > 2.0
-
-
 def test_das_beats_plain_decoding_on_a_small_case():
     das, _ = simulate(DAS_SMALL, SYSTEMS["das"])
     verl, _ = simulate(DAS_SMALL, SYSTEMS["verl"])

@@ -3,25 +3,13 @@
 import numpy as np
 import pytest
 
+from specroll.policies.speculation_math import alpha_from_acceptance_length, expected_tokens
 from specroll.scheduling.adaptive_range import AdaptiveDraftRange
-from specroll.scheduling.bandit import BucketedEpsilonGreedy, ElasticThreshold, SpecStrategy
 from specroll.scheduling.context_aware import ContextAwareOrder, FifoOrder
 from specroll.scheduling.divided import ChunkPolicy, select_instance
-from specroll.scheduling.draft_budget import (
-    LengthClasses, draft_lengths, min_num_forwards, optimal_budgets, optimal_num_forwards,
-)
 from specroll.scheduling.fastest_of_n import FonCandidate, assign_fastest_of_n
-from specroll.scheduling.placement import AffineLatency, plan_decoupled, reconfigure
-from specroll.scheduling.speculation_math import (
-    alpha_from_acceptance_length, decoupled_expected_tokens, expected_tokens_per_forward,
-)
+from specroll.scheduling.placement import AffineLatency, coupled_tgs, decoupled_expected_tokens, plan_decoupled, reconfigure
 from specroll.scheduling.static import assign_groups
-
-
-def test_expected_tokens_literal():
-    assert float(expected_tokens_per_forward(0.8, 4)) == pytest.approx(3.3616)
-    assert float(expected_tokens_per_forward(0.0, 4)) == pytest.approx(1.0)
-    assert float(expected_tokens_per_forward(1.0, 4)) == pytest.approx(5.0, rel=1e-6)
 
 
 def test_decoupled_tau_literal():
@@ -30,9 +18,15 @@ def test_decoupled_tau_literal():
     assert float(decoupled_expected_tokens(0.8, 4)) == pytest.approx(2.2952)
 
 
+def test_coupled_tgs_uses_the_expected_tokens_of_a_draft():
+    draft, verify = AffineLatency(1e-4, 1e-3), AffineLatency(1e-3, 1e-2)
+    seconds = 4 * draft(8) + verify(8)
+    assert coupled_tgs(0.8, 4, 8, draft, verify) == pytest.approx(3.3616 / seconds)
+
+
 def test_alpha_inversion_round_trips():
     alpha = alpha_from_acceptance_length(2.53, 8)
-    assert float(expected_tokens_per_forward(alpha, 8)) == pytest.approx(2.53, rel=1e-6)
+    assert expected_tokens(alpha, 8) == pytest.approx(2.53, rel=1e-6)
 
 
 def test_static_assignment_is_balanced_and_seeded():
@@ -90,41 +84,9 @@ def test_plan_decoupled_and_reconfigure():
     assert plans[1] is None and plans[0] is not None and plans[0].window <= plan.window
 
 
-def test_das_budgets_grow_with_length_and_skip_short():
-    lengths = np.array([100.0, 1000.0, 10000.0])
-    capacity, efficiency = np.full(3, 0.6), np.ones(3)
-    n_fwd = optimal_num_forwards(lengths, capacity, efficiency, c_base=0.01, c_tok=1e-4)
-    budgets = optimal_budgets(lengths, capacity, efficiency, n_fwd)
-    assert budgets[0] == 0.0 and budgets[1] < budgets[2]
-    forwards = lengths * (1 - capacity + capacity * np.exp(-efficiency * budgets / lengths))  # eq. 4
-    active = budgets > 0
-    assert forwards[active] == pytest.approx(np.full(active.sum(), n_fwd), rel=1e-6)  # tight (eq. 6)
-    assert LengthClasses(1000, 5000, 2, 6).draft_len(np.array([10, 2000, 9000])).tolist() == [0, 2, 6]
-
-
-def test_adaptive_range_and_elastic_threshold():
+def test_adaptive_range():
     draft_range = AdaptiveDraftRange(8, 128)
     assert [draft_range.draft_len(b) for b in (1, 16, 64, 256)] == [8, 8, 2, 0]
-    assert ElasticThreshold(32).is_active(32) and not ElasticThreshold(32).is_active(33)
-
-
-def test_bandit_buckets_and_exploits_best_median():
-    strategies = [SpecStrategy(6, 8), SpecStrategy(8, 8), SpecStrategy(2, 2)]
-    bandit = BucketedEpsilonGreedy(strategies, [1, 17], epsilon=0.0, window=4, rng=np.random.default_rng(0))
-    assert bandit.select(20) == SpecStrategy(2, 2)
-    bandit.record(SpecStrategy(6, 8), 1.0, 10.0, 2)
-    bandit.record(SpecStrategy(8, 8), 1.0, 20.0, 2)
-    assert bandit.select(2) == SpecStrategy(8, 8)
-
-
-def test_das_long_requests_draft_when_tokens_are_cheap():
-    """The DAS preset's regression: with a near-free token cost the longest request must draft."""
-    lengths = np.array([500.0, 6000.0, 10000.0])
-    capacity, efficiency = np.full(3, 0.6), np.ones(3)
-    n_fwd = optimal_num_forwards(lengths, capacity, efficiency, c_base=6e-3, c_tok=1e-7)
-    assert n_fwd == pytest.approx(min_num_forwards(lengths, capacity), rel=1e-3)
-    k = draft_lengths(optimal_budgets(lengths, capacity, efficiency, n_fwd), n_fwd, max_draft=8)
-    assert k.tolist() == [0, 1, 8]
 
 
 def test_worker_loads_heap_matches_the_linear_scan():
