@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, replace
 
 from specroll.baselines.hf_generate import hf_generate
 from specroll.drafting.oracle import OracleDrafter
-from specroll.rollout import RolloutConfig, RolloutResult, apply_threads, encode_prompts, load_problems, run_rollout
+from specroll.rollout import (RolloutConfig, RolloutResult, apply_threads, encode_prompts, load_cost_model,
+                              load_problems, run_rollout)
 from specroll.scheduling.dispatch import DISPATCHES
 from specroll.tokenizer import load_tokenizer
 
@@ -38,6 +39,7 @@ class BenchRow:
     makespans_seconds: list[float] = field(default_factory=list)
     paired_vs_plain: float | None = None
     paired_vs_first: float | None = None  # the same, over the first system listed
+    predicted_makespan_seconds: float | None = None  # workers systems: the simulator's, on the same requests
 
 
 def parse_system(system: str) -> tuple[str, str, str]:
@@ -68,7 +70,8 @@ class Bench:
         if name == "oracle":
             return _engine_row(system, self._oracle_row(policy))
         if name == "workers":
-            return _engine_row(system, self._workers_row(policy, drafter))
+            result = self._workers_row(policy, drafter)
+            return replace(_engine_row(system, result), predicted_makespan_seconds=self._predict(result, policy))
         if name == "plain-fast":
             return _engine_row(system, run_rollout(replace(self.config, speculate="off", batch_invariant=False)))
         return self._plain_row() if name == "plain" else self._hf_generate_row()
@@ -83,6 +86,22 @@ class Bench:
         if self.num_workers < 2:
             raise ValueError("workers:<dispatch> systems need --workers 2 or more")
         return run_rollout(replace(self.config, workers=self.num_workers, dispatch=dispatch, speculate=drafter or "off"))
+
+    def _predict(self, result: RolloutResult, dispatch: str) -> float | None:
+        """The simulator's makespan for these requests under this dispatch, on the profiled cost model
+        (None without a profile for the checkpoint, or for a speculative run: it predicts plain decoding)."""
+        from specroll.sim.replay import MeasuredRollout, predict_makespan
+
+        cost = load_cost_model(self.config)
+        if cost is None or result.summary.mean_acceptance_length > 1.0:
+            return None
+        task, problems = load_problems(self.config)
+        prompts = encode_prompts(load_tokenizer(self.config.model_dir), task, problems)
+        measured = MeasuredRollout.from_records(result.records, [len(prompts[r.prompt_id]) for r in result.records],
+                                                self.config.max_tokens)
+        cluster = replace(self.config, workers=self.num_workers, dispatch=dispatch).cluster
+        return predict_makespan(measured, dispatch, self.num_workers, self.config.max_batch_size,
+                                cluster.chunk_size(self.config.max_tokens), cost, self.config.seed)
 
     def _oracle_row(self, policy: str) -> RolloutResult:
         outputs = {r.request_id: r.token_ids for r in self.plain().records}
@@ -137,7 +156,8 @@ def _combined(rows: list[BenchRow], rounds: list[list[BenchRow]]) -> BenchRow:
                    mean_acceptance_length=_median_of(r.mean_acceptance_length for r in rows),
                    forward_passes=_median_of(r.forward_passes for r in rows),
                    paired_vs_plain=statistics.median(ratios) if ratios else None,
-                   paired_vs_first=statistics.median(firsts))
+                   paired_vs_first=statistics.median(firsts),
+                   predicted_makespan_seconds=_median_of(r.predicted_makespan_seconds for r in rows))
 
 
 def _median_of(values) -> float | None:

@@ -124,3 +124,16 @@ def test_commands_without_a_model_start_without_torch(argv):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "loaded: []" in done.stdout
+
+
+def test_bench_sets_workers_dispatches_side_by_side_with_the_simulators_prediction(capsys):
+    systems = "workers:static,workers:context-aware"
+    assert main(["bench", *SMALL, "--workers", "2", "--worker-backend", "inline", "--systems", systems,
+                 "--chunk-tokens", "16", "--json"]) == 0
+    static, aware = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rows"]
+    assert static["paired_vs_first"] == 1.0 and aware["paired_vs_first"] > 0
+    assert static["output_tokens"] == aware["output_tokens"]  # exact mode: the same tokens under any dispatch
+    for row in (static, aware):
+        assert row["mean_acceptance_length"] == 1.0 and row["predicted_makespan_seconds"] > 0
+    assert main(["bench", *SMALL, "--systems", "workers:static"]) == 2
+    assert "need --workers 2 or more" in capsys.readouterr().err

@@ -11,9 +11,7 @@ import numpy as np
 
 from specroll.cluster.coordinator import ClusterOutcome, Coordinator, ReportHook, WorkerPool
 from specroll.engine.request import Request
-from specroll.scheduling.context_aware import ContextAwareOrder, FifoOrder
-from specroll.scheduling.dispatch import DISPATCHES, Dispatcher, DividedDispatch, StaticDispatch
-from specroll.scheduling.divided import ChunkPolicy
+from specroll.scheduling.dispatch import DISPATCHES, Dispatcher, make_dispatcher
 
 
 class _Unpriced:
@@ -52,17 +50,11 @@ def dense_groups(requests: list[Request]) -> np.ndarray:
     return np.array([index.setdefault(r.group_id, len(index)) for r in requests], dtype=np.int64)
 
 
-def make_dispatcher(cluster: ClusterConfig, requests: list[Request], max_tokens: int) -> Dispatcher:
+def make_cluster_dispatcher(cluster: ClusterConfig, requests: list[Request], max_tokens: int) -> Dispatcher:
     """The dispatcher the config names; a request's length is unknown here, so it may run to max_tokens."""
-    lengths = np.full(len(requests), float(max_tokens))
-    groups = dense_groups(requests)
-    prompts = np.array([len(r.prompt_token_ids) for r in requests])
-    if cluster.dispatch == "static":
-        return StaticDispatch(lengths, groups, cluster.num_workers, _Unpriced(), prompts,
-                              np.random.default_rng(cluster.seed))
-    order = ContextAwareOrder(groups, max_tokens) if cluster.dispatch == "context-aware" else FifoOrder()
-    return DividedDispatch(lengths, order, ChunkPolicy(cluster.chunk_size(max_tokens)), _Unpriced(), prompts,
-                           max_tokens, resume_prefill=True)
+    return make_dispatcher(cluster.dispatch, np.full(len(requests), float(max_tokens)), dense_groups(requests),
+                           np.array([len(r.prompt_token_ids) for r in requests]), cluster.num_workers,
+                           cluster.chunk_size(max_tokens), max_tokens, _Unpriced(), cluster.seed)
 
 
 def make_pool(cluster: ClusterConfig, config, longest_prompt: int) -> WorkerPool:
@@ -85,7 +77,7 @@ def run_cluster(cluster: ClusterConfig, config, requests: list[Request], longest
     pool = make_pool(cluster, config, longest_prompt)
     try:
         hooks = [h for h in (on_report, _progress_hook(progress)) if h is not None]
-        coordinator = Coordinator(requests, make_dispatcher(cluster, requests, config.max_tokens), pool,
+        coordinator = Coordinator(requests, make_cluster_dispatcher(cluster, requests, config.max_tokens), pool,
                                   kv_capacity=float(config.max_batch_size * (longest_prompt + config.max_tokens)),
                                   max_num_seqs=config.max_batch_size,
                                   on_report=(lambda c, w: [h(c, w) for h in hooks]) if hooks else None)

@@ -232,3 +232,17 @@ class DividedDispatch:
 
     def has_pending(self) -> bool:
         return len(self._order) > 0
+
+
+def make_dispatcher(name: str, lengths: np.ndarray, group_ids: np.ndarray, prompt_tokens: int | np.ndarray,
+                    num_workers: int, chunk_size: int, max_tokens: int, cost: PrefillCost, seed: int = 0,
+                    resume_prefill: bool = True) -> Dispatcher:
+    """The dispatcher `name` (one of DISPATCHES) over requests 0..n-1 with dense group ids."""
+    from specroll.scheduling.context_aware import ContextAwareOrder, FifoOrder
+
+    if name not in DISPATCHES:
+        raise ValueError(f"dispatch must be one of {', '.join(DISPATCHES)}, got {name!r}")
+    if name == "static":
+        return StaticDispatch(lengths, group_ids, num_workers, cost, prompt_tokens, np.random.default_rng(seed))
+    order = ContextAwareOrder(group_ids, max_tokens) if name == "context-aware" else FifoOrder()
+    return DividedDispatch(lengths, order, ChunkPolicy(chunk_size), cost, prompt_tokens, max_tokens, resume_prefill)
