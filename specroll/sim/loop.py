@@ -44,11 +44,10 @@ class SimTrace:
 class RolloutLoop:
     def __init__(self, workload: Workload, acceptance: AcceptanceModel, base_acceptance: np.ndarray,
                  workers: list[Worker], dispatcher: Dispatcher, strategy: SpeculationStrategy,
-                 prefill_cost, total_gpus: int, predicted_lengths: np.ndarray, config: LoopConfig):
+                 prefill_cost, total_gpus: int, config: LoopConfig):
         self.workload, self.acceptance, self.base = workload, acceptance, base_acceptance
         self.workers, self.dispatcher, self.strategy = workers, dispatcher, strategy
         self.prefill_cost, self.total_gpus, self.config = prefill_cost, total_gpus, config
-        self.predicted = predicted_lengths
         n = workload.num_requests
         self.finish_seconds = np.full(n, np.nan)
         self.generated = np.zeros(n)
@@ -173,7 +172,6 @@ class RolloutLoop:
             drafters=worker.drafters,
             acceptance=self._acceptance(worker),
             positions=worker.positions,
-            predicted_lengths=self.predicted[ids],
             finished_siblings=self.finished_in_group[self.workload.group_ids[ids]],
             max_tokens=self.workload.max_tokens,
             prompt_tokens=self.workload.prompt_tokens,

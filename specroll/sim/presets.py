@@ -48,7 +48,6 @@ class Preset:
     max_draft_per_batch: int = 128
     group_acceptance: tuple[tuple[int, float], ...] = ()  # (finished siblings, acceptance) for grouped drafts
     das_efficiency: float = 1.0
-    das_prediction_sigma: float = 0.3
     tlt_threshold: int = 32  # TLT §5.1 default
     seed: int = 0
     sources: dict[str, str] = field(default_factory=dict)
@@ -165,7 +164,6 @@ PRESETS: dict[str, Preset] = {
             "lengths": "ASSUMPTION matching DAS §3 Fig. 1: batch collapses to a few long stragglers",
             "acceptance": "ASSUMPTION: suffix-tree drafter at T=0.6, about 2.3 tokens per round (DAS Fig. 6 shows 2-3)",
             "das_efficiency": "DAS eq. 3: the first draft is accepted at rate k_i a_i; with k_i the per-token acceptance, a_i = 1",
-            "das_prediction_sigma": "ASSUMPTION: history predicts length within ~30% (DAS Fig. 9 spread)",
         },
     ),
 }

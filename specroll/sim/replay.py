@@ -64,6 +64,5 @@ def predict_makespan(rollout: MeasuredRollout, dispatch: str, num_workers: int, 
                                  rollout.prompt_tokens, num_workers, chunk_size, rollout.max_tokens, cost, seed)
     acceptance = AcceptanceModel((DrafterProfile("none", 0.5, 1.0),))  # never read: plain decoding
     loop = RolloutLoop(workload, acceptance, np.zeros((1, n)), workers, dispatcher,
-                       PlainDecoding(SpecCosts(cost, (None,), (0.0,))), cost, num_workers,
-                       rollout.lengths.astype(np.float64), LoopConfig())
+                       PlainDecoding(SpecCosts(cost, (None,), (0.0,))), cost, num_workers, LoopConfig())
     return float(np.max(loop.run().finish_seconds))

@@ -33,7 +33,6 @@ class RunningBatch:
     drafters: np.ndarray  # (b,) drafter index of each running copy
     acceptance: np.ndarray  # (b,) current per-token acceptance of that drafter for that request
     positions: np.ndarray  # (b,) output tokens generated so far
-    predicted_lengths: np.ndarray  # (b,) length predicted from earlier steps (DAS history)
     finished_siblings: np.ndarray  # (b,) finished requests in the same group
     max_tokens: int
     prompt_tokens: int

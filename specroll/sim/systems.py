@@ -105,7 +105,6 @@ def simulate(preset: Preset, options: SystemOptions, record_segments: bool = Fal
     rng = np.random.default_rng(preset.seed)
     workload = Workload.sample(preset.lengths, preset.num_prompts, preset.group_size, preset.prompt_tokens, rng)
     base = preset.acceptance.sample(workload.num_requests, rng)
-    predicted = _predicted_lengths(workload, preset.das_prediction_sigma, rng)
     topology = _topology(preset, options)
     costs = _spec_costs(preset, topology)
     strategy = STRATEGIES[options.speculation](preset, topology, costs, options, rng)
@@ -113,15 +112,10 @@ def simulate(preset: Preset, options: SystemOptions, record_segments: bool = Fal
     dispatcher = _dispatcher(preset, options, workload, topology, rng)
     config = LoopConfig(is_fastest_of_n=options.fastest_of_n, record_segments=record_segments)
     loop = RolloutLoop(workload, preset.acceptance, base, workers, dispatcher, strategy, topology.target,
-                       preset.num_gpus, predicted, config)
+                       preset.num_gpus, config)
     trace = loop.run()
     return RolloutMetrics.from_trace(trace), trace
 
-
-def _predicted_lengths(workload: Workload, sigma: float, rng: np.random.Generator) -> np.ndarray:
-    """Length a history-based predictor (DAS §4.2.3) would give: the truth with log-normal error."""
-    noisy = workload.output_lengths * np.exp(sigma * rng.standard_normal(workload.num_requests))
-    return np.clip(noisy, 1, workload.max_tokens)
 
 
 def _workers(preset: Preset, workload: Workload, topology: Topology) -> list[Worker]:

@@ -30,7 +30,7 @@ def running_batch(acceptance, positions, max_tokens=16384, worker=0) -> RunningB
     b = len(positions)
     return RunningBatch(worker, np.arange(b), np.zeros(b, dtype=np.int64), np.zeros(b, dtype=np.int64),
                         np.asarray(acceptance, dtype=np.float64), np.asarray(positions, dtype=np.float64),
-                        np.zeros(b), np.zeros(b), max_tokens, prompt_tokens=512)
+                        np.zeros(b), max_tokens, prompt_tokens=512)
 
 
 def strategy_for(preset, speculation):
