@@ -3,7 +3,14 @@
 It reads like the loop of a real cluster: dispatch what fits, hand each idle worker its new work,
 wait for the next report, apply it, re-dispatch. Where to run a request is the dispatcher's decision
 (`specroll.scheduling.dispatch`, the same classes the simulator runs); the coordinator keeps the
-bookkeeping: tokens, which worker holds which request, lost workers. Torch-free.
+bookkeeping: tokens, which worker runs which request, lost workers. Torch-free.
+
+Chunks (divided dispatch) are decision points, not stops: a worker runs a request until it finishes
+or is told to drop it. When a request passes its chunk's end, it goes back to the dispatcher while
+it keeps running; if the dispatcher gives its next chunk to the same worker, it just goes on there
+(its cache is kept: no re-prefill); if to another worker, that worker resumes it from the tokens held
+here and the first drops it. Only the worker a request is placed on reports its tokens; what another
+worker generated for it after it moved is dropped (in exact mode it is regenerated to the same tokens).
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ class WorkerLost:
 class WorkerPool(Protocol):
     num_workers: int
 
-    def submit(self, worker: int, items: list[WorkItem]) -> None: ...
+    def submit(self, worker: int, items: list[WorkItem], drop: list[int]) -> None: ...
     def in_flight(self, worker: int) -> bool: ...
     def next_report(self) -> tuple[int, WorkerReport | WorkerLost]: ...
     def kill(self, worker: int) -> None: ...
@@ -51,8 +58,8 @@ class RequestState:
     finish_reason: str | None = None
     error: str | None = None
     finish_seconds: float | None = None
-    worker: int | None = None
-    num_dispatches: int = 0
+    worker: int | None = None  # where it runs now: the one worker whose reports of it count
+    num_dispatches: int = 0  # placements that sent it to a worker (not continuations in place)
     num_losses: int = 0
 
     @property
@@ -66,45 +73,38 @@ class RequestState:
         self.token_ids.extend(update.token_ids)
         self.logprobs.extend(update.logprobs)
 
-    def is_done_after(self, update: Update) -> bool:
-        """The dispatch ended because the request did (not at a chunk's end)."""
-        return (update.error is not None or update.finish_reason == "stop"
-                or len(self.token_ids) >= self.request.params.max_tokens)
+    def work_item(self) -> WorkItem:
+        r = self.request
+        return WorkItem(r.request_id, r.group_id, r.sample_index, r.prompt_token_ids, r.params,
+                        tuple(self.token_ids), tuple(self.logprobs))
 
 
 class WorkerSlots:
     """The coordinator's view of one worker, in the shape the dispatchers read (`WorkerSlots`)."""
 
-    def __init__(self, index: int, kv_capacity: float, max_num_seqs: int, states: Sequence[RequestState]):
+    def __init__(self, index: int, kv_capacity: float, max_num_seqs: int, coordinator: "Coordinator"):
         self.index, self.kv_capacity, self.max_num_seqs = index, kv_capacity, max_num_seqs
         self.alive = True
-        self.running: dict[int, int] = {}  # request id -> the stop of its dispatch
+        self.running: dict[int, int] = {}  # request -> the end of its chunk, for those dispatched here
+        self.hosted: set[int] = set()  # requests running here: `running`, and any back in the buffer
         self.outbox: list[WorkItem] = []
-        self._states = states
+        self.drop: list[int] = []  # request ids the worker is to stop running (they moved)
+        self._coordinator = coordinator
 
     @property
     def num_running(self) -> int:
         return len(self.running)
 
     def context_tokens(self) -> float:
-        return float(sum(self._tokens(r) + len(self._states[r].token_ids) for r in self.running))
+        states = self._coordinator.states
+        return float(sum(len(states[i].request.prompt_token_ids) + len(states[i].token_ids) for i in self.running))
 
     def reserved_tokens(self) -> float:
-        return float(sum(self._tokens(r) + stop for r, stop in self.running.items()))
-
-    def _tokens(self, request_id: int) -> int:
-        return len(self._states[request_id].request.prompt_token_ids)
+        states = self._coordinator.states
+        return float(sum(len(states[i].request.prompt_token_ids) + stop for i, stop in self.running.items()))
 
     def add(self, request_id: int, drafter: int, position: float, stop: float, prefill_seconds: float) -> None:
-        state = self._states[request_id]
-        if int(position) != len(state.token_ids):
-            raise ValueError(f"request {request_id} dispatched at {position}, holds {len(state.token_ids)} tokens")
-        r = state.request
-        self.outbox.append(WorkItem(r.request_id, r.group_id, r.sample_index, r.prompt_token_ids, r.params,
-                                    tuple(state.token_ids), tuple(state.logprobs), int(stop)))
-        self.running[request_id] = int(stop)
-        state.worker = self.index
-        state.num_dispatches += 1
+        self._coordinator.place(self, request_id, int(stop))
 
 
 @dataclass
@@ -115,8 +115,9 @@ class ClusterOutcome:
     telemetry: list[WorkerTelemetry]
     num_reports: int
     num_lost_workers: int
-    num_reprefills: int
+    num_reprefills: int  # dispatches that resumed generated tokens on a worker without their cache
     reprefill_tokens: float
+    dropped_tokens: int  # generated on a worker after its request had moved away
 
 
 ReportHook = Callable[["Coordinator", int], None]  # coordinator, worker whose report was just applied
@@ -130,9 +131,10 @@ class Coordinator:
         if len(self._index) != len(requests):
             raise ValueError("request ids must be unique")
         self.dispatcher, self.pool, self.on_report = dispatcher, pool, on_report
-        self.slots = [WorkerSlots(i, kv_capacity, max_num_seqs, self.states) for i in range(pool.num_workers)]
+        self.slots = [WorkerSlots(i, kv_capacity, max_num_seqs, self) for i in range(pool.num_workers)]
         self.busy_seconds = [0.0] * pool.num_workers
         self.num_reports = 0
+        self.dropped_tokens = 0
         self._unfinished = len(self.states)
         self._start = 0.0
 
@@ -154,32 +156,57 @@ class Coordinator:
     def _touch(self, index: int) -> WorkerSlots:
         return self.slots[index]
 
+    def place(self, slot: WorkerSlots, index: int, stop: int) -> None:
+        """The dispatcher put request `index`'s next chunk on `slot`: go on in place, or move it."""
+        state = self.states[index]
+        if state.is_finished:
+            return  # it finished while its next chunk waited in the buffer
+        slot.running[index] = stop
+        if state.worker == slot.index:
+            return  # it never stopped running there
+        if state.worker is not None:
+            self._unhost(index, state.worker, drop=True)
+        slot.outbox.append(state.work_item())
+        slot.hosted.add(index)
+        state.worker = slot.index
+        state.num_dispatches += 1
+
+    def _unhost(self, index: int, worker: int, drop: bool) -> None:
+        slot = self.slots[worker]
+        slot.hosted.discard(index)
+        slot.running.pop(index, None)
+        if drop:
+            slot.drop.append(self.states[index].request.request_id)
+
     def _hand_out(self) -> None:
-        """Every live worker that is idle and holds work gets a call with its new dispatches."""
+        """Every live worker that is idle and has work (or requests to drop) gets a call."""
         for slot in self.slots:
-            if slot.alive and slot.running and not self.pool.in_flight(slot.index):
-                items, slot.outbox = slot.outbox, []
-                self.pool.submit(slot.index, items)
+            if slot.alive and (slot.hosted or slot.drop) and not self.pool.in_flight(slot.index):
+                items, drop = slot.outbox, slot.drop
+                slot.outbox, slot.drop = [], []
+                self.pool.submit(slot.index, items, drop)
 
     def _apply(self, report: WorkerReport) -> list[int]:
         self.num_reports += 1
         self.busy_seconds[report.worker] += report.busy_seconds
-        slot = self.slots[report.worker]
         for update in report.updates:
             index = self._index[update.request_id]
             state = self.states[index]
+            if state.worker != report.worker or state.is_finished:
+                self.dropped_tokens += len(update.token_ids)  # it moved away from this worker
+                continue
             state.apply(update)
-            if update.ended:
-                slot.running.pop(index)
-                self._end_dispatch(slot, index, update)
+            self._after_update(self.slots[report.worker], index, update)
         return [report.worker]
 
-    def _end_dispatch(self, slot: WorkerSlots, index: int, update: Update) -> None:
+    def _after_update(self, slot: WorkerSlots, index: int, update: Update) -> None:
         state = self.states[index]
-        if state.is_done_after(update):
-            reason = "error" if update.error else update.finish_reason or "length"
-            self._finish(index, reason, update.error)
-        else:
+        if update.ended:  # finished (a worker runs a request to its end unless told to drop it)
+            self._unhost(index, slot.index, drop=False)
+            state.worker = None
+            self._finish(index, "error" if update.error else update.finish_reason or "length", update.error)
+        elif index in slot.running and len(state.token_ids) >= slot.running[index]:
+            del slot.running[index]  # its chunk is over; it runs on until placed
             self.dispatcher.on_stop(slot, index, float(len(state.token_ids)))
 
     def _finish(self, index: int, reason: str, error: str | None = None) -> None:
@@ -194,15 +221,17 @@ class Coordinator:
         (a request lost on MAX_LOSSES workers is finished with the error instead)."""
         slot = self.slots[worker]
         slot.alive = False
-        orphans = list(slot.running)
-        slot.running.clear()
-        slot.outbox.clear()
-        for index in orphans:
+        running, waiting = list(slot.running), [i for i in slot.hosted if i not in slot.running]
+        for index in running + waiting:
+            self.states[index].worker = None
+            self._unhost(index, worker, drop=False)
             self.states[index].num_losses += 1
-        given_up = [i for i in orphans if self.states[i].num_losses >= MAX_LOSSES]
-        back = [(i, float(len(self.states[i].token_ids))) for i in orphans if i not in given_up]
+        slot.outbox.clear()
+        slot.drop.clear()
+        given_up = [i for i in running if self.states[i].num_losses >= MAX_LOSSES]
+        back = [(i, float(len(self.states[i].token_ids))) for i in running if i not in given_up]
         try:
-            self.dispatcher.on_lost(worker, back)
+            self.dispatcher.on_lost(worker, back)  # the waiting ones are in the dispatcher's buffer already
         except RuntimeError as err:
             raise ClusterError(f"{err}; worker {worker} was lost: {reason}") from None
         for index in given_up:
@@ -216,4 +245,4 @@ class Coordinator:
             state.request.finish_reason = state.finish_reason
         return ClusterOutcome(self.states, makespan, self.busy_seconds, self.pool.telemetry(), self.num_reports,
                               sum(not s.alive for s in self.slots), self.dispatcher.num_reprefills,
-                              self.dispatcher.reprefill_tokens)
+                              self.dispatcher.reprefill_tokens, self.dropped_tokens)

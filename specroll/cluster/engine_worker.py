@@ -1,8 +1,8 @@
 """One worker of a multi-worker rollout: an engine that runs the coordinator's dispatches.
 
-`advance` adds the new dispatches and iterates the engine until some request's dispatch ends (or a
-time slice passes, so that progress reaches the coordinator often), then reports every request's new
-tokens. The same class runs inside a Ray actor (`ray_pool`) and in the coordinator's process
+`advance` drops the requests that moved away, adds the new ones and iterates the engine until some
+request finishes (or a time slice passes, so that progress reaches the coordinator often), then
+reports every request's new tokens. The same class runs inside a Ray actor (`ray_pool`) and in the coordinator's process
 (`inline_pool`).
 """
 
@@ -32,8 +32,14 @@ class EngineWorker:
         """Answers once the engine is built: a worker that cannot start fails here, by name."""
         return self.index
 
-    def advance(self, items: Sequence[WorkItem], max_seconds: float = REPORT_SECONDS) -> WorkerReport:
+    def advance(self, items: Sequence[WorkItem], drop: Sequence[int] = (),
+                max_seconds: float = REPORT_SECONDS) -> WorkerReport:
         started = time.perf_counter()
+        for request_id in drop:
+            request = self._live.pop(request_id, None)
+            if request is not None and not request.is_finished:
+                self.engine.abort(request)
+            self._reported.pop(request_id, None)
         refused = [update for item in items if (update := self._add(item)) is not None]
         while self.engine.has_unfinished:
             finished = self.engine.iterate()

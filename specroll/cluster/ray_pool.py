@@ -49,10 +49,10 @@ class RayPool:
                 self.close()
                 raise WorkerStartError(f"worker {index} could not start: {_cause(err)}") from None
 
-    def submit(self, worker: int, items: list[WorkItem]) -> None:
+    def submit(self, worker: int, items: list[WorkItem], drop: list[int]) -> None:
         if self.in_flight(worker):
             raise RuntimeError(f"worker {worker} already has a call in flight")
-        self._calls[self._actors[worker].advance.remote(items)] = worker
+        self._calls[self._actors[worker].advance.remote(items, drop)] = worker
 
     def in_flight(self, worker: int) -> bool:
         return worker in self._calls.values()

@@ -62,6 +62,12 @@ class Engine:
         if bad:
             raise ValueError(f"request {request.request_id}: token ids {bad[:5]} outside the vocabulary 0..{vocab - 1}")
 
+    def abort(self, request: Request) -> None:
+        """Stop running `request` here and forget it (its tokens stay with it; nothing is emitted)."""
+        self.scheduler.abort(request)
+        if self.drafter is not None:
+            self.drafter.finish(request.request_id)
+
     def advance_step(self, step: int) -> None:
         """The RL trainer moved to training step `step`: history drafters roll their window."""
         self.training_step = step

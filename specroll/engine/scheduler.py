@@ -93,6 +93,14 @@ class Scheduler:
             self.running.remove(request)
         self._release(request)
 
+    def abort(self, request: Request) -> None:
+        """Drop a waiting or running request (it runs elsewhere now): its slot is freed."""
+        if request in self.waiting:
+            self.waiting.remove(request)
+        if request in self.running:
+            self.running.remove(request)
+        self._release(request)
+
     def _usage(self, requests: list[Request]) -> int:
         return sum(r.num_tokens + self.config.reserve_per_request for r in requests)
 

@@ -146,9 +146,10 @@ class DividedDispatch:
     """Seer §4.2: chunks from a global buffer, each to the least-loaded worker whose KV budget holds it.
 
     `resume_prefill` says what a chunk after the first costs. False: nothing, since Seer's global
-    KV-cache pool prefetches a request's cache to its next instance (Seer §5). True: a prefill of the
-    prompt and every token generated so far, which is what a worker that keeps no cache between
-    chunks pays (specroll's engines on Ray); the dispatcher counts those re-prefills.
+    KV-cache pool prefetches a request's cache to its next instance (Seer §5). True: nothing on the
+    worker that ran the previous chunk (its cache is still there), elsewhere a prefill of the prompt
+    and every token generated so far, which is what workers without a shared KV pool pay (specroll's
+    engines on Ray); the dispatcher counts those re-prefills.
     """
 
     is_growing_kv = False
@@ -163,6 +164,7 @@ class DividedDispatch:
         self._max_tokens = max_tokens
         self._resume_prefill = resume_prefill
         self._position = np.zeros(len(lengths))
+        self._last_worker = np.full(len(lengths), -1)  # where each request's cache is, if anywhere
         self._loads: WorkerLoads | None = None
         self._lost: set[int] = set()
         for request_id in range(len(lengths)):
@@ -194,14 +196,16 @@ class DividedDispatch:
         if index is None:
             self._order.requeue(request_id, int(position))
             return False
-        touch(index).add(request_id, 0, position, float(stop), self._prefill_seconds(request_id, position))
+        prefill = self._prefill_seconds(request_id, position, index)
+        touch(index).add(request_id, 0, position, float(stop), prefill)
+        self._last_worker[request_id] = index
         self._loads.add(index, need)
         return True
 
-    def _prefill_seconds(self, request_id: int, position: float) -> float:
+    def _prefill_seconds(self, request_id: int, position: float, worker: int) -> float:
         if position == 0:
             return self._cost.prefill_seconds(self._prompt[request_id])
-        if not self._resume_prefill:
+        if not self._resume_prefill or self._last_worker[request_id] == worker:
             return 0.0
         self.num_reprefills += 1
         self.reprefill_tokens += self._prompt[request_id] + position
@@ -228,6 +232,7 @@ class DividedDispatch:
         if self._loads is not None and len(self._lost) == len(self._loads.reserved):
             raise RuntimeError("every worker is lost")
         for request_id, position in running:
+            self._last_worker[request_id] = -1
             self.on_stop(None, request_id, position)
 
     def has_pending(self) -> bool:

@@ -39,8 +39,8 @@ def test_every_dispatch_gives_one_engines_tokens(one_engine, dispatch):
     result = on_workers(config)
     assert_same_tokens(one_engine, result)
     assert result.cluster["lost_workers"] == 0
-    if dispatch != "static":  # chunks of 12 tokens: most requests resume at least once
-        assert result.cluster["reprefills"] > len(result.records) // 2
+    if dispatch != "static":  # 12-token chunks: some move to another worker, resumed from their tokens
+        assert result.cluster["reprefills"] > 0
 
 
 @pytest.mark.parametrize("dispatch", ["static", "divided"])

@@ -96,3 +96,21 @@ def test_losing_every_worker_is_an_error(make):
     dispatcher.on_lost(0, [])
     with pytest.raises(RuntimeError, match="every worker is lost"):
         dispatcher.on_lost(1, [])
+
+
+def test_a_chunk_on_the_worker_that_ran_the_last_one_keeps_its_cache():
+    dispatcher = DividedDispatch(np.full(1, 40.0), FifoOrder(), ChunkPolicy(8), PerToken(), 10, 40,
+                                 resume_prefill=True)
+    workers = [Slots(0), Slots(1)]
+    fill(dispatcher, workers)
+    assert workers[0].added == [(0, 0.0, 8.0, pytest.approx(10 / 1000))]  # the prompt's prefill
+    dispatcher.on_stop(workers[0], 0, 8.0)
+    workers = [Slots(0), Slots(1)]
+    fill(dispatcher, workers)  # both idle: the least loaded, ties to worker 0, where its cache is
+    assert workers[0].added == [(0, 8.0, 16.0, 0.0)] and dispatcher.num_reprefills == 0
+    dispatcher.on_stop(workers[0], 0, 16.0)
+    workers = [Slots(0), Slots(1)]
+    workers[0].add(9, 0, 0.0, 40.0, 0.0)  # worker 0 is busier now: the chunk moves and re-prefills
+    fill(dispatcher, workers)
+    assert workers[1].added == [(0, 16.0, 24.0, pytest.approx(26 / 1000))]
+    assert dispatcher.num_reprefills == 1 and dispatcher.reprefill_tokens == 26
