@@ -5,8 +5,9 @@ Systems: `plain` (this engine, no speculation), `speculative` (the default draft
 (another drafter), `oracle[:<policy>]` (drafts replayed from the plain rollout: the most any
 drafter can gain under that policy), `plain-fast` (plain with the fast numerics: what batch-invariant
 numerics cost), `hf-generate` (Hugging Face `transformers` `generate` on the same checkpoint and
-batch size) and `workers:<dispatch>[/<speculate>]` (the rollout over `--workers` engines on Ray under
-that dispatch; plain decoding unless a drafter, or `on`, is named). Every other system runs one engine.
+batch size) and `workers:<dispatch>[+fon][/<speculate>]` (the rollout over `--workers` engines on Ray
+under that dispatch, `+fon` with Fastest-of-N copies; plain decoding unless a drafter, or `on`, is
+named). Every other system runs one engine.
 """
 
 from __future__ import annotations
@@ -50,9 +51,9 @@ def parse_system(system: str) -> tuple[str, str, str]:
                "speculative": ("policy", "drafter"), "workers": ("policy", "drafter")}
     given = [option for option, value in (("policy", policy), ("drafter", drafter)) if value]
     if (name not in allowed or not set(given) <= set(allowed[name])
-            or (name == "workers" and policy not in DISPATCHES)):
+            or (name == "workers" and policy.removesuffix("+fon") not in DISPATCHES)):
         raise ValueError(f"unknown system {system!r}; known: plain, speculative[:<policy>][/<drafter>], "
-                         f"oracle[:<policy>], plain-fast, hf-generate, workers:<{'|'.join(DISPATCHES)}>[/<drafter>]")
+                         f"oracle[:<policy>], plain-fast, hf-generate, workers:<{'|'.join(DISPATCHES)}>[+fon][/<drafter>]")
     return name, policy, drafter
 
 
@@ -85,7 +86,9 @@ class Bench:
     def _workers_row(self, dispatch: str, drafter: str) -> RolloutResult:
         if self.num_workers < 2:
             raise ValueError("workers:<dispatch> systems need --workers 2 or more")
-        return run_rollout(replace(self.config, workers=self.num_workers, dispatch=dispatch, speculate=drafter or "off"))
+        config = replace(self.config, workers=self.num_workers, dispatch=dispatch.removesuffix("+fon"),
+                         fastest_of_n=dispatch.endswith("+fon"), speculate=drafter or "off")
+        return run_rollout(config)
 
     def _predict(self, result: RolloutResult, dispatch: str) -> float | None:
         """The simulator's makespan for these requests under this dispatch, on the profiled cost model
@@ -99,6 +102,8 @@ class Bench:
         prompts = encode_prompts(load_tokenizer(self.config.model_dir), task, problems)
         measured = MeasuredRollout.from_records(result.records, [len(prompts[r.prompt_id]) for r in result.records],
                                                 self.config.max_tokens)
+        if dispatch.endswith("+fon"):
+            return None  # the replay simulates plain decoding without copies
         cluster = replace(self.config, workers=self.num_workers, dispatch=dispatch).cluster
         return predict_makespan(measured, dispatch, self.num_workers, self.config.max_batch_size,
                                 cluster.chunk_size(self.config.max_tokens), cost, self.config.seed)

@@ -58,6 +58,7 @@ class RolloutConfig:
     dispatch: str = "divided"  # with workers: static | divided | context-aware (`ClusterConfig`)
     chunk_tokens: int = 0  # divided dispatch's chunk; 0 = max_tokens / 4
     worker_backend: str = "ray"  # ray | inline (every worker in this process, in turn)
+    fastest_of_n: bool = False  # with workers: idle workers run copies of the stragglers
 
     def __post_init__(self) -> None:
         if self.num_prompts <= 0 or self.n <= 0:
@@ -67,6 +68,9 @@ class RolloutConfig:
             raise ValueError(f"give a task ({self.task!r}) or a prompts file ({self.prompts}), not both")
         get_reward(self.reward_name)  # validates
         self.cluster  # validates
+        if self.fastest_of_n and (self.verify != "exact" or not self.batch_invariant):
+            raise ValueError("fastest_of_n runs copies that must make the same tokens: it needs verify 'exact' "
+                             "and batch-invariant numerics")
 
     @property
     def drafter_name(self) -> str | None:
@@ -80,7 +84,8 @@ class RolloutConfig:
     def cluster(self):
         from specroll.cluster.rollout import ClusterConfig
 
-        return ClusterConfig(self.workers, self.dispatch, self.chunk_tokens, self.worker_backend, self.seed)
+        return ClusterConfig(self.workers, self.dispatch, self.chunk_tokens, self.worker_backend, self.seed,
+                             self.fastest_of_n)
 
     @property
     def has_matching_draft(self) -> bool:
@@ -269,7 +274,8 @@ def run_on_workers(config: RolloutConfig, requests: list[Request], tokenizer: To
     )
     cluster = {"workers": config.workers, "dispatch": config.dispatch, "reports": outcome.num_reports,
                "lost_workers": outcome.num_lost_workers, "reprefills": outcome.num_reprefills,
-               "reprefill_tokens": float(outcome.reprefill_tokens), "worker_busy_seconds": outcome.worker_busy_seconds}
+               "reprefill_tokens": float(outcome.reprefill_tokens), "worker_busy_seconds": outcome.worker_busy_seconds,
+               "copies": outcome.num_copies, "dropped_tokens": outcome.dropped_tokens}
     return RolloutResult(records, summary, rows, cluster=cluster)
 
 

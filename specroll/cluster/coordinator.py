@@ -9,8 +9,13 @@ Chunks (divided dispatch) are decision points, not stops: a worker runs a reques
 or is told to drop it. When a request passes its chunk's end, it goes back to the dispatcher while
 it keeps running; if the dispatcher gives its next chunk to the same worker, it just goes on there
 (its cache is kept: no re-prefill); if to another worker, that worker resumes it from the tokens held
-here and the first drops it. Only the worker a request is placed on reports its tokens; what another
+here and the first drops it. Only the workers a request runs on report its tokens; what another
 worker generated for it after it moved is dropped (in exact mode it is regenerated to the same tokens).
+
+Fastest-of-N (SpecActor §4.2): once nothing waits for a worker, an idle worker takes copies of the
+stragglers (`assign_copies`). Every copy resumes from the tokens held here and, in exact mode,
+generates the same tokens; the coordinator takes whichever reports a token first, and the request
+ends with its first copy to end, the others dropped.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Callable, Protocol, Sequence
 from specroll.cluster.work import Update, WorkerReport, WorkerTelemetry, WorkItem
 from specroll.engine.request import Request
 from specroll.scheduling.dispatch import Dispatcher
+from specroll.scheduling.fastest_of_n import Straggler, assign_copies
 
 MAX_LOSSES = 3  # a request on this many lost workers is finished with an error, not re-dispatched
 
@@ -58,20 +64,34 @@ class RequestState:
     finish_reason: str | None = None
     error: str | None = None
     finish_seconds: float | None = None
-    worker: int | None = None  # where it runs now: the one worker whose reports of it count
+    worker: int | None = None  # where the dispatcher placed it (None: nowhere, or in its buffer)
+    copies: set[int] = field(default_factory=set)  # other workers running it (Fastest-of-N)
     num_dispatches: int = 0  # placements that sent it to a worker (not continuations in place)
     num_losses: int = 0
+    num_drafted: int = 0  # on its current worker, as last reported
+    num_accepted: int = 0
 
     @property
     def is_finished(self) -> bool:
         return self.finish_reason is not None
 
-    def apply(self, update: Update) -> None:
-        if update.start != len(self.token_ids):
+    def hosts(self) -> set[int]:
+        return self.copies | ({self.worker} if self.worker is not None else set())
+
+    def apply(self, update: Update) -> bool:
+        """Take the tokens past those held; False where the update disagrees with them (a copy that
+        did not reproduce them, which exact mode rules out)."""
+        held = len(self.token_ids)
+        if update.start > held:
             raise ValueError(f"request {self.request.request_id}: an update from position {update.start} "
-                             f"does not follow the {len(self.token_ids)} tokens held")
-        self.token_ids.extend(update.token_ids)
-        self.logprobs.extend(update.logprobs)
+                             f"skips tokens after the {held} held")
+        overlap = min(held - update.start, len(update.token_ids))
+        if list(update.token_ids[:overlap]) != self.token_ids[update.start:update.start + overlap]:
+            return False
+        self.token_ids.extend(update.token_ids[overlap:])
+        self.logprobs.extend(update.logprobs[overlap:])
+        self.num_drafted, self.num_accepted = update.num_drafted, update.num_accepted
+        return True
 
     def work_item(self) -> WorkItem:
         r = self.request
@@ -118,6 +138,7 @@ class ClusterOutcome:
     num_reprefills: int  # dispatches that resumed generated tokens on a worker without their cache
     reprefill_tokens: float
     dropped_tokens: int  # generated on a worker after its request had moved away
+    num_copies: int  # Fastest-of-N copies started
 
 
 ReportHook = Callable[["Coordinator", int], None]  # coordinator, worker whose report was just applied
@@ -125,7 +146,8 @@ ReportHook = Callable[["Coordinator", int], None]  # coordinator, worker whose r
 
 class Coordinator:
     def __init__(self, requests: Sequence[Request], dispatcher: Dispatcher, pool: WorkerPool,
-                 kv_capacity: float, max_num_seqs: int, on_report: ReportHook | None = None):
+                 kv_capacity: float, max_num_seqs: int, on_report: ReportHook | None = None,
+                 fastest_of_n: bool = False):
         self.states = [RequestState(r) for r in requests]  # the dispatcher's request i is states[i]
         self._index = {r.request_id: i for i, r in enumerate(requests)}
         if len(self._index) != len(requests):
@@ -133,8 +155,11 @@ class Coordinator:
         self.dispatcher, self.pool, self.on_report = dispatcher, pool, on_report
         self.slots = [WorkerSlots(i, kv_capacity, max_num_seqs, self) for i in range(pool.num_workers)]
         self.busy_seconds = [0.0] * pool.num_workers
+        self.fastest_of_n = fastest_of_n
+        self.max_num_seqs = max_num_seqs
         self.num_reports = 0
         self.dropped_tokens = 0
+        self.num_copies = 0
         self._unfinished = len(self.states)
         self._start = 0.0
 
@@ -148,6 +173,7 @@ class Coordinator:
             worker, outcome = self.pool.next_report()
             changed = self._lose(worker, outcome.reason) if isinstance(outcome, WorkerLost) else self._apply(outcome)
             self.dispatcher.fill(self.slots, self._touch, changed)
+            self._copy_stragglers()
             self._hand_out()
             if self.on_report is not None:
                 self.on_report(self, worker)
@@ -164,12 +190,30 @@ class Coordinator:
         slot.running[index] = stop
         if state.worker == slot.index:
             return  # it never stopped running there
-        if state.worker is not None:
-            self._unhost(index, state.worker, drop=True)
-        slot.outbox.append(state.work_item())
-        slot.hosted.add(index)
+        for worker in state.hosts() - {slot.index}:
+            self._unhost(index, worker, drop=True)
+        if index not in slot.hosted:  # else a copy of it runs there already, and goes on
+            slot.outbox.append(state.work_item())
+            slot.hosted.add(index)
+            state.num_dispatches += 1
         state.worker = slot.index
-        state.num_dispatches += 1
+        state.copies.clear()
+
+    def _copy_stragglers(self) -> None:
+        """Fastest-of-N: when nothing waits for a worker, idle workers take copies of stragglers."""
+        if not self.fastest_of_n or self.dispatcher.has_pending():
+            return
+        idle = [s.index for s in self.slots if s.alive and not s.hosted and not self.pool.in_flight(s.index)]
+        if not idle:
+            return
+        stragglers = [Straggler(i, s.num_accepted / s.num_drafted if s.num_drafted else 0.0, len(s.token_ids), s.worker)
+                      for i, s in enumerate(self.states) if not s.is_finished and s.worker is not None and not s.copies]
+        for copy in assign_copies(stragglers, idle, self.max_num_seqs):
+            state, slot = self.states[copy.request_id], self.slots[copy.worker]
+            slot.outbox.append(state.work_item())
+            slot.hosted.add(copy.request_id)
+            state.copies.add(copy.worker)
+            self.num_copies += 1
 
     def _unhost(self, index: int, worker: int, drop: bool) -> None:
         slot = self.slots[worker]
@@ -189,25 +233,40 @@ class Coordinator:
     def _apply(self, report: WorkerReport) -> list[int]:
         self.num_reports += 1
         self.busy_seconds[report.worker] += report.busy_seconds
+        changed = {report.worker}
         for update in report.updates:
             index = self._index[update.request_id]
             state = self.states[index]
-            if state.worker != report.worker or state.is_finished:
+            if state.is_finished or report.worker not in state.hosts():
                 self.dropped_tokens += len(update.token_ids)  # it moved away from this worker
                 continue
-            state.apply(update)
-            self._after_update(self.slots[report.worker], index, update)
-        return [report.worker]
+            if not state.apply(update):
+                if report.worker == state.worker:
+                    raise ValueError(f"request {update.request_id}: worker {report.worker} generated other "
+                                     f"tokens than a copy of it did (copies need exact, batch-invariant decoding)")
+                state.copies.discard(report.worker)
+                self._unhost(index, report.worker, drop=True)
+                continue
+            changed |= self._after_update(index, report.worker, update)
+        return sorted(changed)
 
-    def _after_update(self, slot: WorkerSlots, index: int, update: Update) -> None:
+    def _after_update(self, index: int, worker: int, update: Update) -> set[int]:
+        """Finish the request, or return it to the dispatcher at its chunk's end; the workers changed."""
         state = self.states[index]
         if update.ended:  # finished (a worker runs a request to its end unless told to drop it)
-            self._unhost(index, slot.index, drop=False)
+            hosts = state.hosts()
+            for host in hosts:
+                self._unhost(index, host, drop=host != worker)
             state.worker = None
+            state.copies.clear()
             self._finish(index, "error" if update.error else update.finish_reason or "length", update.error)
-        elif index in slot.running and len(state.token_ids) >= slot.running[index]:
-            del slot.running[index]  # its chunk is over; it runs on until placed
-            self.dispatcher.on_stop(slot, index, float(len(state.token_ids)))
+            return hosts
+        primary = self.slots[state.worker] if state.worker is not None else None
+        if primary is not None and index in primary.running and len(state.token_ids) >= primary.running[index]:
+            del primary.running[index]  # its chunk is over; it runs on until placed
+            self.dispatcher.on_stop(primary, index, float(len(state.token_ids)))
+            return {primary.index}
+        return set()
 
     def _finish(self, index: int, reason: str, error: str | None = None) -> None:
         state = self.states[index]
@@ -221,6 +280,9 @@ class Coordinator:
         (a request lost on MAX_LOSSES workers is finished with the error instead)."""
         slot = self.slots[worker]
         slot.alive = False
+        for index in [i for i in slot.hosted if worker in self.states[i].copies]:
+            self.states[index].copies.discard(worker)  # a copy: the request runs on elsewhere
+            self._unhost(index, worker, drop=False)
         running, waiting = list(slot.running), [i for i in slot.hosted if i not in slot.running]
         for index in running + waiting:
             self.states[index].worker = None
@@ -245,4 +307,4 @@ class Coordinator:
             state.request.finish_reason = state.finish_reason
         return ClusterOutcome(self.states, makespan, self.busy_seconds, self.pool.telemetry(), self.num_reports,
                               sum(not s.alive for s in self.slots), self.dispatcher.num_reprefills,
-                              self.dispatcher.reprefill_tokens, self.dropped_tokens)
+                              self.dispatcher.reprefill_tokens, self.dropped_tokens, self.num_copies)

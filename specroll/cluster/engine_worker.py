@@ -67,7 +67,8 @@ class EngineWorker:
             if request.num_output_tokens > start or request.is_finished:
                 updates.append(Update(request_id, start, tuple(request.output_token_ids[start:]),
                                       tuple(request.output_logprobs[start:]), request.is_finished,
-                                      request.finish_reason))
+                                      request.finish_reason, num_drafted=request.num_drafted,
+                                      num_accepted=request.num_accepted))
                 self._reported[request_id] = request.num_output_tokens
             if request.is_finished:
                 del self._live[request_id], self._reported[request_id]

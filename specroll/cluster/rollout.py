@@ -29,6 +29,7 @@ class ClusterConfig:
     # 0 = a quarter of max_tokens (Seer's 8K chunks of 32K-64K budgets)
     backend: str = "ray"  # ray | inline (every worker in this process, called in turn)
     seed: int = 0  # static dispatch's shuffle of groups to workers
+    fastest_of_n: bool = False  # idle workers run copies of stragglers (exact, batch-invariant mode only)
 
     def __post_init__(self) -> None:
         if self.num_workers < 1:
@@ -80,7 +81,8 @@ def run_cluster(cluster: ClusterConfig, config, requests: list[Request], longest
         coordinator = Coordinator(requests, make_cluster_dispatcher(cluster, requests, config.max_tokens), pool,
                                   kv_capacity=float(config.max_batch_size * (longest_prompt + config.max_tokens)),
                                   max_num_seqs=config.max_batch_size,
-                                  on_report=(lambda c, w: [h(c, w) for h in hooks]) if hooks else None)
+                                  on_report=(lambda c, w: [h(c, w) for h in hooks]) if hooks else None,
+                                  fastest_of_n=cluster.fastest_of_n)
         return coordinator.run()
     finally:
         pool.close()

@@ -46,6 +46,8 @@ class Update:
     ended: bool = False  # the request finished here, or was refused
     finish_reason: str | None = None  # stop | length | error
     error: str | None = None  # the request was refused (bad input): it is finished, with this error
+    num_drafted: int = 0  # draft tokens it verified on this worker so far
+    num_accepted: int = 0
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS),
                         help="comma-separated: plain, speculative[:<policy>][/<drafter>], oracle[:<policy>], "
                              "plain-fast (plain with --fast-numerics), hf-generate, "
-                             "workers:<static|divided|context-aware>[/<drafter>] (over --workers engines)")
+                             "workers:<static|divided|context-aware>[+fon][/<drafter>] (over --workers engines; "
+                             "+fon: Fastest-of-N copies)")
     parser.add_argument("--repeats", type=int, default=1,
                         help="rounds of every system, interleaved; figures are medians (a noisy machine)")
     parser.add_argument("--json", action="store_true", help="print one line of JSON")

@@ -53,7 +53,8 @@ def config_from_args(args: argparse.Namespace, **overrides) -> RolloutConfig:
                   reward_name=args.reward, workers=getattr(args, "workers", 1),
                   dispatch=getattr(args, "dispatch", DEFAULTS.dispatch),
                   chunk_tokens=getattr(args, "chunk_tokens", 0),
-                  worker_backend=getattr(args, "worker_backend", DEFAULTS.worker_backend))
+                  worker_backend=getattr(args, "worker_backend", DEFAULTS.worker_backend),
+                  fastest_of_n=getattr(args, "fastest_of_n", False))
     return RolloutConfig(**{**values, **overrides})
 
 
@@ -66,6 +67,9 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
                              "the least-loaded worker) or context-aware (divided, probes first, then longest first)")
     parser.add_argument("--chunk-tokens", type=int, default=0,
                         help="divided dispatch: tokens per chunk (0 = max-tokens / 4)")
+    parser.add_argument("--fastest-of-n", action="store_true",
+                        help="with --workers: once nothing waits, idle workers run copies of the stragglers "
+                             "(SpecActor); each request ends with its first copy (same tokens in exact mode)")
     parser.add_argument("--worker-backend", choices=("ray", "inline"), default=DEFAULTS.worker_backend,
                         help="ray: one process per worker; inline: every worker in this process, in turn")
 
@@ -135,6 +139,8 @@ def print_summary(result: RolloutResult, config: RolloutConfig, out: Path | None
         c = result.cluster
         table.add_row("workers, dispatch", f"{c['workers']}, {c['dispatch']}")
         table.add_row("re-prefills (context tokens)", f"{c['reprefills']} ({c['reprefill_tokens']:.0f})")
+        if c["copies"]:
+            table.add_row("Fastest-of-N copies (tokens dropped)", f"{c['copies']} ({c['dropped_tokens']})")
         if c["lost_workers"]:
             table.add_row("workers lost (their requests re-dispatched)", str(c["lost_workers"]))
     errors = sum(1 for r in result.records if r.error)

@@ -53,3 +53,27 @@ def _min_load_worker(load: dict[int, int], serving: dict[int, int], drafter: int
     """GetMinLoadWorker(W_d, b_max) over workers serving this drafter or none yet."""
     eligible = [w for w, n in load.items() if n < max_batch and serving.get(w, drafter) == drafter]
     return min(eligible, key=lambda w: (load[w], w)) if eligible else None
+
+
+@dataclass(frozen=True)
+class Straggler:
+    request_id: int
+    acceptance: float  # accepted per drafted token so far (0 where it drafted nothing)
+    num_generated: int
+    worker: int  # where it runs
+
+
+def assign_copies(stragglers: Sequence[Straggler], free_workers: Sequence[int], max_batch: int) -> list[FonAssignment]:
+    """Fastest-of-N where every worker serves one drafter: a copy of each straggler on a free worker,
+    lowest acceptance first (then the longest so far, likely the tail's), spread to the least-loaded
+    free worker, at most `max_batch` a worker. The request ends when its first copy does."""
+    load = {worker: 0 for worker in free_workers}
+    assignments: list[FonAssignment] = []
+    for straggler in sorted(stragglers, key=lambda s: (s.acceptance, -s.num_generated, s.request_id)):
+        eligible = [w for w, n in load.items() if n < max_batch and w != straggler.worker]
+        if not eligible:
+            continue
+        worker = min(eligible, key=lambda w: (load[w], w))
+        load[worker] += 1
+        assignments.append(FonAssignment(straggler.request_id, 0, worker))
+    return assignments

@@ -69,3 +69,15 @@ def test_a_refused_request_fails_alone(one_engine):
     refused = result.records[-1]
     assert refused.request_id == 10_000 and refused.finish_reason == "error"
     assert "outside the vocabulary" in refused.error and refused.token_ids == []
+
+
+def test_fastest_of_n_copies_stragglers_and_keeps_the_tokens(one_engine):
+    config = replace(BASE, workers=2, dispatch="static", fastest_of_n=True, worker_backend="inline")
+    result = on_workers(config)
+    assert result.cluster["copies"] > 0  # the worker that finished first copied the other's stragglers
+    assert_same_tokens(one_engine, result)
+
+
+def test_fastest_of_n_needs_exact_batch_invariant_decoding():
+    with pytest.raises(ValueError, match="fastest_of_n .* needs verify 'exact'"):
+        replace(BASE, workers=2, fastest_of_n=True, verify="rejection")

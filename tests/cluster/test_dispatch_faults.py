@@ -114,3 +114,12 @@ def test_a_chunk_on_the_worker_that_ran_the_last_one_keeps_its_cache():
     fill(dispatcher, workers)
     assert workers[1].added == [(0, 16.0, 24.0, pytest.approx(26 / 1000))]
     assert dispatcher.num_reprefills == 1 and dispatcher.reprefill_tokens == 26
+
+
+def test_copies_go_to_free_workers_lowest_acceptance_first():
+    from specroll.scheduling.fastest_of_n import Straggler, assign_copies
+
+    stragglers = [Straggler(0, 0.9, 50, 0), Straggler(1, 0.2, 10, 0), Straggler(2, 0.2, 30, 1), Straggler(3, 0.5, 5, 0)]
+    copies = assign_copies(stragglers, free_workers=[1, 2], max_batch=1)
+    assert [(c.request_id, c.worker) for c in copies] == [(2, 2), (1, 1)]  # the longer of the two at 0.2 first
+    assert all(c.worker != s.worker for c in copies for s in stragglers if s.request_id == c.request_id)
