@@ -146,10 +146,11 @@ class DividedDispatch:
     """Seer §4.2: chunks from a global buffer, each to the least-loaded worker whose KV budget holds it.
 
     `resume_prefill` says what a chunk after the first costs. False: nothing, since Seer's global
-    KV-cache pool prefetches a request's cache to its next instance (Seer §5). True: nothing on the
-    worker that ran the previous chunk (its cache is still there), elsewhere a prefill of the prompt
-    and every token generated so far, which is what workers without a shared KV pool pay (specroll's
-    engines on Ray); the dispatcher counts those re-prefills.
+    KV-cache pool prefetches a request's cache to its next instance (Seer §5). True: nothing if it is
+    placed on the worker that ran the previous chunk in the same fill (its cache is still there), else
+    a prefill of the prompt and every token generated so far, which is what workers without a shared
+    KV pool pay (specroll's engines on Ray; a chunk that waits in the buffer gives its worker's slot,
+    and its cache, to what was placed instead); the dispatcher counts those re-prefills.
     """
 
     is_growing_kv = False
@@ -165,6 +166,8 @@ class DividedDispatch:
         self._resume_prefill = resume_prefill
         self._position = np.zeros(len(lengths))
         self._last_worker = np.full(len(lengths), -1)  # where each request's cache is, if anywhere
+        self._dispatched_at = np.full(len(lengths), -1.0)  # the position of each one's last dispatch
+        self._ended: list[int] = []  # chunks ended since the last fill
         self._loads: WorkerLoads | None = None
         self._lost: set[int] = set()
         for request_id in range(len(lengths)):
@@ -184,7 +187,11 @@ class DividedDispatch:
                 self._loads.update(index, workers[index].reserved_tokens(), workers[index].num_running)
         while len(self._order):
             if not self._dispatch_next(touch):
-                return
+                break
+        for request_id in self._ended:  # left waiting in the buffer: its cache is given up
+            if self._position[request_id] > 0 and self._dispatched_at[request_id] != self._position[request_id]:
+                self._last_worker[request_id] = -1
+        self._ended.clear()
 
     def _dispatch_next(self, touch: Touch) -> bool:
         """Pop the next request and give its chunk to the least-loaded worker; False if none fits."""
@@ -199,6 +206,7 @@ class DividedDispatch:
         prefill = self._prefill_seconds(request_id, position, index)
         touch(index).add(request_id, 0, position, float(stop), prefill)
         self._last_worker[request_id] = index
+        self._dispatched_at[request_id] = position
         self._loads.add(index, need)
         return True
 
@@ -215,6 +223,7 @@ class DividedDispatch:
         self._order.on_progress(request_id, int(position - self._position[request_id]))
         self._position[request_id] = position
         self._order.push(request_id, int(position))
+        self._ended.append(request_id)
 
     def on_preempted(self, worker: WorkerSlots, request_id: int, position: float) -> None:
         raise RuntimeError("divided rollout reserves KV for whole chunks and never preempts")

@@ -123,3 +123,19 @@ def test_copies_go_to_free_workers_lowest_acceptance_first():
     copies = assign_copies(stragglers, free_workers=[1, 2], max_batch=1)
     assert [(c.request_id, c.worker) for c in copies] == [(2, 2), (1, 1)]  # the longer of the two at 0.2 first
     assert all(c.worker != s.worker for c in copies for s in stragglers if s.request_id == c.request_id)
+
+
+def test_a_chunk_left_waiting_in_the_buffer_gives_up_its_cache():
+    dispatcher = DividedDispatch(np.full(2, 40.0), FifoOrder(), ChunkPolicy(8), PerToken(), 10, 40,
+                                 resume_prefill=True)
+    workers = [Slots(0, max_num_seqs=1)]
+    fill(dispatcher, workers)  # request 0 runs; request 1 waits
+    dispatcher.on_stop(workers[0], 0, 8.0)
+    workers = [Slots(0, max_num_seqs=1)]
+    fill(dispatcher, workers)  # FIFO: request 1 takes the slot, request 0 waits
+    assert workers[0].added == [(1, 0.0, 8.0, pytest.approx(10 / 1000))]
+    dispatcher.on_stop(workers[0], 1, 8.0)
+    workers = [Slots(0, max_num_seqs=1)]
+    fill(dispatcher, workers)  # request 0 again, on the same worker, but its cache went to request 1
+    assert workers[0].added == [(0, 8.0, 16.0, pytest.approx(18 / 1000))]
+    assert dispatcher.num_reprefills == 1
