@@ -6,11 +6,10 @@ wait for the next report, apply it, re-dispatch. Where to run a request is the d
 bookkeeping: tokens, which worker runs which request, lost workers. Torch-free.
 
 Chunks (divided dispatch) are decision points, not stops: a worker runs a request until it finishes
-or is told to drop it. When a request passes its chunk's end, it goes back to the dispatcher; if the
-dispatcher gives its next chunk to the same worker, it just goes on there (its cache is kept: no
-re-prefill); if to another worker, that worker resumes it from the tokens held here and the first
-drops it; if it waits in the dispatcher's buffer, its worker drops it, and its slot serves what the
-dispatcher placed instead (Seer's order decides, as in the simulator). Only the workers a request runs on report its tokens; what another
+or is told to drop it. When a request passes its chunk's end, the dispatcher places its next chunk
+(`DividedDispatch` with `resume_prefill`): on the same worker it just goes on there (its cache is
+kept: no re-prefill); on another worker, that worker resumes it from the tokens held here and the
+first drops it. Only the workers a request runs on report its tokens; what another
 worker generated for it after it moved is dropped (in exact mode it is regenerated to the same tokens).
 
 Fastest-of-N (SpecActor §4.2): once nothing waits for a worker, an idle worker takes copies of the
@@ -161,7 +160,6 @@ class Coordinator:
         self.num_reports = 0
         self.dropped_tokens = 0
         self.num_copies = 0
-        self._chunk_ended: list[int] = []  # requests returned to the dispatcher by the last report
         self._unfinished = len(self.states)
         self._start = 0.0
 
@@ -175,7 +173,6 @@ class Coordinator:
             worker, outcome = self.pool.next_report()
             changed = self._lose(worker, outcome.reason) if isinstance(outcome, WorkerLost) else self._apply(outcome)
             self.dispatcher.fill(self.slots, self._touch, changed)
-            self._drop_waiting()
             self._copy_stragglers()
             self._hand_out()
             if self.on_report is not None:
@@ -201,17 +198,6 @@ class Coordinator:
             state.num_dispatches += 1
         state.worker = slot.index
         state.copies.clear()
-
-    def _drop_waiting(self) -> None:
-        """Requests whose chunk ended and that the dispatcher left in its buffer stop running."""
-        for index in self._chunk_ended:
-            state = self.states[index]
-            if not state.is_finished and state.worker is not None and index not in self.slots[state.worker].running:
-                for host in state.hosts():
-                    self._unhost(index, host, drop=True)
-                state.worker = None
-                state.copies.clear()
-        self._chunk_ended.clear()
 
     def _copy_stragglers(self) -> None:
         """Fastest-of-N: when nothing waits for a worker, idle workers take copies of stragglers."""
@@ -277,9 +263,8 @@ class Coordinator:
             return hosts
         primary = self.slots[state.worker] if state.worker is not None else None
         if primary is not None and index in primary.running and len(state.token_ids) >= primary.running[index]:
-            del primary.running[index]  # its chunk is over: placed again, or dropped while it waits
+            del primary.running[index]  # its chunk is over: the dispatcher places the next one
             self.dispatcher.on_stop(primary, index, float(len(state.token_ids)))
-            self._chunk_ended.append(index)
             return {primary.index}
         return set()
 

@@ -145,12 +145,14 @@ class StaticDispatch:
 class DividedDispatch:
     """Seer §4.2: chunks from a global buffer, each to the least-loaded worker whose KV budget holds it.
 
-    `resume_prefill` says what a chunk after the first costs. False: nothing, since Seer's global
-    KV-cache pool prefetches a request's cache to its next instance (Seer §5). True: nothing if it is
-    placed on the worker that ran the previous chunk in the same fill (its cache is still there), else
-    a prefill of the prompt and every token generated so far, which is what workers without a shared
-    KV pool pay (specroll's engines on Ray; a chunk that waits in the buffer gives its worker's slot,
-    and its cache, to what was placed instead); the dispatcher counts those re-prefills.
+    `resume_prefill` says where a chunk after the first goes and what it costs.
+    False (Seer's own setting): back to the buffer, in the order's turn, at no cost, since Seer's
+    global KV-cache pool prefetches a request's cache to whichever instance takes it next (Seer §5).
+    True (workers without a shared KV pool, such as specroll's engines on Ray): a request at its
+    chunk's end holds its cache and its slot, so it does not wait in the buffer: it moves to the
+    least-loaded worker if that worker has room and less KV reserved than its own (paying a prefill of
+    the prompt and every token generated so far, counted here), and otherwise goes on where it is, at
+    no cost. The buffer's order then serves new requests and those of lost workers.
     """
 
     is_growing_kv = False
@@ -166,8 +168,7 @@ class DividedDispatch:
         self._resume_prefill = resume_prefill
         self._position = np.zeros(len(lengths))
         self._last_worker = np.full(len(lengths), -1)  # where each request's cache is, if anywhere
-        self._dispatched_at = np.full(len(lengths), -1.0)  # the position of each one's last dispatch
-        self._ended: list[int] = []  # chunks ended since the last fill
+        self._ended: list[tuple[int, int]] = []  # (request, worker) whose chunk ended, holding its cache
         self._loads: WorkerLoads | None = None
         self._lost: set[int] = set()
         for request_id in range(len(lengths)):
@@ -177,7 +178,8 @@ class DividedDispatch:
         self.reprefill_tokens = 0.0
 
     def fill(self, workers: Sequence[WorkerSlots], touch: Touch, changed: Sequence[int]) -> None:
-        """Refresh the loads of workers whose batch changed, then dispatch chunks while one fits."""
+        """Refresh the loads of workers whose batch changed, place the chunks that just ended, then
+        dispatch chunks from the buffer while one fits."""
         if self._loads is None:
             self._loads = WorkerLoads(len(workers), workers[0].kv_capacity, workers[0].max_num_seqs)
             for index in self._lost:
@@ -185,30 +187,40 @@ class DividedDispatch:
         for index in changed:
             if index not in self._lost:
                 self._loads.update(index, workers[index].reserved_tokens(), workers[index].num_running)
+        for request_id, worker in self._ended:
+            self._place_next_chunk(request_id, worker, touch)
+        self._ended.clear()
         while len(self._order):
             if not self._dispatch_next(touch):
                 break
-        for request_id in self._ended:  # left waiting in the buffer: its cache is given up
-            if self._position[request_id] > 0 and self._dispatched_at[request_id] != self._position[request_id]:
-                self._last_worker[request_id] = -1
-        self._ended.clear()
+
+    def _place_next_chunk(self, request_id: int, worker: int, touch: Touch) -> None:
+        """Move to the least-loaded worker if it has room and less reserved than here; else stay."""
+        stop, need = self._next_chunk(request_id)
+        best = self._loads.select(need)
+        moves = best is not None and best != worker and self._loads.reserved[best] < self._loads.reserved[worker]
+        self._give(request_id, best if moves else worker, stop, need, touch)
+
+    def _next_chunk(self, request_id: int) -> tuple[float, float]:
+        stop = min(self._chunks.chunk_end(int(self._position[request_id]), self._max_tokens), self._lengths[request_id])
+        return float(stop), self._prompt[request_id] + stop
 
     def _dispatch_next(self, touch: Touch) -> bool:
         """Pop the next request and give its chunk to the least-loaded worker; False if none fits."""
         request_id = self._order.pop()
-        position = self._position[request_id]
-        stop = min(self._chunks.chunk_end(int(position), self._max_tokens), self._lengths[request_id])
-        need = self._prompt[request_id] + stop
+        stop, need = self._next_chunk(request_id)
         index = self._loads.select(need)
         if index is None:
-            self._order.requeue(request_id, int(position))
+            self._order.requeue(request_id, int(self._position[request_id]))
             return False
-        prefill = self._prefill_seconds(request_id, position, index)
-        touch(index).add(request_id, 0, position, float(stop), prefill)
-        self._last_worker[request_id] = index
-        self._dispatched_at[request_id] = position
-        self._loads.add(index, need)
+        self._give(request_id, index, stop, need, touch)
         return True
+
+    def _give(self, request_id: int, index: int, stop: float, need: float, touch: Touch) -> None:
+        position = self._position[request_id]
+        touch(index).add(request_id, 0, position, stop, self._prefill_seconds(request_id, position, index))
+        self._last_worker[request_id] = index
+        self._loads.add(index, need)
 
     def _prefill_seconds(self, request_id: int, position: float, worker: int) -> float:
         if position == 0:
@@ -222,8 +234,10 @@ class DividedDispatch:
     def on_stop(self, worker: WorkerSlots, request_id: int, position: float) -> None:
         self._order.on_progress(request_id, int(position - self._position[request_id]))
         self._position[request_id] = position
-        self._order.push(request_id, int(position))
-        self._ended.append(request_id)
+        if self._resume_prefill and worker.index not in self._lost:
+            self._ended.append((request_id, worker.index))
+        else:
+            self._order.push(request_id, int(position))
 
     def on_preempted(self, worker: WorkerSlots, request_id: int, position: float) -> None:
         raise RuntimeError("divided rollout reserves KV for whole chunks and never preempts")
@@ -234,7 +248,7 @@ class DividedDispatch:
 
     def on_lost(self, worker_index: int, running: Sequence[tuple[int, float]]) -> None:
         """The worker is gone: it takes no more chunks, and its running chunks go back to the
-        buffer from their last known positions (a lost chunk is one that ended early)."""
+        buffer from their last known positions, without a cache anywhere."""
         self._lost.add(worker_index)
         if self._loads is not None:
             self._loads.close(worker_index)
@@ -242,7 +256,9 @@ class DividedDispatch:
             raise RuntimeError("every worker is lost")
         for request_id, position in running:
             self._last_worker[request_id] = -1
-            self.on_stop(None, request_id, position)
+            self._order.on_progress(request_id, int(position - self._position[request_id]))
+            self._position[request_id] = position
+            self._order.push(request_id, int(position))
 
     def has_pending(self) -> bool:
         return len(self._order) > 0

@@ -65,13 +65,18 @@ def test_divided_dispatch_requeues_a_lost_workers_chunks_and_never_picks_it_agai
     fill(dispatcher, workers)
     assert [a[0] for a in workers[0].added] == [0, 2] and [a[0] for a in workers[1].added] == [1, 3]
     dispatcher.on_lost(1, [(1, 5.0), (3, 0.0)])
-    dispatcher.on_stop(workers[0], 0, 8.0)  # worker 0's first chunks end
+    dispatcher.on_stop(workers[0], 0, 8.0)  # worker 0's chunks end: they hold their slots and go on
     dispatcher.on_stop(workers[0], 2, 8.0)
     workers = [Slots(0), Slots(1)]
     dispatcher.fill(workers, lambda i: workers[i], [0, 1])
     assert workers[1].added == []  # lost: it takes nothing more
+    assert {a[0]: a[1:] for a in workers[0].added} == {0: (8.0, 16.0, 0.0), 2: (8.0, 16.0, 0.0)}
+    assert dispatcher.has_pending()  # 1 and 3 wait: worker 0 runs two at most
+    dispatcher.on_finished(0, 9)
+    dispatcher.on_finished(2, 9)
+    workers = [Slots(0), Slots(1)]
+    dispatcher.fill(workers, lambda i: workers[i], [0])
     assert {a[0]: a[1:3] for a in workers[0].added} == {1: (5.0, 13.0), 3: (0.0, 8.0)}  # from where they stood
-    assert dispatcher.has_pending()  # 0 and 2 wait: worker 0 runs two at most
     assert dispatcher.num_reprefills == 1 and dispatcher.reprefill_tokens == 10 + 5
 
 
@@ -125,17 +130,13 @@ def test_copies_go_to_free_workers_lowest_acceptance_first():
     assert all(c.worker != s.worker for c in copies for s in stragglers if s.request_id == c.request_id)
 
 
-def test_a_chunk_left_waiting_in_the_buffer_gives_up_its_cache():
-    dispatcher = DividedDispatch(np.full(2, 40.0), FifoOrder(), ChunkPolicy(8), PerToken(), 10, 40,
+def test_a_chunk_with_no_better_worker_goes_on_where_it_runs_ahead_of_the_buffer():
+    dispatcher = DividedDispatch(np.full(3, 40.0), FifoOrder(), ChunkPolicy(8), PerToken(), 10, 40,
                                  resume_prefill=True)
-    workers = [Slots(0, max_num_seqs=1)]
-    fill(dispatcher, workers)  # request 0 runs; request 1 waits
+    workers = [Slots(0, max_num_seqs=1), Slots(1, max_num_seqs=1)]
+    fill(dispatcher, workers)  # requests 0 and 1 run; request 2 waits in the buffer
     dispatcher.on_stop(workers[0], 0, 8.0)
-    workers = [Slots(0, max_num_seqs=1)]
-    fill(dispatcher, workers)  # FIFO: request 1 takes the slot, request 0 waits
-    assert workers[0].added == [(1, 0.0, 8.0, pytest.approx(10 / 1000))]
-    dispatcher.on_stop(workers[0], 1, 8.0)
-    workers = [Slots(0, max_num_seqs=1)]
-    fill(dispatcher, workers)  # request 0 again, on the same worker, but its cache went to request 1
-    assert workers[0].added == [(0, 8.0, 16.0, pytest.approx(18 / 1000))]
-    assert dispatcher.num_reprefills == 1
+    workers[0].added.clear()
+    dispatcher.fill(workers, lambda i: workers[i], [0])
+    assert workers[0].added == [(0, 8.0, 16.0, 0.0)]  # it holds its slot: request 2 still waits
+    assert dispatcher.has_pending() and dispatcher.num_reprefills == 0
