@@ -57,7 +57,10 @@ class AutoPolicy:
     `probe_length` tokens instead: a bounded cost that keeps the estimates live. Where the cost model
     predicts a probe forward to cost much more than a plain one (large batches on a CPU, where width
     costs nearly its size), probes are rarer, so that they cost at most `max_probe_overhead` of the
-    plain forwards' time on average.
+    plain forwards' time on average; and the measured cost holds them to that too: after warm-up, no
+    probe runs while the probes' measured seconds beyond a plain forward's exceed `max_probe_overhead`
+    of the plain forwards' measured seconds (a probe also pays verification over the vocabulary for
+    every draft position, which a profile of forwards does not see).
 
     Probe forwards are drawn at random (seeded), not every `probe_every`-th forward: outputs have periodic
     structure, and a fixed period can resonate with it, always measuring alpha at the same place.
@@ -83,6 +86,9 @@ class AutoPolicy:
     _rng: random.Random = field(init=False, repr=False)
     _decided: tuple[int, int, float] | None = field(default=None, init=False, repr=False)  # b, cap, predicted
     _context: float = field(default=0.0, init=False, repr=False)  # mean context of the last decision
+    _probe_plain: float | None = field(default=None, init=False, repr=False)  # a probe's seconds had it run plain
+    _probe_extra_seconds: float = field(default=0.0, init=False, repr=False)  # measured, over all probes
+    _plain_seconds: float = field(default=0.0, init=False, repr=False)  # measured, over plain forwards
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
@@ -92,17 +98,22 @@ class AutoPolicy:
 
     def _draft_lengths(self, batch: BatchView) -> list[int]:
         lengths = self._best_lengths(batch)
-        self._decided = None
+        self._decided, self._probe_plain = None, None
         draw = self._rng.random()
         is_probe_step = draw * self.probe_every < 1.0
-        if not any(lengths) and (draw < self._probe_rate(batch.batch_size)
-                                 or self.tracker.pooled_trials < self.warmup_trials):
+        b = batch.batch_size
+        if not any(lengths) and (self.tracker.pooled_trials < self.warmup_trials
+                                 or (draw < self._probe_rate(b) and self._within_probe_budget())):
+            self._probe_plain = self.cost_model.step_seconds(b, 0, self._context) * self.calibration.scale(b, 0)
             return [max(0, min(self.probe_length, batch.max_draft, v.num_remaining - 1)) for v in batch.requests]
         if any(lengths) and is_probe_step and not self.calibration.is_measured(batch.batch_size, is_drafting=False):
             lengths = [0] * len(lengths)
         cap = max(lengths, default=0)
         self._decided = (batch.batch_size, cap, self.cost_model.step_seconds(batch.batch_size, cap, self._context))
         return lengths
+
+    def _within_probe_budget(self) -> bool:
+        return self._probe_extra_seconds <= self.max_probe_overhead * self._plain_seconds
 
     def _probe_rate(self, batch_size: int) -> float:
         """How often a plain forward becomes a probe: 1 / probe_every, or less where a probe forward's
@@ -122,6 +133,11 @@ class AutoPolicy:
                                     lambda cap: self.calibration.scale(b, cap))
 
     def observe(self, stats: ForwardStats) -> None:
+        seconds = stats.forward_seconds + stats.draft_seconds
+        if self._probe_plain is not None:
+            self._probe_extra_seconds += max(0.0, seconds - self._probe_plain)
+        elif self._decided is not None and self._decided[1] == 0:
+            self._plain_seconds += seconds
         if self._decided is not None:
             batch_size, cap, predicted = self._decided
             self.calibration.record(batch_size, cap, predicted, stats.forward_seconds + stats.draft_seconds)

@@ -57,3 +57,19 @@ def test_no_probe_when_speculation_already_chosen():
     free_drafts = CostModel(c_base=1e-3, c_tok=0.0)  # width is free: draft the most
     policy = AutoPolicy(free_drafts)
     assert policy.decide(batch(0, 0)).draft_lengths == (8, 8, 8, 8)
+
+
+def test_measured_probe_time_holds_probing_to_its_share_of_plain_time():
+    from specroll.policies.base import ForwardStats
+
+    cheap = CostModel(c_base=1e-3, c_tok=1e-6)  # the model thinks a probe costs 1.008 plain forwards
+    policy = AutoPolicy(cheap, warmup_trials=8, probe_every=4, probe_length=2, max_probe_overhead=0.01)
+    drafted, late_probes = 0, 0
+    for step in range(4000):
+        lengths = policy.decide(batch(drafted, 0)).draft_lengths
+        late_probes += step >= 200 and any(lengths)  # by then every draft was rejected: only probes draft
+        drafted += lengths[0]
+        policy.observe(ForwardStats(batch_size=4, num_drafted=sum(lengths), num_accepted=0, num_emitted=4,
+                                    forward_seconds=0.003 if any(lengths) else 0.001,  # a probe: 3 plain forwards
+                                    draft_seconds=0.0))
+    assert 10 <= late_probes <= 25  # 1 % of ~3.8 s of plain forwards is ~19 probes' 2 ms; the model alone: ~950
