@@ -39,6 +39,19 @@ class MeasuredRollout:
         return cls(lengths, groups, np.asarray(prompt_tokens, dtype=np.int64), max_tokens)
 
 
+class _LengthBoundWorker(Worker):
+    """A simulated worker that ends each request at its measured length. The dispatcher does not
+    know lengths, as on real workers (it places chunks that may run to max_tokens); the worker does,
+    so that a request finishes where it finished."""
+
+    def __init__(self, lengths: np.ndarray, *args) -> None:
+        super().__init__(*args)
+        self._lengths = lengths
+
+    def add(self, request_id: int, drafter: int, position: float, stop: float, prefill_seconds: float) -> None:
+        super().add(request_id, drafter, position, min(stop, float(self._lengths[request_id])), prefill_seconds)
+
+
 @dataclass(frozen=True)
 class BatchedPrefillCost(ProfiledCost):
     """A profile whose prefills share forwards: an engine prefills the requests it admits together
@@ -59,8 +72,9 @@ def predict_makespan(rollout: MeasuredRollout, dispatch: str, num_workers: int, 
     cost = BatchedPrefillCost(cost_model, capacity)
     mean_prompt = int(round(float(rollout.prompt_tokens.mean())))
     workload = Workload(rollout.lengths, rollout.group_ids, mean_prompt, rollout.max_tokens)
-    workers = [Worker(i, 1, capacity, max_num_seqs, mean_prompt) for i in range(num_workers)]
-    dispatcher = make_dispatcher(dispatch, rollout.lengths.astype(np.float64), rollout.group_ids,
+    workers = [_LengthBoundWorker(rollout.lengths, i, 1, capacity, max_num_seqs, mean_prompt)
+               for i in range(num_workers)]
+    dispatcher = make_dispatcher(dispatch, np.full(n, float(rollout.max_tokens)), rollout.group_ids,
                                  rollout.prompt_tokens, num_workers, chunk_size, rollout.max_tokens, cost, seed)
     acceptance = AcceptanceModel((DrafterProfile("none", 0.5, 1.0),))  # never read: plain decoding
     loop = RolloutLoop(workload, acceptance, np.zeros((1, n)), workers, dispatcher,
