@@ -62,6 +62,7 @@ class Bench:
         self.num_workers = config.workers
         self.config = config = replace(config, workers=1)
         self._plain: RolloutResult | None = None
+        self._prompts: dict[int, tuple[int, ...]] | None = None
         apply_threads(config)  # every system, hf-generate included, runs with the same threads
 
     def row(self, system: str) -> BenchRow:
@@ -72,7 +73,7 @@ class Bench:
             return _engine_row(system, self._oracle_row(policy))
         if name == "workers":
             result = self._workers_row(policy, drafter)
-            return replace(_engine_row(system, result), predicted_makespan_seconds=self._predict(result, policy))
+            return replace(_engine_row(system, result), predicted_makespan_seconds=self._predict(result, policy, drafter))
         if name == "plain-fast":
             return _engine_row(system, run_rollout(replace(self.config, speculate="off", batch_invariant=False)))
         return self._plain_row() if name == "plain" else self._hf_generate_row()
@@ -90,20 +91,17 @@ class Bench:
                          fastest_of_n=dispatch.endswith("+fon"), speculate=drafter or "off")
         return run_rollout(config)
 
-    def _predict(self, result: RolloutResult, dispatch: str) -> float | None:
+    def _predict(self, result: RolloutResult, dispatch: str, drafter: str) -> float | None:
         """The simulator's makespan for these requests under this dispatch, on the profiled cost model
         (None without a profile for the checkpoint, or for a speculative run: it predicts plain decoding)."""
         from specroll.sim.replay import MeasuredRollout, predict_makespan
 
         cost = load_cost_model(self.config)
-        if cost is None or result.summary.mean_acceptance_length > 1.0:
-            return None
-        task, problems = load_problems(self.config)
-        prompts = encode_prompts(load_tokenizer(self.config.model_dir), task, problems)
+        if cost is None or drafter or dispatch.endswith("+fon"):
+            return None  # the replay simulates plain decoding, without copies
+        prompts = self._encoded_prompts()
         measured = MeasuredRollout.from_records(result.records, [len(prompts[r.prompt_id]) for r in result.records],
                                                 self.config.max_tokens)
-        if dispatch.endswith("+fon"):
-            return None  # the replay simulates plain decoding without copies
         cluster = replace(self.config, workers=self.num_workers, dispatch=dispatch).cluster
         return predict_makespan(measured, dispatch, self.num_workers, self.config.max_batch_size,
                                 cluster.chunk_size(self.config.max_tokens), cost, self.config.seed)
@@ -119,11 +117,15 @@ class Bench:
             self._plain = run_rollout(replace(self.config, speculate="off"))
         return self._plain
 
+    def _encoded_prompts(self) -> dict[int, tuple[int, ...]]:
+        if self._prompts is None:
+            task, problems = load_problems(self.config)
+            self._prompts = encode_prompts(load_tokenizer(self.config.model_dir), task, problems)
+        return self._prompts
+
     def _hf_generate_row(self) -> BenchRow:
         config = self.config
-        task, problems = load_problems(config)
-        encoded = encode_prompts(load_tokenizer(config.model_dir), task, problems)
-        prompts = [list(ids) for ids in encoded.values() for _ in range(config.n)]
+        prompts = [list(ids) for ids in self._encoded_prompts().values() for _ in range(config.n)]
         run = hf_generate(config.model_dir, prompts, config.max_tokens, config.temperature, config.top_k,
                           config.top_p, config.max_batch_size, config.seed)
         return BenchRow("hf-generate", run.makespan_seconds, run.output_tokens, run.output_tokens / run.makespan_seconds)

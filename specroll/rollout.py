@@ -261,26 +261,14 @@ def run_on_workers(config: RolloutConfig, requests: list[Request], tokenizer: To
     records = [make_record(s.request, tokenizer, task, problems[s.request.group_id], s.error) for s in outcome.states]
     rows = [row for t in outcome.telemetry for row in t.rows]
     decode_rows = sum(t.decode_rows for t in outcome.telemetry)
-    done = sorted(s.finish_seconds for s in outcome.states)
-    summary = RolloutSummary(
-        num_requests=len(requests),
-        output_tokens=sum(len(s.token_ids) for s in outcome.states),
-        makespan_seconds=outcome.makespan_seconds,
-        tokens_per_second=sum(len(s.token_ids) for s in outcome.states) / max(outcome.makespan_seconds, 1e-9),
-        mean_acceptance_length=sum(t.decode_emitted for t in outcome.telemetry) / decode_rows if decode_rows else 0.0,
-        forward_passes=sum(t.num_forwards for t in outcome.telemetry),
-        tail_seconds=outcome.makespan_seconds - done[int(0.9 * (len(done) - 1))],
-        mean_reward=_mean([r.reward for r in records if r.reward is not None]),
-    )
+    summary = _summary(requests, records, [*(s.finish_seconds for s in outcome.states), outcome.makespan_seconds],
+                       sum(t.decode_emitted for t in outcome.telemetry) / decode_rows if decode_rows else 0.0,
+                       sum(t.num_forwards for t in outcome.telemetry))
     cluster = {"workers": config.workers, "dispatch": config.dispatch, "reports": outcome.num_reports,
                "lost_workers": outcome.num_lost_workers, "reprefills": outcome.num_reprefills,
                "reprefill_tokens": float(outcome.reprefill_tokens), "worker_busy_seconds": outcome.worker_busy_seconds,
                "copies": outcome.num_copies, "dropped_tokens": outcome.dropped_tokens}
     return RolloutResult(records, summary, rows, cluster=cluster)
-
-
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values) if values else 0.0
 
 
 def make_requests(config: RolloutConfig, tokenizer: Tokenizer, problems: Iterable[Problem],
@@ -300,8 +288,9 @@ def run_requests(engine: Engine, requests: list[Request], tokenizer: Tokenizer, 
     errors = add_requests(engine, requests)
     finish_times = _run(engine, requests, progress)
     records = [make_record(r, tokenizer, task, problems[r.group_id], errors.get(r.request_id)) for r in requests]
-    return RolloutResult(records, _summary(engine, requests, records, finish_times), engine.telemetry.as_rows(),
-                         engine.telemetry.acceptance_by_source())
+    summary = _summary(requests, records, finish_times, engine.telemetry.mean_acceptance_length,
+                       engine.telemetry.num_forwards)
+    return RolloutResult(records, summary, engine.telemetry.as_rows(), engine.telemetry.acceptance_by_source())
 
 
 def _run(engine: Engine, requests: list[Request], progress: ProgressFn | None) -> list[float]:
@@ -327,8 +316,9 @@ def make_record(request: Request, tokenizer: Tokenizer, task: Task, problem: Pro
                          request.num_preemptions, error)
 
 
-def _summary(engine: Engine, requests: list[Request], records: list[RolloutRecord],
-             finish_times: list[float]) -> RolloutSummary:
+def _summary(requests: list[Request], records: list[RolloutRecord], finish_times: list[float],
+             mean_acceptance_length: float, forward_passes: int) -> RolloutSummary:
+    """`finish_times`: each request's, then the makespan."""
     makespan = finish_times[-1]
     done = sorted(finish_times[:-1])
     tail_start = done[int(0.9 * (len(done) - 1))] if done else makespan
@@ -339,8 +329,8 @@ def _summary(engine: Engine, requests: list[Request], records: list[RolloutRecor
         output_tokens=output_tokens,
         makespan_seconds=makespan,
         tokens_per_second=output_tokens / makespan if makespan > 0 else 0.0,
-        mean_acceptance_length=engine.telemetry.mean_acceptance_length,
-        forward_passes=engine.telemetry.num_forwards,
+        mean_acceptance_length=mean_acceptance_length,
+        forward_passes=forward_passes,
         tail_seconds=makespan - tail_start,
         mean_reward=sum(rewards) / len(rewards) if rewards else 0.0,
     )

@@ -66,7 +66,6 @@ class RequestState:
     finish_seconds: float | None = None
     worker: int | None = None  # where the dispatcher placed it (None: nowhere, or in its buffer)
     copies: set[int] = field(default_factory=set)  # other workers running it (Fastest-of-N)
-    num_dispatches: int = 0  # placements that sent it to a worker (not continuations in place)
     num_losses: int = 0
     num_drafted: int = 0  # on its current worker, as last reported
     num_accepted: int = 0
@@ -195,7 +194,6 @@ class Coordinator:
         if index not in slot.hosted:  # else a copy of it runs there already, and goes on
             slot.outbox.append(state.work_item())
             slot.hosted.add(index)
-            state.num_dispatches += 1
         state.worker = slot.index
         state.copies.clear()
 

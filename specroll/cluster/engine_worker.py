@@ -26,7 +26,6 @@ class EngineWorker:
         self.engine = build_engine(config, longest_prompt)
         self._live: dict[int, Request] = {}
         self._reported: dict[int, int] = {}  # request id -> output tokens already reported
-        self._busy_seconds = 0.0
 
     def ready(self) -> int:
         """Answers once the engine is built: a worker that cannot start fails here, by name."""
@@ -45,9 +44,7 @@ class EngineWorker:
             finished = self.engine.iterate()
             if finished or time.perf_counter() - started > max_seconds:
                 break
-        busy = time.perf_counter() - started
-        self._busy_seconds += busy
-        return WorkerReport(self.index, (*refused, *self._progress()), busy, len(self._live))
+        return WorkerReport(self.index, (*refused, *self._progress()), time.perf_counter() - started)
 
     def _add(self, item: WorkItem) -> Update | None:
         """Queue the dispatch; a request the engine refuses ends at once, with the engine's error."""
@@ -78,5 +75,5 @@ class EngineWorker:
         t = self.engine.telemetry
         rows = sum(s.batch_size for s in t.decode_forwards)
         emitted = sum(s.num_emitted for s in t.decode_forwards)
-        return WorkerTelemetry(self.index, t.num_forwards, rows, emitted, self._busy_seconds,
+        return WorkerTelemetry(self.index, t.num_forwards, rows, emitted,
                                [{"worker": self.index, **row} for row in t.as_rows()])

@@ -11,7 +11,7 @@ import numpy as np
 
 from specroll.cluster.coordinator import ClusterOutcome, Coordinator, ReportHook, WorkerPool
 from specroll.engine.request import Request
-from specroll.scheduling.dispatch import DISPATCHES, Dispatcher, make_dispatcher
+from specroll.scheduling.dispatch import DISPATCHES, Dispatcher, dense_ids, make_dispatcher
 
 
 class _Unpriced:
@@ -45,15 +45,9 @@ class ClusterConfig:
         return self.chunk_tokens or max(1, max_tokens // 4)
 
 
-def dense_groups(requests: list[Request]) -> np.ndarray:
-    """Each request's group as 0..G-1, in order of first appearance (the dispatchers index by it)."""
-    index: dict[int, int] = {}
-    return np.array([index.setdefault(r.group_id, len(index)) for r in requests], dtype=np.int64)
-
-
 def make_cluster_dispatcher(cluster: ClusterConfig, requests: list[Request], max_tokens: int) -> Dispatcher:
     """The dispatcher the config names; a request's length is unknown here, so it may run to max_tokens."""
-    return make_dispatcher(cluster.dispatch, np.full(len(requests), float(max_tokens)), dense_groups(requests),
+    return make_dispatcher(cluster.dispatch, np.full(len(requests), float(max_tokens)), dense_ids([r.group_id for r in requests]),
                            np.array([len(r.prompt_token_ids) for r in requests]), cluster.num_workers,
                            cluster.chunk_size(max_tokens), max_tokens, _Unpriced(), cluster.seed)
 

@@ -55,7 +55,6 @@ class WorkerReport:
     worker: int
     updates: tuple[Update, ...]
     busy_seconds: float  # engine time inside this call
-    num_running: int  # requests still on the worker after the call
 
 
 @dataclass
@@ -66,5 +65,4 @@ class WorkerTelemetry:
     num_forwards: int = 0
     decode_rows: int = 0  # requests summed over verification forwards
     decode_emitted: int = 0  # tokens those forwards emitted
-    busy_seconds: float = 0.0
     rows: list[dict] = field(default_factory=list)  # per-forward telemetry (`Telemetry.as_rows`)

@@ -9,6 +9,7 @@ which drafter proposes), and the drafter proposes that many tokens.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Callable, Iterable
 
 import torch
@@ -121,20 +122,21 @@ class Engine:
         return finished
 
     def _draft(self, requests: list[Request]) -> tuple[DraftDecision, list[Draft]]:
-        """The policy decides first (lengths and drafter); then the named drafter proposes."""
+        """The policy decides first (lengths and drafter); then the named drafter proposes. The
+        decision returned names the drafter that did propose (None for a single drafter), so that a
+        policy never files one drafter's acceptance under another's name."""
         decision = self.policy.decide(self._batch_view(requests))
+        used = replace(decision, drafter=self._member_name(decision.drafter))
         budgets = self._draft_budgets(requests, decision.draft_lengths)
         if self.drafter is None or not any(budgets):
-            return decision, [Draft(r.request_id) for r in requests]
-        drafts = build_drafts(self._proposer(decision.drafter), requests, budgets,
-                              self.runner.config.vocab_size, allow_trees=self.allows_trees)
-        return decision, drafts
+            return used, [Draft(r.request_id) for r in requests]
+        proposer = self.drafter.member(used.drafter) if isinstance(self.drafter, SwitchingDrafter) else self.drafter
+        drafts = build_drafts(proposer, requests, budgets, self.runner.config.vocab_size, allow_trees=self.allows_trees)
+        return used, drafts
 
-    def _proposer(self, name: str | None) -> Drafter:
-        """The member the decision names where the drafter is a set of drafters; else the drafter."""
-        if isinstance(self.drafter, SwitchingDrafter):
-            return self.drafter.member(name if name in self.drafter.drafters else None)
-        return self.drafter
+    def _member_name(self, name: str | None) -> str | None:
+        """The member that proposes for a decision naming `name`: only a set of drafters has members."""
+        return name if isinstance(self.drafter, SwitchingDrafter) and name in self.drafter.drafters else None
 
     @property
     def allows_trees(self) -> bool:

@@ -91,12 +91,6 @@ class AcceptanceTracker:
             return self.pooled_alpha
         return _shrunk(counts.successes, counts.trials, self.pooled_alpha, self.prior_strength)
 
-    def batch_alpha(self, batch: BatchView) -> float:
-        """Mean alpha of the running requests."""
-        if not batch.requests:
-            return self.pooled_alpha
-        return sum(self.alpha(v.request_id) for v in batch.requests) / batch.batch_size
-
 
 @dataclass
 class RecentAcceptance:

@@ -45,10 +45,6 @@ class DraftDecision:
     def uniform(cls, k: int, batch_size: int, drafter: str | None = None) -> "DraftDecision":
         return cls((k,) * batch_size, drafter)
 
-    @property
-    def is_drafting(self) -> bool:
-        return any(self.draft_lengths)
-
 
 @dataclass(frozen=True)
 class ForwardStats:

@@ -57,12 +57,6 @@ class DraftLadder:
         if not names or len(set(names)) != len(names):
             raise ValueError(f"a ladder needs rungs with distinct names, got {names}")
 
-    def rung(self, name: str) -> Rung:
-        for rung in self.rungs:
-            if rung.name == name:
-                return rung
-        raise ValueError(f"no rung named {name!r}; the ladder has {', '.join(r.name for r in self.rungs)}")
-
     def evaluate(self, rung: Rung, alpha: float, batch_size: int, max_draft: int,
                  context_length: float = 0.0) -> Choice:
         model = self.cost_model.with_draft(rung.draft)

@@ -61,6 +61,12 @@ class Dispatcher(Protocol):
     def has_pending(self) -> bool: ...
 
 
+def dense_ids(ids: Sequence[int]) -> np.ndarray:
+    """Ids (e.g. prompt ids) renumbered 0..G-1 in order of first appearance: dispatchers index by them."""
+    index: dict[int, int] = {}
+    return np.array([index.setdefault(i, len(index)) for i in ids], dtype=np.int64)
+
+
 def _per_request(prompt_tokens: int | Sequence[int] | np.ndarray, num_requests: int) -> np.ndarray:
     """Prompt tokens per request: one figure for all (the simulator) or each request's own."""
     values = np.broadcast_to(np.asarray(prompt_tokens, dtype=np.float64), (num_requests,)).copy()

@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from specroll.policies.cost_model import CostModel
-from specroll.scheduling.dispatch import make_dispatcher
+from specroll.scheduling.dispatch import dense_ids, make_dispatcher
 from specroll.sim.acceptance import AcceptanceModel, DrafterProfile
 from specroll.sim.loop import LoopConfig, RolloutLoop
 from specroll.sim.profiled_cost import ProfiledCost
@@ -33,8 +33,7 @@ class MeasuredRollout:
     @classmethod
     def from_records(cls, records: Sequence, prompt_tokens: Sequence[int], max_tokens: int) -> "MeasuredRollout":
         """From rollout records (`RolloutRecord`: `prompt_id`, `token_ids`) and each one's prompt length."""
-        index: dict[int, int] = {}
-        groups = np.array([index.setdefault(r.prompt_id, len(index)) for r in records], dtype=np.int64)
+        groups = dense_ids([r.prompt_id for r in records])
         lengths = np.array([max(1, len(r.token_ids)) for r in records], dtype=np.int64)
         return cls(lengths, groups, np.asarray(prompt_tokens, dtype=np.int64), max_tokens)
 

@@ -33,9 +33,7 @@ from specroll.policies.fixed import FixedDraftLength
 from specroll.policies.profile_grid import ProfileGrid
 from specroll.policies.threshold import BatchThreshold
 from specroll.scheduling.adaptive_range import AdaptiveDraftRange
-from specroll.scheduling.context_aware import ContextAwareOrder, FifoOrder
-from specroll.scheduling.dispatch import DividedDispatch, StaticDispatch
-from specroll.scheduling.divided import ChunkPolicy
+from specroll.scheduling.dispatch import Dispatcher, make_dispatcher
 from specroll.scheduling.placement import AffineLatency, DecoupledPlan, plan_decoupled
 from specroll.sim.cost_model import GPUS, MODELS, ForwardCost, RooflineCost
 from specroll.sim.engine_policy import EnginePolicySpeculation
@@ -109,7 +107,7 @@ def simulate(preset: Preset, options: SystemOptions, record_segments: bool = Fal
     costs = _spec_costs(preset, topology)
     strategy = STRATEGIES[options.speculation](preset, topology, costs, options, rng)
     workers = _workers(preset, workload, topology)
-    dispatcher = _dispatcher(preset, options, workload, topology, rng)
+    dispatcher = _dispatcher(preset, options, workload, topology)
     config = LoopConfig(is_fastest_of_n=options.fastest_of_n, record_segments=record_segments)
     loop = RolloutLoop(workload, preset.acceptance, base, workers, dispatcher, strategy, topology.target,
                        preset.num_gpus, config)
@@ -125,12 +123,13 @@ def _workers(preset: Preset, workload: Workload, topology: Topology) -> list[Wor
             for i in range(topology.num_workers)]
 
 
-def _dispatcher(preset: Preset, options: SystemOptions, workload: Workload, topology: Topology, rng):
-    if options.dispatch == "static":
-        return StaticDispatch(workload.output_lengths, workload.group_ids, topology.num_workers, topology.target, preset.prompt_tokens, rng)
-    order = ContextAwareOrder(workload.group_ids, workload.max_tokens) if options.order == "context" else FifoOrder()
-    return DividedDispatch(workload.output_lengths, order, ChunkPolicy(preset.chunk_size), topology.target,
-                           preset.prompt_tokens, workload.max_tokens)
+def _dispatcher(preset: Preset, options: SystemOptions, workload: Workload, topology: Topology) -> Dispatcher:
+    """The shared dispatcher (`make_dispatcher`), as Seer runs it: chunks move through its global KV
+    pool at no cost. Its static shuffle is seeded apart from the workload's draws."""
+    name = "static" if options.dispatch == "static" else "context-aware" if options.order == "context" else "divided"
+    return make_dispatcher(name, workload.output_lengths, workload.group_ids, preset.prompt_tokens,
+                           topology.num_workers, preset.chunk_size, workload.max_tokens, topology.target,
+                           seed=preset.seed, resume_prefill=False)
 
 
 def _topology(preset: Preset, options: SystemOptions) -> Topology:

@@ -27,3 +27,13 @@ def plain(qwen2_dir):
 def test_policy_is_lossless_in_the_engine(qwen2_dir, plain, name):
     speculative = rollout(qwen2_dir, small_workload(), PromptLookupDrafter(), make_policy(name))
     assert_lossless(plain, speculative, rollout.last_engine)
+
+
+def test_a_ladder_over_one_drafter_credits_no_rung(qwen2_dir):
+    """The ladder names rungs; a single drafter is none of them, so its acceptance is no rung's."""
+    policy = make_policy("ladder")
+    priors = {name: policy.alpha(name) for name in policy._estimates}
+    rollout(qwen2_dir, small_workload(), PromptLookupDrafter(), policy)
+    assert rollout.last_engine.telemetry.decode_forwards and any(
+        s.num_drafted for s in rollout.last_engine.telemetry.decode_forwards)
+    assert {name: policy.alpha(name) for name in policy._estimates} == priors

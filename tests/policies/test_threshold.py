@@ -26,4 +26,3 @@ def test_tlt_elastic_default_threshold():
     policy = BatchThreshold()
     assert policy.decide(batch_of(32)).draft_lengths == (4,) * 32
     assert policy.decide(batch_of(33)).draft_lengths == (0,) * 33
-    assert policy.decide(batch_of(33)).draft_lengths == (0,) * 33
