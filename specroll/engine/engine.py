@@ -125,9 +125,10 @@ class Engine:
         """The policy decides first (lengths and drafter); then the named drafter proposes. The
         decision returned names the drafter that did propose (None for a single drafter), so that a
         policy never files one drafter's acceptance under another's name."""
-        decision = self.policy.decide(self._batch_view(requests))
+        view = self._batch_view(requests)
+        decision = self.policy.decide(view)
         used = replace(decision, drafter=self._member_name(decision.drafter))
-        budgets = self._draft_budgets(requests, decision.draft_lengths)
+        budgets = view.clip(decision.draft_lengths)
         if self.drafter is None or not any(budgets):
             return used, [Draft(r.request_id) for r in requests]
         proposer = self.drafter.member(used.drafter) if isinstance(self.drafter, SwitchingDrafter) else self.drafter
@@ -150,10 +151,6 @@ class Engine:
         views = [RequestView(r.request_id, r.group_id, r.num_output_tokens, r.num_remaining,
                              r.num_drafted, r.num_accepted, r.num_forwards, r.num_cached) for r in requests]
         return BatchView(views, self.config.max_draft)
-
-    def _draft_budgets(self, requests: list[Request], lengths: tuple[int, ...]) -> list[int]:
-        # a request that may emit only one more token gains nothing from drafting
-        return [max(0, min(k, self.config.max_draft, r.num_remaining - 1)) for k, r in zip(lengths, requests)]
 
     def _verify(self, requests: list[Request], drafts: list[Draft]) -> VerifyResult:
         inputs = [SequenceInput(r.slot, r.num_cached, [*r.pending_tokens(), *d.token_ids], row_parents(d),

@@ -105,7 +105,7 @@ class AutoPolicy:
         if not any(lengths) and (self.tracker.pooled_trials < self.warmup_trials
                                  or (draw < self._probe_rate(b) and self._within_probe_budget())):
             self._probe_plain = self.cost_model.step_seconds(b, 0, self._context) * self.calibration.scale(b, 0)
-            return [max(0, min(self.probe_length, batch.max_draft, v.num_remaining - 1)) for v in batch.requests]
+            return batch.clip([self.probe_length] * b)
         if any(lengths) and is_probe_step and not self.calibration.is_measured(batch.batch_size, is_drafting=False):
             lengths = [0] * len(lengths)
         cap = max(lengths, default=0)
@@ -125,7 +125,7 @@ class AutoPolicy:
     def _best_lengths(self, batch: BatchView) -> list[int]:
         self.tracker.update(batch)
         alphas = [self.tracker.alpha(v.request_id) for v in batch.requests]
-        limits = [max(0, min(batch.max_draft, v.num_remaining - 1)) for v in batch.requests]
+        limits = batch.draft_limits()
         contexts = [float(v.num_context_tokens or v.num_output_tokens) for v in batch.requests]
         self._context = sum(contexts) / len(contexts) if contexts else 0.0
         b = batch.batch_size

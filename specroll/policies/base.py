@@ -33,6 +33,15 @@ class BatchView:
     def batch_size(self) -> int:
         return len(self.requests)
 
+    def draft_limits(self) -> list[int]:
+        """Each request's longest useful draft: the engine's cap, and one short of its remaining
+        tokens (a request that may emit only one more token gains nothing from drafting)."""
+        return [max(0, min(self.max_draft, v.num_remaining - 1)) for v in self.requests]
+
+    def clip(self, draft_lengths: Sequence[int]) -> list[int]:
+        """Draft lengths as the engine runs them: within `draft_limits`, never negative."""
+        return [max(0, min(k, limit)) for k, limit in zip(draft_lengths, self.draft_limits())]
+
 
 @dataclass(frozen=True)
 class DraftDecision:

@@ -97,6 +97,11 @@ class CostModel:
     def draft_affine(self) -> Affine:
         return Affine(self.draft_base, self.draft_row)
 
+    @property
+    def has_draft_model(self) -> bool:
+        """Whether the fit holds a measured draft model's cost D(b)."""
+        return self.draft_base > 0 or self.draft_row > 0
+
     def with_draft(self, draft: Affine) -> "CostModel":
         return CostModel(**{**asdict(self), "draft_base": draft.intercept, "draft_row": draft.slope})
 

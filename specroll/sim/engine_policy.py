@@ -94,5 +94,4 @@ class EnginePolicySpeculation:
 
 def _clipped(decision: DraftDecision, batch: BatchView) -> np.ndarray:
     """The engine's budgets: a request that may emit only one more token gains nothing from drafting."""
-    limits = [min(batch.max_draft, v.num_remaining - 1) for v in batch.requests]
-    return np.maximum(0, np.minimum(np.asarray(decision.draft_lengths, dtype=np.int64), limits))
+    return np.asarray(batch.clip(decision.draft_lengths), dtype=np.int64)

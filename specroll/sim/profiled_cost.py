@@ -43,10 +43,6 @@ class ProfiledCost:
     def prefill_seconds(self, num_tokens: float) -> float:
         return self.model.forward_seconds(1, num_tokens, num_tokens / 2.0) if num_tokens > 0 else 0.0
 
-    @property
-    def has_draft_model(self) -> bool:
-        return self.model.draft_base > 0 or self.model.draft_row > 0
-
     @classmethod
     def load(cls, path: str | Path, kv_capacity_tokens: float = float("inf")) -> "ProfiledCost":
         return cls(CostModel.load(path), kv_capacity_tokens)

@@ -159,7 +159,7 @@ def _draft_cost(preset: Preset, drafter: int, num_gpus: int) -> ForwardCost | No
     if name is None:
         return None
     profile = preset.cost_profile
-    if profile is not None and ProfiledCost(profile).has_draft_model:
+    if profile is not None and profile.has_draft_model:
         return ProfiledDraftCost(profile.draft_affine)
     model = MODELS[name]
     return RooflineCost(model, GPUS[preset.gpu], num_gpus, worker_overhead_seconds(model, num_gpus))

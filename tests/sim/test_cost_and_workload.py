@@ -46,7 +46,7 @@ def test_a_profile_loads_as_a_worker_cost(tmp_path):
     assert cost.forward_seconds(10, 2, 1000) == pytest.approx(0.01 + 10 * 2e-6 + 10 * 100 * 3e-9 + 20 * 1e-5
                                                               + 20 * 100 * 1e-9)
     assert cost.prefill_seconds(400) == pytest.approx(0.01 + 2e-6 + 200 * 3e-9 + 400 * 1e-5 + 400 * 200 * 1e-9)
-    assert cost.prefill_seconds(0) == 0.0 and cost.kv_capacity_tokens == 1e6 and not cost.has_draft_model
+    assert cost.prefill_seconds(0) == 0.0 and cost.kv_capacity_tokens == 1e6 and not cost.model.has_draft_model
 
 
 def test_lengths_are_clipped_and_fit_recovers_parameters():
