@@ -4,7 +4,8 @@ Each row of a batch may carry its own temperature, top-k and top-p. A row's *sam
 is softmax(logits / temperature) restricted to the top-k tokens and then to the smallest set whose
 mass reaches top-p (the nucleus of Holtzman et al. 2020), renormalised; temperature 0 is greedy, a
 one-hot on the argmax. Tokens are drawn by inverting the distribution's CDF at a given uniform, so
-that the same uniform and the same distribution always give the same token.
+that the same uniform and the same distribution always give the same token. A token's reported
+log-probability is the policy's, untruncated (`policy_logprobs`).
 """
 
 from __future__ import annotations
@@ -57,9 +58,24 @@ def sample_from(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     return tokens.clamp_(max=probs.shape[-1] - 1)
 
 
-def token_logprobs(scaled: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-    """Log-probability (N,) of each token under its row's `sampling_logits` distribution.
+def policy_logprobs(logits: torch.Tensor, tokens: torch.Tensor,
+                    temperature: torch.Tensor | float) -> torch.Tensor:
+    """Log-probability of each token under the policy: log_softmax(logits / temperature) over the
+    whole vocabulary (temperature 0: the plain softmax, whose argmax a greedy row takes).
 
-    Greedy rows report the plain softmax(logits), which is what an RL trainer recomputes.
+    logits (..., V); tokens (...) long; temperature a float or (...) -> (...) float32.
+
+    This is specroll's one definition of a token's log-probability: the engine reports it for every
+    emitted token and the trainer recomputes it, so the importance ratio pi_theta / pi_rollout is 1
+    before any update (to the rounding between the engine's forward and the trainer's) whatever the
+    sampling settings. Top-k and top-p shape only which tokens are drawn: the log-probability of the
+    truncated, renormalised distribution would carry log(kept mass) into every ratio, a factor that is
+    no policy change. It is also what TRL's GRPOTrainer computes on its side (log_softmax of the
+    logits over its temperature, over the whole vocabulary).
     """
-    return torch.log_softmax(scaled, dim=-1).gather(1, tokens[:, None]).squeeze(1)
+    if isinstance(temperature, torch.Tensor):
+        scale = torch.where(temperature > 0, temperature, 1.0).to(torch.float32)[..., None]
+    else:
+        scale = temperature if temperature > 0 else 1.0
+    scaled = logits.float() / scale
+    return torch.log_softmax(scaled, dim=-1).gather(-1, tokens[..., None]).squeeze(-1)

@@ -16,7 +16,7 @@ import torch
 from specroll.drafting.protocol import Draft, Drafter, DraftQuery
 from specroll.engine.request import Request
 from specroll.noise import STREAM_ACCEPT, STREAM_SAMPLE, uniforms
-from specroll.sampling import sample_from, sampling_logits, sampling_probs, token_logprobs
+from specroll.sampling import policy_logprobs, sample_from, sampling_logits, sampling_probs
 from specroll.verification import verify_exact, verify_exact_tree, verify_rejection
 
 log = logging.getLogger(__name__)
@@ -26,7 +26,8 @@ log = logging.getLogger(__name__)
 class VerifyResult:
     """Per request of one forward.
 
-    token_ids / logprobs: the emitted tokens and their target log-probabilities.
+    token_ids / logprobs: the emitted tokens and their log-probabilities under the target policy
+                       (`policy_logprobs`: untruncated, at the request's temperature).
     num_accepted: draft tokens accepted.
     accepted_nodes: for tree drafts, the accepted nodes (indices into the draft), root first; their
                     K/V must move to consecutive cache positions. None for linear drafts.
@@ -119,7 +120,7 @@ def verify_batch(requests: Sequence[Request], drafts: Sequence[Draft], logits: t
         num_accepted, next_token = verify_rejection(probs, q, draft_tokens, num_drafts, accept_u, sample_u)
         emitted = torch.cat([draft_tokens, torch.zeros(B, 1, dtype=torch.long)], 1)
         emitted[torch.arange(B), num_accepted] = next_token
-    logprobs = token_logprobs(scaled, emitted.view(-1)).view(B, Tl)
+    logprobs = policy_logprobs(logits.reshape(B * Tl, V), emitted.view(-1), params[0]).view(B, Tl)
     return _per_request(drafts, emitted, logprobs, num_accepted)
 
 

@@ -7,9 +7,12 @@ The contract, as TRL 1.16 implements it (`trl/trainer/grpo_trainer.py`, `GRPOTra
   messages) that the rollout function renders in the chat template itself;
 - its sampler (`RepeatSampler`) repeats each prompt `num_generations` times in a row, and TRL wants
   exactly one completion per entry, in order: a run of identical prompts is one group;
-- it wants a dict of per-entry lists `prompt_ids`, `completion_ids` and `logprobs` (each sampled
-  token's log-probability under the sampling distribution, as vLLM's processed logprobs); any other
-  key would reach the reward functions;
+- it wants a dict of per-entry lists `prompt_ids`, `completion_ids` and `logprobs`; any other key
+  would reach the reward functions. TRL compares `logprobs` with its own per-token log-probabilities,
+  log_softmax(logits / temperature) over the whole vocabulary (its importance-sampling correction
+  and off-policy mask), so the engine reports exactly that (`specroll.sampling.policy_logprobs`), not
+  the top-k/top-p-truncated distribution it draws from, whose renormalisation would put log(kept
+  mass) into every ratio;
 - without vLLM nothing copies the trainer's weights anywhere: this adapter copies `trainer.model`'s
   weights into its engine, in place, whenever `trainer.state.global_step` has moved.
 

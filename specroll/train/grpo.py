@@ -3,7 +3,8 @@
 - advantages: each response's reward minus its group's mean, over the group's standard deviation;
 - the policy term: PPO's clipped importance ratio pi_theta / pi_rollout per token, where pi_rollout is
   the log-probability the rollout engine reported for the sampled token (so no second forward of
-  the old policy is needed, and speculation, being lossless, leaves it unchanged);
+  the old policy is needed, and speculation, being lossless, leaves it unchanged); both sides are
+  `specroll.sampling.policy_logprobs`, so before an update the ratio is 1 whatever top-k or top-p;
 - optionally a KL penalty to a frozen reference policy (the k3 estimator, always >= 0);
 - every token of the batch weighs the same (the token-level mean).
 """
@@ -28,18 +29,12 @@ def group_advantages(rewards: Sequence[float], group_ids: Sequence[int], eps: fl
     return out.float()
 
 
-def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float) -> torch.Tensor:
-    """logits (B, T, V) predicting tokens (B, T) -> (B, T) log-probabilities under softmax(logits / T),
-    the distribution the engine samples from (temperature 0 means the plain softmax)."""
-    scaled = logits.float() / temperature if temperature > 0 else logits.float()
-    return torch.log_softmax(scaled, dim=-1).gather(-1, tokens[..., None]).squeeze(-1)
-
-
 @dataclass(frozen=True)
 class LossTerms:
     loss: torch.Tensor  # the sum over the given tokens; divide by the batch's token count outside
     clipped: int  # tokens whose ratio was clipped
     kl_sum: float  # sum of the per-token KL estimate (0 without a reference)
+    max_log_ratio: float  # the largest |log pi_theta - log pi_rollout| over the given tokens
 
 
 def policy_loss(new_logprobs: torch.Tensor, rollout_logprobs: torch.Tensor, advantages: torch.Tensor,
@@ -57,4 +52,5 @@ def policy_loss(new_logprobs: torch.Tensor, rollout_logprobs: torch.Tensor, adva
         per_token = per_token + kl_coef * kl
         kl_sum = float((kl * mask).sum().detach())
     was_clipped = (clipped < unclipped) & mask.bool()
-    return LossTerms((per_token * mask).sum(), int(was_clipped.sum()), kl_sum)
+    gap = float(((new_logprobs - rollout_logprobs).abs() * mask).max().detach()) if mask.numel() else 0.0
+    return LossTerms((per_token * mask).sum(), int(was_clipped.sum()), kl_sum, gap)

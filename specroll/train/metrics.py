@@ -26,6 +26,7 @@ class StepMetrics:
     loss: float
     clip_fraction: float  # tokens whose importance ratio was clipped
     kl: float  # mean per-token KL estimate to the reference (0 without one)
+    max_log_ratio: float  # largest |log pi_trainer - log pi_rollout| of a token before the update: rounding only
     num_problems: int
     acceptance_by_drafter: dict[str, float] = field(default_factory=dict)  # tokens accepted per draft
     plain_rollout_seconds: float | None = None  # the same rollout without speculation (--shadow-plain)

@@ -27,7 +27,8 @@ from specroll.model.catalog import resolve_model_dir
 from specroll.rollout import (RolloutConfig, RolloutResult, apply_threads, build_engine, encode_prompts,
                               make_requests, make_task, run_requests)
 from specroll.tokenizer import load_tokenizer
-from specroll.train.grpo import group_advantages, policy_loss, token_logprobs
+from specroll.sampling import policy_logprobs
+from specroll.train.grpo import group_advantages, policy_loss
 from specroll.train.metrics import StepMetrics
 from specroll.train.schedule import EpochSchedule
 from specroll.train.weights import weights_sha256
@@ -92,7 +93,7 @@ class GRPOTrainer:
             plain, plain_seconds = self._rollout(self.plain_engine, step)
             same = _outputs(plain) == _outputs(result)
         start = time.perf_counter()
-        loss, clip_fraction, kl = self._update(result)
+        loss, clip_fraction, kl, max_log_ratio = self._update(result)
         train_seconds = time.perf_counter() - start
         start = time.perf_counter()
         self._sync_weights()
@@ -100,7 +101,7 @@ class GRPOTrainer:
         s = result.summary
         return StepMetrics(step, s.mean_reward, rollout_seconds, train_seconds, sync_seconds, s.output_tokens, s.mean_acceptance_length,
                            s.forward_passes, weights_sha256(self.policy), loss, clip_fraction, kl,
-                           len({r.prompt_id for r in result.records}), result.acceptance_by_drafter, plain_seconds, same)
+                           max_log_ratio, len({r.prompt_id for r in result.records}), result.acceptance_by_drafter, plain_seconds, same)
 
     def _rollout(self, engine: Engine, step: int) -> tuple[RolloutResult, float]:
         engine.advance_step(step)
@@ -110,24 +111,26 @@ class GRPOTrainer:
         result = run_requests(engine, requests, self.tokenizer, self.task, self.problems)
         return result, time.perf_counter() - start
 
-    def _update(self, result: RolloutResult) -> tuple[float, float, float]:
-        """One AdamW step on the step's responses; returns (loss, clipped fraction, mean KL)."""
+    def _update(self, result: RolloutResult) -> tuple[float, float, float, float]:
+        """One AdamW step on the step's responses; returns (loss, clipped fraction, mean KL, the largest
+        |log-ratio| before the update)."""
         records = [r for r in result.records if r.reward is not None and r.token_ids]
         if not records:
-            return 0.0, 0.0, 0.0
+            return 0.0, 0.0, 0.0, 0.0
         advantages = group_advantages([r.reward for r in records], [r.prompt_id for r in records])
         num_tokens = sum(len(r.token_ids) for r in records)
         self.optimizer.zero_grad(set_to_none=True)
-        loss, clipped, kl = 0.0, 0, 0.0
+        loss, clipped, kl, gap = 0.0, 0, 0.0, 0.0
         size = self.config.micro_batch_size
         for start in range(0, len(records), size):
             chunk = records[start:start + size]
             terms = self._chunk_loss(chunk, advantages[start:start + size])
             (terms.loss / num_tokens).backward()
             loss, clipped, kl = loss + terms.loss.item() / num_tokens, clipped + terms.clipped, kl + terms.kl_sum
+            gap = max(gap, terms.max_log_ratio)
         torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.config.max_grad_norm)
         self.optimizer.step()
-        return loss, clipped / num_tokens, kl / num_tokens
+        return loss, clipped / num_tokens, kl / num_tokens, gap
 
     def _chunk_loss(self, records, advantages: torch.Tensor):
         prompts = [self.prompts[r.prompt_id] for r in records]
@@ -157,8 +160,8 @@ def load_trainable(model_dir: str | Path):
 
 
 def sequence_logprobs(model, prompts, completions, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Log-probabilities of each completion's tokens after its prompt, (B, T) with a (B, T) mask;
-    sequences are right-padded, so positions count from 0 in every row."""
+    """Log-probabilities of each completion's tokens after its prompt (`policy_logprobs`, the engine's
+    definition), (B, T) with a (B, T) mask; sequences are right-padded, so positions count from 0."""
     full = [list(p) + list(c) for p, c in zip(prompts, completions)]
     length, width = max(map(len, full)), max(map(len, completions))
     input_ids = torch.zeros(len(full), length, dtype=torch.long)
@@ -173,7 +176,7 @@ def sequence_logprobs(model, prompts, completions, temperature: float) -> tuple[
     mask = offsets[None] < torch.tensor([len(c) for c in completions])[:, None]
     picked = logits.gather(1, index[..., None].expand(-1, -1, logits.shape[-1]))  # (B, T, V)
     tokens = _padded(completions, width, torch.long)
-    return token_logprobs(picked, tokens, temperature) * mask, mask.float()
+    return policy_logprobs(picked, tokens, temperature) * mask, mask.float()
 
 
 def _padded(rows, width: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:

@@ -14,7 +14,6 @@ from specroll.integrations.trl import (check_room, encode_prompts, make_rollout_
 from specroll.rollout import DEFAULT_MODEL
 from specroll.tasks import get_task
 from specroll.tokenizer import load_tokenizer
-from specroll.train.trainer import sequence_logprobs
 
 NUM_PROMPTS, NUM_GENERATIONS, MAX_COMPLETION, TEMPERATURE = 4, 4, 16, 0.8
 TEMPLATE = ("{% for m in messages %}{{ m['role'] }} {{ m['content'] }}\n{% endfor %}"
@@ -29,14 +28,23 @@ def _shorter_is_better(completions, **_):
     return [-float(len(c)) for c in completions]
 
 
-def _logprobs_as_trained(model, output) -> list[list[float]]:
-    """The trainer model's log-probability of each returned token, at the trainer's temperature."""
+def _logprobs_as_trl_computes(model, output) -> list[list[float]]:
+    """Each returned token's log-probability as TRL's GRPOTrainer computes it on its side: the
+    trainer model's logits over its temperature, `selective_log_softmax` over the whole vocabulary."""
+    from trl.trainer.utils import selective_log_softmax
+
+    out = []
     with torch.no_grad():
-        logprobs, mask = sequence_logprobs(model, output["prompt_ids"], output["completion_ids"], TEMPERATURE)
-    return [row[: int(m.sum())].tolist() for row, m in zip(logprobs, mask)]
+        for prompt, completion in zip(output["prompt_ids"], output["completion_ids"]):
+            ids = torch.tensor([prompt + completion])
+            logits = model(input_ids=ids).logits[0, len(prompt) - 1:-1] / TEMPERATURE
+            out.append(selective_log_softmax(logits, torch.tensor(completion)).tolist())
+    return out
 
 
-def test_grpo_trainer_runs_two_steps_on_specroll_rollouts(tmp_path, monkeypatch):
+@pytest.mark.parametrize("truncation", [dict(), dict(top_k=3), dict(top_p=0.8), dict(top_k=3, top_p=0.8)],
+                         ids=["full", "top-k", "top-p", "both"])
+def test_grpo_trainer_runs_two_steps_on_specroll_rollouts(tmp_path, monkeypatch, truncation):
     trl = pytest.importorskip("trl", reason="the TRL adapter needs trl (pip install specroll[trl])")
     datasets = pytest.importorskip("datasets", reason="TRL's trainer needs datasets (pip install specroll[trl])")
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -45,7 +53,7 @@ def test_grpo_trainer_runs_two_steps_on_specroll_rollouts(tmp_path, monkeypatch)
 
     def recording_rollout(prompts, trainer):
         output = rollout(prompts, trainer)
-        expected = _logprobs_as_trained(trainer.model, output)
+        expected = _logprobs_as_trl_computes(trainer.model, output)
         logprob_errors.append(max(abs(a - b) for got, want in zip(output["logprobs"], expected)
                                   for a, b in zip(got, want, strict=True)))
         calls.append((list(prompts), output, trainer.state.global_step))
@@ -63,7 +71,7 @@ def test_grpo_trainer_runs_two_steps_on_specroll_rollouts(tmp_path, monkeypatch)
     # bf16=False: TRL's default autocasts its forwards to bf16 where the engine runs fp32
     args = trl.GRPOConfig(output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=8,
                           num_generations=NUM_GENERATIONS, max_completion_length=MAX_COMPLETION,
-                          temperature=TEMPERATURE, learning_rate=1e-3, weight_decay=0.1, bf16=False,
+                          temperature=TEMPERATURE, **truncation, learning_rate=1e-3, weight_decay=0.1, bf16=False,
                           use_cpu=True, report_to="none", save_strategy="no", seed=0)
     trainer = trl.GRPOTrainer(model=str(DEFAULT_MODEL), reward_funcs=[_shorter_is_better, reward_checking_weights],
                               args=args, train_dataset=datasets.Dataset.from_dict({"prompt": _prompts()}),
@@ -75,7 +83,8 @@ def test_grpo_trainer_runs_two_steps_on_specroll_rollouts(tmp_path, monkeypatch)
     assert weights_matched == [True, True]  # the engine ran the trainer's weights at each step...
     before, after = engine_weights
     assert any(not torch.equal(before[name], after[name]) for name in before)  # ...which had moved
-    assert max(logprob_errors) < 1e-5  # the sampled tokens' logprobs under the trainer's model and temperature
+    # the sampled tokens' logprobs as TRL computes them (its ratio is 1 before an update, whatever top-k/top-p)
+    assert max(logprob_errors) < 1e-5
     assert rollout.num_requests == 16  # request ids run on across calls
     for prompts, output, _ in calls:
         assert len(prompts) == 8 and sample_indices(prompts) == [0, 1, 2, 3] * 2  # TRL repeats in a row

@@ -1,6 +1,8 @@
 """Batch-invariant numerics: a row's results are the same bits whatever else its forward holds.
 
-Each check is also run with the fast numerics, where it finds a difference: the comparison can fail.
+Each check computes the row in forwards of other shapes (batch, width, read length, neighbours) and
+compares bits. Whether the fast numerics differ is a property of a machine's kernels (they do on the
+CPUs measured, BENCHMARKS.md), not a feature, so it is not asserted here.
 """
 
 from __future__ import annotations
@@ -56,13 +58,9 @@ def test_block_attention_is_invariant_to_batch_width_and_read_length(context):
     row = torch.randn(H, 1, D), torch.randn(HKV, context, D), torch.randn(HKV, context, D)
     shortest = -(-context // BLOCK) * BLOCK
     shapes = [(b, t, length) for b in (1, 3, 9) for t in (1, 2, 5, 9) for length in (shortest, shortest + 2 * BLOCK)]
-    for invariant in (True, False):
-        reference = _row_output(invariant, 1, 1, shortest if invariant else context, context, row)
-        same = [torch.equal(_row_output(invariant, b, t, n, context, row), reference) for b, t, n in shapes]
-        if invariant:
-            assert all(same), [s for s, ok in zip(shapes, same) if not ok]
-        else:
-            assert not all(same)  # fused attention rounds by shape: the comparison can fail
+    reference = _row_output(True, 1, 1, shortest, context, row)
+    same = [torch.equal(_row_output(True, b, t, n, context, row), reference) for b, t, n in shapes]
+    assert all(same), [s for s, ok in zip(shapes, same) if not ok]
 
 
 def test_block_attention_matches_fused_attention_with_tree_masks():
@@ -98,5 +96,3 @@ def test_runner_logits_are_the_same_bits_in_any_forward(model, large_vocab_dir):
     model_dir = DEFAULT_MODEL if model == "bundled" else large_vocab_dir
     alone, batched = _logits_alone_and_batched(model_dir, batch_invariant=True)
     assert all(torch.equal(x, y) for x, y in zip(alone, batched))
-    alone, batched = _logits_alone_and_batched(model_dir, batch_invariant=False)
-    assert not all(torch.equal(x, y) for x, y in zip(alone, batched))  # what the cure is for

@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from specroll.train.grpo import group_advantages, policy_loss, token_logprobs
+from specroll.sampling import policy_logprobs
+from specroll.train.grpo import group_advantages, policy_loss
 
 
 def test_advantages_are_normalised_within_each_group():
@@ -21,8 +22,8 @@ def test_token_logprobs_follow_the_sampling_temperature():
     logits = torch.tensor([[[2.0, 0.0, -1.0]]])
     tokens = torch.tensor([[0]])
     expected = 2.0 / 0.5 - math.log(math.exp(4.0) + 1.0 + math.exp(-2.0))
-    assert token_logprobs(logits, tokens, 0.5).item() == pytest.approx(expected, rel=1e-6)
-    assert token_logprobs(logits, tokens, 0.0).item() == pytest.approx(token_logprobs(logits, tokens, 1.0).item())
+    assert policy_logprobs(logits, tokens, 0.5).item() == pytest.approx(expected, rel=1e-6)
+    assert policy_logprobs(logits, tokens, 0.0).item() == pytest.approx(policy_logprobs(logits, tokens, 1.0).item())
 
 
 def test_the_ratio_is_clipped_on_the_side_the_advantage_pushes():
@@ -35,6 +36,7 @@ def test_the_ratio_is_clipped_on_the_side_the_advantage_pushes():
     down = policy_loss(new, rollout, torch.tensor([-1.0]), mask, clip_eps=0.2)
     assert down.loss.item() == pytest.approx(1.5 + 0.8 + 1.1, rel=1e-6)  # 0.5 is clipped (to 0.8)
     assert down.clipped == 1
+    assert up.max_log_ratio == pytest.approx(math.log(2.0), rel=1e-6)  # |log 0.5| is the largest
 
 
 def test_masked_tokens_and_the_kl_penalty():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from specroll.noise import STREAM_ACCEPT, STREAM_SAMPLE, uniforms
-from specroll.sampling import sample_from, sampling_logits, sampling_probs, token_logprobs
+from specroll.sampling import policy_logprobs, sample_from, sampling_logits, sampling_probs
 
 
 def params(n, temperature=1.0, top_k=0, top_p=1.0):
@@ -77,7 +77,7 @@ def test_greedy_is_argmax_and_reports_plain_logprob():
     probs = sampling_probs(scaled, temperature)
     token = sample_from(probs, torch.tensor([0.99], dtype=torch.float64))
     assert token.item() == 1
-    assert torch.allclose(token_logprobs(scaled, token), torch.log_softmax(logits, -1)[:, 1])
+    assert torch.allclose(policy_logprobs(logits, token, temperature), torch.log_softmax(logits, -1)[:, 1])
 
 
 def test_temperature_sampling_matches_softmax():
@@ -88,3 +88,26 @@ def test_temperature_sampling_matches_softmax():
                          uniforms(5, torch.arange(n), torch.zeros(n, dtype=torch.long), STREAM_SAMPLE))
     hist = torch.bincount(tokens, minlength=4).double() / n
     assert (hist - torch.softmax(logits / 0.7, -1).double()).abs().max() < 0.006
+
+
+def test_policy_logprobs_are_the_untruncated_tempered_softmax_whatever_top_k_and_top_p():
+    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0]])
+    token = torch.tensor([1])
+    expected = torch.log_softmax(logits / 0.5, -1)[:, 1]
+    for top_k, top_p in ((0, 1.0), (2, 1.0), (0, 0.95), (2, 0.95)):
+        scaled = sampling_logits(logits, *params(1, 0.5, top_k, top_p))
+        truncated = torch.log_softmax(scaled, -1)[:, 1]
+        assert torch.equal(policy_logprobs(logits, token, torch.tensor([0.5])), expected)
+        if (top_k, top_p) != (0, 1.0):  # the sampler's own distribution is renormalised: not the policy's
+            assert truncated.item() > expected.item() + 1e-3
+    assert policy_logprobs(logits, token, 0.5).item() == expected.item()  # a float temperature: same bits
+
+
+def test_policy_logprobs_take_any_leading_shape():
+    logits = torch.randn(2, 3, 5, generator=torch.Generator().manual_seed(0))
+    tokens = torch.tensor([[0, 4, 2], [1, 1, 3]])
+    temperature = torch.tensor([[0.7, 0.7, 0.7], [0.0, 0.0, 0.0]])
+    got = policy_logprobs(logits, tokens, temperature)
+    assert got.shape == (2, 3)
+    assert torch.equal(got[0], policy_logprobs(logits[0], tokens[0], 0.7))
+    assert torch.equal(got[1], torch.log_softmax(logits[1], -1).gather(-1, tokens[1, :, None]).squeeze(-1))
