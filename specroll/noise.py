@@ -3,49 +3,68 @@
 A request's randomness at output position t therefore never depends on which other requests share
 its batch, on the worker, on scheduling or on the drafter, which is what lets exact-mode
 speculative rollouts reproduce plain rollouts token for token. The hash is SplitMix64's finaliser
-(Steele, Lea and Flood 2014) over 64-bit words with wrap-around arithmetic. It runs in NumPy's
-uint64, where wrap-around and logical shifts are native: a verification step hashes a few hundred
-keys, for which NumPy's per-call cost is a fraction of torch's.
+(Steele, Lea and Flood 2014) over 64-bit words with wrap-around arithmetic, in torch's int64 on the
+keys' device: addition and multiplication wrap in two's complement, which is uint64 arithmetic on the
+same bits, and a logical right shift is an arithmetic one with the sign's copies masked off. So the
+uniforms are computed where the logits are (no host round trip) and are the same bits on every device
+(tested against a pure-integer reference).
 """
 
 from __future__ import annotations
 
-import numpy as np
 import torch
-
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_MUL1 = np.uint64(0xBF58476D1CE4E5B9)
-_MUL2 = np.uint64(0x94D049BB133111EB)
 
 STREAM_SAMPLE = 0  # the target's draw at a position (plain, bonus and recovered tokens)
 STREAM_ACCEPT = 1  # rejection sampling's accept/reject coin
 STREAM_DRAFT = 2  # a sampling drafter's own draws, independent of the target's
 
 
-def _words(key) -> np.ndarray:
-    """An integer key (int, array or tensor) as 64-bit words; negative values in two's complement."""
-    if isinstance(key, torch.Tensor):
-        key = key.numpy()
-    return np.atleast_1d(np.asarray(key, dtype=np.int64)).view(np.uint64)
+def _signed(word: int) -> int:
+    """A 64-bit word as the int64 with the same bits (two's complement)."""
+    word &= (1 << 64) - 1
+    return word - (1 << 64) if word >= 1 << 63 else word
 
 
-def _mix(x: np.ndarray) -> np.ndarray:
-    x = (x ^ (x >> np.uint64(30))) * _MUL1
-    x = (x ^ (x >> np.uint64(27))) * _MUL2
-    return x ^ (x >> np.uint64(31))
+_GOLDEN = _signed(0x9E3779B97F4A7C15)
+_MUL1 = _signed(0xBF58476D1CE4E5B9)
+_MUL2 = _signed(0x94D049BB133111EB)
 
 
-def hash64(*keys) -> np.ndarray:
-    """Combine integer keys (broadcast together) into one well-mixed uint64 per element."""
-    state = np.zeros(1, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        for key in keys:
-            state = _mix(state + _GOLDEN + _words(key))
-    return state
+def _shift_right(x: torch.Tensor, n: int) -> torch.Tensor:
+    """Logical right shift of int64 bits (torch's >> on int64 is arithmetic: mask the sign's copies)."""
+    return (x >> n) & ((1 << (64 - n)) - 1)
 
 
-def uniforms(seed: int, request_ids, positions, stream: int) -> torch.Tensor:
-    """One float64 in the open interval (0, 1) per (request, position); shape of the broadcast inputs."""
-    shape = np.broadcast_shapes(np.shape(request_ids), np.shape(positions))
-    bits = hash64(seed, request_ids, positions, stream) >> np.uint64(11)  # 53 random bits
-    return torch.from_numpy((bits.astype(np.float64) + 0.5) * 2.0**-53).reshape(shape)
+def _mix(x: torch.Tensor) -> torch.Tensor:
+    x = (x ^ _shift_right(x, 30)).mul_(_MUL1)
+    x = (x ^ _shift_right(x, 27)).mul_(_MUL2)
+    return x.bitwise_xor_(_shift_right(x, 31))
+
+
+def _mix_int(x: int) -> int:
+    """`_mix` on a Python integer (a key known on the host needs no tensor)."""
+    mask = (1 << 64) - 1
+    x &= mask
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & mask
+    return x ^ (x >> 31)
+
+
+def hash64(*keys: torch.Tensor | int, device: torch.device) -> torch.Tensor:
+    """Combine integer keys (broadcast together) into one well-mixed 64-bit word per element, held
+    as int64 (its bits are SplitMix64's uint64). Leading integer keys are mixed on the host."""
+    state = 0
+    while keys and not isinstance(keys[0], torch.Tensor):
+        state, keys = _mix_int(state + 0x9E3779B97F4A7C15 + int(keys[0])), keys[1:]
+    out = torch.full((), _signed(state), dtype=torch.int64, device=device)
+    for key in keys:
+        key = key.to(device=device, dtype=torch.int64) if isinstance(key, torch.Tensor) else _signed(int(key))
+        out = _mix(out + _GOLDEN + key)
+    return out
+
+
+def uniforms(seed: int, request_ids: torch.Tensor, positions: torch.Tensor, stream: int) -> torch.Tensor:
+    """One float64 in the open interval (0, 1) per (request, position), on their device; the shape
+    of the broadcast inputs."""
+    bits = _shift_right(hash64(seed, request_ids, positions, stream, device=request_ids.device), 11)  # 53 bits
+    return (bits.to(torch.float64) + 0.5) * 2.0**-53

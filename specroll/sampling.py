@@ -10,37 +10,55 @@ log-probability is the policy's, untruncated (`policy_logprobs`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Sequence
+
 import torch
 
 
-def sampling_logits(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
-                    top_p: torch.Tensor) -> torch.Tensor:
-    """logits (N, V); temperature, top_p (N,) float; top_k (N,) long, 0 = off -> (N, V) float32.
+@dataclass(frozen=True)
+class SamplingRows:
+    """Each row's sampling settings, on the logits' device, and what the host knows of them (so
+    that no step asks the device whether a filter is on: that would be a host synchronisation)."""
 
-    The log-softmax of the result is each row's sampling distribution (greedy rows: the plain
-    distribution, whose argmax they take).
-    """
-    is_greedy = temperature <= 0
-    scaled = logits.float() / torch.where(is_greedy, 1.0, temperature)[:, None]
-    if bool(((top_k > 0) | (top_p < 1)).any()):
-        scaled = _truncate(scaled, top_k, top_p)
+    temperature: torch.Tensor  # (N,) float32; 0 = greedy
+    top_k: torch.Tensor  # (N,) long; 0 = off
+    top_p: torch.Tensor  # (N,) float32; 1 = off
+    is_truncated: bool  # some row has top-k or top-p on: the sort runs
+    has_greedy: bool  # some row is greedy
+
+    @classmethod
+    def build(cls, temperature: Sequence[float], top_k: Sequence[int], top_p: Sequence[float],
+              device: torch.device | str = "cpu") -> "SamplingRows":
+        return cls(torch.tensor(temperature, dtype=torch.float32, device=device),
+                   torch.tensor(top_k, dtype=torch.long, device=device),
+                   torch.tensor(top_p, dtype=torch.float32, device=device),
+                   any(k > 0 for k in top_k) or any(p < 1 for p in top_p), any(t <= 0 for t in temperature))
+
+
+def sampling_logits(logits: torch.Tensor, rows: SamplingRows) -> torch.Tensor:
+    """logits (N, V) -> (N, V) float32 whose log-softmax is each row's sampling distribution (greedy
+    rows: the plain distribution, whose argmax they take)."""
+    is_greedy = rows.temperature <= 0
+    scaled = logits.float() / rows.temperature.masked_fill(is_greedy, 1.0)[:, None]
+    if rows.is_truncated:
+        scaled = _truncate(scaled, rows.top_k, rows.top_p)
     return scaled
 
 
-def sampling_probs(scaled: torch.Tensor, temperature: torch.Tensor) -> torch.Tensor:
+def sampling_probs(scaled: torch.Tensor, rows: SamplingRows) -> torch.Tensor:
     """(N, V) probabilities to draw from: softmax of `sampling_logits`, one-hot for greedy rows."""
     probs = torch.softmax(scaled, dim=-1)
-    is_greedy = temperature <= 0
-    if bool(is_greedy.any()):
+    if rows.has_greedy:
         one_hot = torch.zeros_like(probs).scatter_(1, scaled.argmax(-1, keepdim=True), 1.0)
-        probs = torch.where(is_greedy[:, None], one_hot, probs)
+        probs = torch.where((rows.temperature <= 0)[:, None], one_hot, probs)
     return probs
 
 
 def _truncate(scaled: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
     """Mask (to -inf) tokens outside each row's top-k and top-p nucleus."""
     sorted_logits, order = scaled.sort(dim=-1, descending=True)
-    rank = torch.arange(scaled.shape[-1])[None]
+    rank = torch.arange(scaled.shape[-1], device=scaled.device)[None]
     outside_k = (top_k[:, None] > 0) & (rank >= top_k[:, None])
     sorted_logits = sorted_logits.masked_fill(outside_k, float("-inf"))
     sorted_probs = torch.softmax(sorted_logits, dim=-1)

@@ -28,7 +28,7 @@ from specroll.sampling import sample_from
 def accepted_prefix(is_accepted: torch.Tensor, num_drafts: torch.Tensor) -> torch.Tensor:
     """is_accepted (B, K) bool, num_drafts (B,) -> length of each row's accepted prefix (B,)."""
     K = is_accepted.shape[1]
-    valid = torch.arange(K)[None] < num_drafts[:, None]
+    valid = torch.arange(K, device=is_accepted.device)[None] < num_drafts[:, None]
     return (is_accepted & valid).long().cumprod(dim=1).sum(dim=1)
 
 
@@ -79,7 +79,7 @@ def verify_rejection(target_probs: torch.Tensor, draft_probs: torch.Tensor | Non
                else draft_probs.gather(2, draft_tokens[..., None]).squeeze(-1))
     # accept with probability min(1, p/q), written without division: u * q < p
     num_accepted = accepted_prefix(accept_u.to(p_draft.dtype) * q_draft < p_draft, num_drafts)
-    rows = torch.arange(B)
+    rows = torch.arange(B, device=draft_tokens.device)
     p_next = target_probs[rows, num_accepted]  # (B, V)
     residual = _residual(p_next, draft_probs, draft_tokens, num_accepted, num_drafts)
     return num_accepted, sample_from(residual, sample_u[rows, num_accepted])
@@ -91,7 +91,7 @@ def _residual(p_next: torch.Tensor, draft_probs: torch.Tensor | None, draft_toke
     B, K = draft_tokens.shape
     is_rejected = num_accepted < num_drafts
     at = num_accepted.clamp(max=max(K - 1, 0))
-    rows = torch.arange(B)
+    rows = torch.arange(B, device=draft_tokens.device)
     if K == 0:
         return p_next
     if draft_probs is None:

@@ -86,10 +86,12 @@ class DraftModelDrafter(BaseDrafter):
         chunks = plan_chunks([len(inputs[i].token_ids) for i in order], max_chunks=4, min_saving=self.min_split_saving)
         if len(chunks) == 1:
             return self.runner.forward(inputs).logits[:, 0]
-        logits = torch.empty(len(inputs), self.runner.config.vocab_size)
+        logits = None
         for chunk in chunks:
             rows = order[chunk.first: chunk.end]
-            logits[rows] = self.runner.forward([inputs[i] for i in rows]).logits[:, 0]
+            part = self.runner.forward([inputs[i] for i in rows]).logits[:, 0]
+            logits = part.new_empty(len(inputs), part.shape[-1]) if logits is None else logits
+            logits[rows] = part
         return logits
 
     def _has_slot(self, request_id: int) -> bool:
@@ -128,10 +130,11 @@ class DraftModelDrafter(BaseDrafter):
     def _choose(self, queries: Sequence[DraftQuery], logits: torch.Tensor, depth: int):
         if not self.sample:
             return logits.argmax(-1).tolist(), [None] * len(queries)
-        temperature = torch.tensor([max(q.temperature, 1e-5) for q in queries])[:, None]
+        device = logits.device
+        temperature = torch.tensor([max(q.temperature, 1e-5) for q in queries], device=device)[:, None]
         q_probs = torch.softmax(logits / temperature, -1)  # (B, V)
-        ids = torch.tensor([q.request_id for q in queries])
-        positions = torch.tensor([len(q.context) + depth for q in queries])
+        ids = torch.tensor([q.request_id for q in queries], device=device)
+        positions = torch.tensor([len(q.context) + depth for q in queries], device=device)
         drawn = sample_from(q_probs, uniforms(self.seed, ids, positions, STREAM_DRAFT))
         return drawn.tolist(), list(q_probs)
 

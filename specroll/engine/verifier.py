@@ -16,7 +16,7 @@ import torch
 from specroll.drafting.protocol import Draft, Drafter, DraftQuery
 from specroll.engine.request import Request
 from specroll.noise import STREAM_ACCEPT, STREAM_SAMPLE, uniforms
-from specroll.sampling import policy_logprobs, sample_from, sampling_logits, sampling_probs
+from specroll.sampling import SamplingRows, policy_logprobs, sample_from, sampling_logits, sampling_probs
 from specroll.verification import verify_exact, verify_exact_tree, verify_rejection
 
 log = logging.getLogger(__name__)
@@ -100,73 +100,100 @@ def row_parents(draft: Draft) -> list[int] | None:
     return [-1, *(p + 1 for p in draft.parents)]
 
 
+@dataclass(frozen=True)
+class VerifyInputs:
+    """What one forward's verification reads besides the logits, built on the host from the requests
+    and drafts and placed on the logits' device (B requests, Tl = K + 1 rows each)."""
+
+    rows: SamplingRows  # (B * Tl,) each row's sampling settings
+    draft_tokens: torch.Tensor  # (B, K) long, padded with 0
+    num_drafts: torch.Tensor  # (B,) long
+    request_ids: torch.Tensor  # (B, 1) long
+    positions: torch.Tensor  # (B, Tl) long: the output position each row's sample fills
+    draft_probs: torch.Tensor | None  # (B, K, V) q, or None when every draft is deterministic
+
+
 def verify_batch(requests: Sequence[Request], drafts: Sequence[Draft], logits: torch.Tensor,
                  seed: int, mode: str) -> VerifyResult:
     """logits (B, Tl, V): row 0 follows the fed token, row i + 1 follows draft node i."""
+    inputs = verify_inputs(requests, drafts, logits.shape[1], logits.shape[2], logits.device)
+    packed = verify_on_device(logits, inputs, seed, mode).cpu()  # the step's one device-to-host copy
+    return _per_request(drafts, *unpack(packed))
+
+
+def verify_inputs(requests: Sequence[Request], drafts: Sequence[Draft], Tl: int, V: int,
+                  device: torch.device) -> VerifyInputs:
+    params = [r.params for r in requests for _ in range(Tl)]
+    rows = SamplingRows.build([p.temperature for p in params], [p.top_k for p in params],
+                              [p.top_p for p in params], device)
+    draft_tokens = [[*d.token_ids, *[0] * (Tl - 1 - len(d.token_ids))] for d in drafts]
+    positions = [[r.num_output_tokens + depth for depth in _row_depths(d, Tl)] for r, d in zip(requests, drafts)]
+    return VerifyInputs(rows,
+                        torch.tensor(draft_tokens, dtype=torch.long, device=device).view(len(drafts), Tl - 1),
+                        torch.tensor([len(d.token_ids) for d in drafts], dtype=torch.long, device=device),
+                        torch.tensor([[r.request_id] for r in requests], dtype=torch.long, device=device),
+                        torch.tensor(positions, dtype=torch.long, device=device),
+                        _draft_probs(drafts, draft_tokens, V, device))
+
+
+def verify_on_device(logits: torch.Tensor, inputs: VerifyInputs, seed: int, mode: str) -> torch.Tensor:
+    """The device part of verification: no host synchronisation, so it can be captured in a graph.
+
+    logits (B, Tl, V) -> (B, 2 Tl + 1) float64 packing each row's emitted token (exact in float64),
+    its log-probability and the number of accepted drafts (`unpack`)."""
     B, Tl, V = logits.shape
-    params = _row_params(requests, Tl)
-    scaled = sampling_logits(logits.reshape(B * Tl, V), *params)  # (B*Tl, V)
-    probs = sampling_probs(scaled, params[0]).view(B, Tl, V)
-    draft_tokens, num_drafts = _padded_drafts(drafts, Tl - 1)
-    request_ids = torch.tensor([r.request_id for r in requests])[:, None]
-    positions = torch.tensor([r.num_output_tokens for r in requests])[:, None] + _row_depths(drafts, Tl)  # (B, Tl)
-    sample_u = uniforms(seed, request_ids, positions, STREAM_SAMPLE)  # (B, Tl)
+    flat = logits.reshape(B * Tl, V)
+    probs = sampling_probs(sampling_logits(flat, inputs.rows), inputs.rows).view(B, Tl, V)
+    sample_u = uniforms(seed, inputs.request_ids, inputs.positions, STREAM_SAMPLE)  # (B, Tl)
     if mode == "exact":
         emitted = sample_from(probs.view(B * Tl, V), sample_u.view(-1)).view(B, Tl)
-        num_accepted = verify_exact(draft_tokens, num_drafts, emitted)
+        num_accepted = verify_exact(inputs.draft_tokens, inputs.num_drafts, emitted)
     else:
-        accept_u = uniforms(seed, request_ids, positions[:, :-1], STREAM_ACCEPT)  # (B, K)
-        q = _draft_probs(drafts, draft_tokens, V)
-        num_accepted, next_token = verify_rejection(probs, q, draft_tokens, num_drafts, accept_u, sample_u)
-        emitted = torch.cat([draft_tokens, torch.zeros(B, 1, dtype=torch.long)], 1)
-        emitted[torch.arange(B), num_accepted] = next_token
-    logprobs = policy_logprobs(logits.reshape(B * Tl, V), emitted.view(-1), params[0]).view(B, Tl)
-    return _per_request(drafts, emitted, logprobs, num_accepted)
+        accept_u = uniforms(seed, inputs.request_ids, inputs.positions[:, :-1], STREAM_ACCEPT)  # (B, K)
+        num_accepted, next_token = verify_rejection(probs, inputs.draft_probs, inputs.draft_tokens,
+                                                    inputs.num_drafts, accept_u, sample_u)
+        emitted = torch.cat([inputs.draft_tokens, inputs.draft_tokens.new_zeros(B, 1)], 1)
+        emitted = emitted.scatter(1, num_accepted[:, None], next_token[:, None])
+    logprobs = policy_logprobs(flat, emitted.view(-1), inputs.rows.temperature).view(B, Tl)
+    return torch.cat([emitted.double(), logprobs.double(), num_accepted.double()[:, None]], 1)
 
 
-def _row_depths(drafts: Sequence[Draft], Tl: int) -> torch.Tensor:
-    """(B, Tl) depth of each row's context below the fed token: a chain's row i is at depth i."""
-    depths = torch.arange(Tl).repeat(len(drafts), 1)
-    for b, d in enumerate(drafts):
-        if d.is_tree:
-            row_depth = [0]
-            for p in d.parents:
-                row_depth.append(row_depth[p + 1] + 1)
-            depths[b, : len(row_depth)] = torch.tensor(row_depth)
-    return depths
+def unpack(packed: torch.Tensor) -> tuple[list[list[int]], list[list[float]], list[int]]:
+    """`verify_on_device`'s output, on the host: tokens, log-probabilities, accepted counts per row."""
+    Tl = (packed.shape[1] - 1) // 2
+    values = packed.tolist()
+    return ([[int(t) for t in row[:Tl]] for row in values], [row[Tl:2 * Tl] for row in values],
+            [int(row[-1]) for row in values])
 
 
-def _row_params(requests: Sequence[Request], Tl: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Each request's temperature, top_k and top_p, repeated over its Tl rows."""
-    params = [r.params for r in requests for _ in range(Tl)]
-    return (torch.tensor([p.temperature for p in params], dtype=torch.float32),
-            torch.tensor([p.top_k for p in params], dtype=torch.long),
-            torch.tensor([p.top_p for p in params], dtype=torch.float32))
+def _row_depths(draft: Draft, Tl: int) -> list[int]:
+    """Depth of each of the Tl rows' context below the fed token: a chain's row i is at depth i."""
+    if not draft.is_tree:
+        return list(range(Tl))
+    depths = [0]
+    for p in draft.parents:
+        depths.append(depths[p + 1] + 1)
+    return depths + list(range(len(depths), Tl))
 
 
-def _padded_drafts(drafts: Sequence[Draft], K: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(B, K) draft tokens padded with 0, and (B,) how many are real."""
-    rows = [[*d.token_ids, *[0] * (K - len(d.token_ids))] for d in drafts]
-    return (torch.tensor(rows, dtype=torch.long).view(len(drafts), K),
-            torch.tensor([len(d.token_ids) for d in drafts]))
-
-
-def _draft_probs(drafts: Sequence[Draft], draft_tokens: torch.Tensor, V: int) -> torch.Tensor | None:
+def _draft_probs(drafts: Sequence[Draft], draft_tokens: list[list[int]], V: int,
+                 device: torch.device) -> torch.Tensor | None:
     """(B, K, V) q: the drafter's probabilities, or one-hot rows for deterministic drafts."""
     if all(d.probs is None for d in drafts):
         return None
-    q = torch.zeros(*draft_tokens.shape, V).scatter_(2, draft_tokens[..., None], 1.0)
+    tokens = torch.tensor(draft_tokens, dtype=torch.long, device=device).view(len(drafts), -1)
+    q = torch.zeros(*tokens.shape, V, device=device).scatter_(2, tokens[..., None], 1.0)
     for b, d in enumerate(drafts):
         if d.probs is not None and d.num_tokens:
-            q[b, : d.num_tokens] = torch.as_tensor(d.probs, dtype=torch.float32)[: d.num_tokens]
+            q[b, : d.num_tokens] = torch.as_tensor(d.probs, dtype=torch.float32, device=device)[: d.num_tokens]
     return q
 
 
-def _per_request(drafts: Sequence[Draft], emitted: torch.Tensor, logprobs: torch.Tensor,
-                 num_accepted: torch.Tensor) -> VerifyResult:
+def _per_request(drafts: Sequence[Draft], tokens: list[list[int]], values: list[list[float]],
+                 accepted: list[int]) -> VerifyResult:
     """Each request's emitted rows: 0..n for a chain; for a tree, the root row and the row after each
     accepted node (a row's sample is the target's token there, and accepted tokens equal it)."""
-    tokens, values, accepted, nodes = emitted.tolist(), logprobs.tolist(), num_accepted.tolist(), []
+    nodes: list[list[int] | None] = []
     out_tokens, out_logprobs = [], []
     for b, d in enumerate(drafts):
         if d.is_tree:

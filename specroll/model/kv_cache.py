@@ -37,7 +37,7 @@ class KVCache:
         """slots (B,), columns (B, T) -> (B*Hkv*T,) rows of the flattened cache, in (b, head, t) order.
 
         Computed once per forward and shared by every layer's write."""
-        heads = torch.arange(self.num_kv_heads)
+        heads = torch.arange(self.num_kv_heads, device=slots.device)
         rows = (slots[:, None, None] * self.num_kv_heads + heads[None, :, None]) * self.num_columns
         return (rows + columns[:, None, :]).reshape(-1)
 
@@ -60,15 +60,16 @@ class KVCache:
         permutation)."""
         if not sources:
             return
-        src, dst = torch.tensor(sources), torch.tensor(targets)
+        device = self.keys[0].device
+        src, dst = torch.tensor(sources, device=device), torch.tensor(targets, device=device)
         for keys, values in zip(self.keys, self.values):
             keys[dst, :, :length] = keys[src, :, :length]
             values[dst, :, :length] = values[src, :, :length]
 
     def move(self, slot: int, source_columns: list[int], target_columns: list[int]) -> None:
         """Copy K/V between columns of one slot (compacting an accepted tree path)."""
-        src = torch.tensor(source_columns)
-        dst = torch.tensor(target_columns)
+        src = torch.tensor(source_columns, device=self.keys[0].device)
+        dst = torch.tensor(target_columns, device=self.keys[0].device)
         for keys, values in zip(self.keys, self.values):
             keys[slot, :, dst] = keys[slot, :, src]
             values[slot, :, dst] = values[slot, :, src]

@@ -43,13 +43,13 @@ class RotaryTable:
 
     def __init__(self, inv_freq: torch.Tensor) -> None:
         self.inv_freq = inv_freq  # (head_dim/2,) float32
-        self.cos = torch.empty(0, 2 * len(inv_freq))
-        self.sin = torch.empty(0, 2 * len(inv_freq))
+        self.cos = torch.empty(0, 2 * len(inv_freq), device="cpu")
+        self.sin = torch.empty(0, 2 * len(inv_freq), device="cpu")
 
-    def __call__(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """positions (B, T) -> cos, sin each (B, 1, T, head_dim), float32, on positions' device."""
-        needed = int(positions.max()) + 1 if positions.numel() else 0
-        while self.cos.shape[0] < needed:
+    def __call__(self, positions: torch.Tensor, num_positions: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """positions (B, T), each below `num_positions` (the host's bound: reading the largest from
+        the device would synchronise) -> cos, sin each (B, 1, T, head_dim), float32, on positions' device."""
+        while self.cos.shape[0] < num_positions:
             self._add_block(positions.device)
         return self.cos[positions][:, None], self.sin[positions][:, None]
 

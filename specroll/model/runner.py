@@ -115,27 +115,34 @@ class ModelRunner:
         return ForwardOutput(logits.float(), hidden)
 
     def prepare(self, sequences: Sequence[SequenceInput]) -> ForwardBatch:
+        """The forward's inputs, built on the model's device from the host's integers: nothing is
+        read back from the device (no synchronisation), and only the token lists cross to it."""
         self._check(sequences)
+        device = self.device
         starts = [s.start for s in sequences]
         num_new = [len(s.token_ids) for s in sequences]
         T = max(num_new)
-        start, new = torch.tensor(starts), torch.tensor(num_new)
-        offsets = torch.arange(T)
+        start = torch.tensor(starts, device=device)
+        new = torch.tensor(num_new, device=device)
+        offsets = torch.arange(T, device=device)
         is_tree = any(s.parents is not None for s in sequences)
-        depth, relation = _layout(sequences, new, T) if is_tree else (offsets.expand(len(sequences), T), None)
+        if is_tree:
+            depth, relation = (t.to(device) for t in _layout(sequences, num_new, T))
+        else:
+            depth, relation = offsets.expand(len(sequences), T), None
         slot_list = [s.slot for s in sequences]
-        slots = torch.tensor(slot_list)
         columns = torch.where(offsets[None] < new[:, None], start[:, None] + offsets, self.cache.scratch_column)
         spans = [self._span(chunk, slot_list, start, new, T, relation)
                  for chunk in plan_chunks([a + n for a, n in zip(starts, num_new)], self.max_attention_chunks,
                                           self.min_chunk_saving)]
         return ForwardBatch(
-            write_index=self.cache.write_index(slots, columns).to(self.device),
+            write_index=self.cache.write_index(torch.tensor(slot_list, device=device), columns),
             input_ids=torch.tensor([[*s.token_ids, *[0] * (T - n)] for s, n in zip(sequences, num_new)],
-                                   device=self.device),
-            positions=(start[:, None] + depth).to(self.device),
+                                   device=device),
+            positions=start[:, None] + depth,
+            num_positions=max(starts) + T,
             spans=spans,
-            logit_index=_logit_index(sequences, num_new).to(self.device),
+            logit_index=torch.tensor(_logit_index(sequences, num_new), device=device),
         )
 
     def _span(self, chunk: Chunk, slots: list[int], start: torch.Tensor, num_new: torch.Tensor, T: int,
@@ -148,7 +155,7 @@ class ModelRunner:
             mask = _attention_mask(start[rows], num_new[rows], relation[rows], read_length)
         chunk_slots = slots[rows]
         return AttentionSpan(rows, _as_slice(chunk_slots) or torch.tensor(chunk_slots, device=self.device),
-                             mask.to(self.device), read_length)
+                             mask, read_length)
 
     def _check(self, sequences: Sequence[SequenceInput]) -> None:
         if not sequences:
@@ -167,15 +174,18 @@ class ModelRunner:
 def _chain_mask(start: torch.Tensor, num_new: torch.Tensor, T: int, read_length: int) -> torch.Tensor:
     """(B, 1, T, L) for chains: query t sees every cached position and the new tokens up to itself.
     A padded query (t >= num_new) sees what the last real one sees, so its softmax stays finite."""
-    last_seen = start[:, None] + torch.minimum(torch.arange(T)[None], num_new[:, None] - 1)  # (B, T)
-    return (torch.arange(read_length)[None, None] <= last_seen[:, :, None])[:, None]
+    device = start.device
+    last_seen = start[:, None] + torch.minimum(torch.arange(T, device=device)[None], num_new[:, None] - 1)  # (B, T)
+    return (torch.arange(read_length, device=device)[None, None] <= last_seen[:, :, None])[:, None]
 
 
-def _layout(sequences: Sequence[SequenceInput], num_new: torch.Tensor, T: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """depth (B, T) of each new token below the context; relation (B, T, T): query t sees new token u."""
-    offsets = torch.arange(T)
+def _layout(sequences: Sequence[SequenceInput], num_new: list[int], T: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """depth (B, T) of each new token below the context; relation (B, T, T): query t sees new token u.
+    Built on the host (a tree is walked node by node), then moved to the device at once."""
+    offsets = torch.arange(T, device="cpu")
     depth = offsets.repeat(len(sequences), 1)
-    relation = (offsets[None, :, None] >= offsets[None, None, :]) & (offsets[None, None, :] < num_new[:, None, None])
+    new = torch.tensor(num_new, device="cpu")
+    relation = (offsets[None, :, None] >= offsets[None, None, :]) & (offsets[None, None, :] < new[:, None, None])
     for b, seq in enumerate(sequences):
         if seq.parents is not None:
             depth[b], relation[b] = _tree_layout(seq, T)
@@ -183,8 +193,8 @@ def _layout(sequences: Sequence[SequenceInput], num_new: torch.Tensor, T: int) -
 
 
 def _tree_layout(seq: SequenceInput, T: int) -> tuple[torch.Tensor, torch.Tensor]:
-    depth = torch.zeros(T, dtype=torch.long)
-    relation = torch.zeros(T, T, dtype=torch.bool)
+    depth = torch.zeros(T, dtype=torch.long, device="cpu")
+    relation = torch.zeros(T, T, dtype=torch.bool, device="cpu")
     for i, parent in enumerate(seq.parents):
         if not -1 <= parent < i:
             raise ValueError(f"slot {seq.slot}: parent {parent} of draft token {i} must precede it")
@@ -199,20 +209,20 @@ def _attention_mask(start: torch.Tensor, num_new: torch.Tensor, relation: torch.
                     read_length: int) -> torch.Tensor:
     """(B, 1, T, L): cached positions are visible to all; new ones as `relation` says."""
     T = relation.shape[1]
-    rel = torch.arange(read_length)[None] - start[:, None]  # (B, L) offset of key among new tokens
+    rel = torch.arange(read_length, device=start.device)[None] - start[:, None]  # (B, L) offset among new tokens
     is_cached = rel < 0
     is_new = (rel >= 0) & (rel < num_new[:, None])
     sees_new = torch.gather(relation, 2, rel.clamp(0, T - 1)[:, None, :].expand(-1, T, -1))  # (B, T, L)
     mask = is_cached[:, None, :] | (is_new[:, None, :] & sees_new)
-    is_padding = torch.arange(T)[None] >= num_new[:, None]  # (B, T)
+    is_padding = torch.arange(T, device=start.device)[None] >= num_new[:, None]  # (B, T)
     mask[..., 0] |= is_padding  # padded queries see one key so softmax stays finite
     return mask[:, None]
 
 
-def _logit_index(sequences: Sequence[SequenceInput], num_new: list[int]) -> torch.Tensor:
+def _logit_index(sequences: Sequence[SequenceInput], num_new: list[int]) -> list[list[int]]:
     """(B, Tl): row b's num_logits trailing new tokens, then its last one again as padding."""
     Tl = max(s.num_logits for s in sequences)
-    return torch.tensor([[min(n - s.num_logits + i, n - 1) for i in range(Tl)] for s, n in zip(sequences, num_new)])
+    return [[min(n - s.num_logits + i, n - 1) for i in range(Tl)] for s, n in zip(sequences, num_new)]
 
 
 def _as_slice(slots: list[int]) -> slice | None:

@@ -36,6 +36,7 @@ class ForwardBatch:
     write_index: torch.Tensor  # (B*Hkv*T,) flat cache row of each new token's K/V (`KVCache.write_index`)
     input_ids: torch.Tensor  # (B, T) new tokens, padded
     positions: torch.Tensor  # (B, T) rope positions of the new tokens
+    num_positions: int  # every position is below this (known on the host: no device read)
     spans: list[AttentionSpan]  # consecutive row ranges covering the batch, in order
     logit_index: torch.Tensor  # (B, Tl) which of the T new tokens produce logits
 
@@ -169,7 +170,7 @@ class CausalLM(nn.Module):
 
     def forward(self, batch: ForwardBatch, cache: KVCache) -> tuple[torch.Tensor, torch.Tensor]:
         x = self.model.embed_tokens(batch.input_ids)  # (B, T, H)
-        cos, sin = self.rotary(batch.positions)
+        cos, sin = self.rotary(batch.positions, batch.num_positions)
         rope = (cos.to(x.dtype), sin.to(x.dtype))
         for layer in self.model.layers:
             x = layer(x, rope, cache, batch)

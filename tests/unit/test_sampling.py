@@ -5,12 +5,11 @@ from __future__ import annotations
 import torch
 
 from specroll.noise import STREAM_ACCEPT, STREAM_SAMPLE, uniforms
-from specroll.sampling import policy_logprobs, sample_from, sampling_logits, sampling_probs
+from specroll.sampling import SamplingRows, policy_logprobs, sample_from, sampling_logits, sampling_probs
 
 
 def params(n, temperature=1.0, top_k=0, top_p=1.0):
-    return (torch.full((n,), float(temperature)), torch.full((n,), top_k, dtype=torch.long),
-            torch.full((n,), float(top_p)))
+    return SamplingRows.build([float(temperature)] * n, [top_k] * n, [float(top_p)] * n)
 
 
 def test_uniforms_are_keyed_and_independent_of_batch():
@@ -62,19 +61,20 @@ def test_inverse_cdf_literal():
 
 def test_top_k_and_top_p_truncate():
     logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
-    top2 = sampling_probs(sampling_logits(logits, *params(1, top_k=2)), params(1)[0])
+    top2 = sampling_probs(sampling_logits(logits, params(1, top_k=2)), params(1))
     assert torch.allclose(top2, torch.tensor([[0.625, 0.375, 0, 0]]))
-    nucleus = sampling_probs(sampling_logits(logits, *params(1, top_p=0.8)), params(1)[0])
+    nucleus = sampling_probs(sampling_logits(logits, params(1, top_p=0.8)), params(1))
     assert torch.allclose(nucleus, torch.tensor([[0.625, 0.375, 0, 0]]))  # 0.5 + 0.3 reaches 0.8
-    tiny = sampling_probs(sampling_logits(logits, *params(1, top_p=0.01)), params(1)[0])
+    tiny = sampling_probs(sampling_logits(logits, params(1, top_p=0.01)), params(1))
     assert torch.allclose(tiny, torch.tensor([[1.0, 0, 0, 0]]))
 
 
 def test_greedy_is_argmax_and_reports_plain_logprob():
     logits = torch.tensor([[0.0, 2.0, 1.0]])
     temperature = torch.zeros(1)
-    scaled = sampling_logits(logits, temperature, torch.zeros(1, dtype=torch.long), torch.ones(1))
-    probs = sampling_probs(scaled, temperature)
+    rows = params(1, temperature=0.0)
+    scaled = sampling_logits(logits, rows)
+    probs = sampling_probs(scaled, rows)
     token = sample_from(probs, torch.tensor([0.99], dtype=torch.float64))
     assert token.item() == 1
     assert torch.allclose(policy_logprobs(logits, token, temperature), torch.log_softmax(logits, -1)[:, 1])
@@ -83,8 +83,8 @@ def test_greedy_is_argmax_and_reports_plain_logprob():
 def test_temperature_sampling_matches_softmax():
     logits = torch.tensor([1.0, 0.0, -1.0, 0.5])
     n = 100_000
-    scaled = sampling_logits(logits.expand(n, -1), *params(n, temperature=0.7))
-    tokens = sample_from(sampling_probs(scaled, params(n, 0.7)[0]),
+    scaled = sampling_logits(logits.expand(n, -1), params(n, temperature=0.7))
+    tokens = sample_from(sampling_probs(scaled, params(n, 0.7)),
                          uniforms(5, torch.arange(n), torch.zeros(n, dtype=torch.long), STREAM_SAMPLE))
     hist = torch.bincount(tokens, minlength=4).double() / n
     assert (hist - torch.softmax(logits / 0.7, -1).double()).abs().max() < 0.006
@@ -95,7 +95,7 @@ def test_policy_logprobs_are_the_untruncated_tempered_softmax_whatever_top_k_and
     token = torch.tensor([1])
     expected = torch.log_softmax(logits / 0.5, -1)[:, 1]
     for top_k, top_p in ((0, 1.0), (2, 1.0), (0, 0.95), (2, 0.95)):
-        scaled = sampling_logits(logits, *params(1, 0.5, top_k, top_p))
+        scaled = sampling_logits(logits, params(1, 0.5, top_k, top_p))
         truncated = torch.log_softmax(scaled, -1)[:, 1]
         assert torch.equal(policy_logprobs(logits, token, torch.tensor([0.5])), expected)
         if (top_k, top_p) != (0, 1.0):  # the sampler's own distribution is renormalised: not the policy's
