@@ -22,6 +22,7 @@ class DrafterContext:
     vocab_size: int
     draft_model_dir: Path | None = None
     device: str = "cpu"
+    dtype: str = "float32"  # the target's: a draft model runs in it too
     seed: int = 0
     max_batch_size: int = 256
     max_model_len: int = 1024
@@ -30,13 +31,16 @@ class DrafterContext:
 
 
 def _draft_model(ctx: DrafterContext) -> Drafter:
+    import torch
+
     from specroll.drafting.draft_model import DraftModelDrafter
 
     if ctx.draft_model_dir is None:
         raise ValueError("the draft-model drafter needs a draft checkpoint (--draft-model DIR)")
     return DraftModelDrafter.from_pretrained(ctx.draft_model_dir, ctx.max_batch_size,
                                              ctx.max_model_len + ctx.max_draft + 1,
-                                             sample=ctx.verify == "rejection", seed=ctx.seed, device=ctx.device)
+                                             sample=ctx.verify == "rejection", seed=ctx.seed, device=ctx.device,
+                                             dtype=getattr(torch, ctx.dtype))
 
 
 def _suffix(tree_tokens: int) -> Callable[[DrafterContext], Drafter]:

@@ -12,6 +12,7 @@ from typing import Mapping, Sequence
 import torch
 
 from specroll.model.config import ModelConfig
+from specroll.model.device import check_numerics
 from specroll.model.kv_cache import KVCache
 from specroll.model.loader import load_model, read_config
 from specroll.model.attention_chunks import Chunk, plan_chunks
@@ -80,6 +81,7 @@ class ModelRunner:
         self.config: ModelConfig = model.config
         self.device = next(model.parameters()).device
         self.batch_invariant = batch_invariant
+        check_numerics(self.device, batch_invariant)
         if batch_invariant:
             model.use_batch_invariant_numerics()
         self.cache = KVCache(self.config, num_slots, capacity, dtype=next(model.parameters()).dtype,
