@@ -9,7 +9,8 @@ threads (they may set the order of a matmul's sums). It may change `steps` (to e
 the speculation policy, the draft limits, the batch size, the cost model and the rollout's workers.
 
 The config is stored flat, one key per field, the `RolloutConfig` fields beside the `TrainConfig` ones
-(their names do not overlap), paths as strings.
+(their names do not overlap), paths as absolute strings: a run resumed from another working directory
+reads the same files, and a path given relative to it compares equal.
 """
 
 from __future__ import annotations
@@ -27,10 +28,10 @@ _PATHS = frozenset(f.name for f in fields(RolloutConfig) if "Path" in str(f.type
 
 
 def config_to_dict(config: TrainConfig) -> dict:
-    """The config as flat JSON values: paths as strings."""
+    """The config as flat JSON values: paths as absolute strings."""
     values = {name: value for name, value in asdict(config).items() if name != "rollout"}
     values.update(asdict(config.rollout))
-    return {name: str(value) if isinstance(value, Path) else value for name, value in values.items()}
+    return {name: str(v.resolve()) if isinstance(v, Path) else v for name, v in values.items()}
 
 
 def config_from_dict(values: dict) -> TrainConfig:

@@ -77,7 +77,8 @@ def test_a_state_comes_back_bit_identical_and_resumes_the_same_updates(tmp_path)
 def test_the_saved_policy_is_a_checkpoint_that_model_loads(tmp_path):
     policy, optimizer = _trained(1)
     saved = save_state(tmp_path, _state(policy, optimizer))
-    assert {"config.json", "tokenizer.json", "model.safetensors"} <= {p.name for p in (saved / "policy").iterdir()}
+    files = {p.name for p in (saved / "policy").iterdir()}
+    assert {"config.json", "tokenizer.json", "model.safetensors"} <= files
     assert weights_sha256(load_trainable(saved / "policy")) == weights_sha256(policy)
 
 

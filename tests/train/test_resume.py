@@ -87,7 +87,8 @@ def test_a_new_run_refuses_a_directory_holding_one(stopped_run, capsys):
     assert {p.name: p.stat().st_mtime_ns for p in stopped_run.iterdir()} == files
 
 
-def test_the_command_resumes_and_drops_the_lines_of_redone_steps(stopped_run, uninterrupted, tmp_path, capsys):
+def test_the_command_resumes_and_drops_the_lines_of_redone_steps(stopped_run, uninterrupted, tmp_path,
+                                                                 capsys):
     out = tmp_path / "run"
     shutil.copytree(stopped_run, out)
     with open(out / "metrics.jsonl", "a") as f:  # step 2 was logged, then the run died before its state

@@ -11,7 +11,8 @@ from specroll.rollout import RolloutConfig
 from specroll.train.run_config import config_from_dict, config_to_dict, describe_changes, future_changes
 from specroll.train.trainer import TrainConfig
 
-SAVED = TrainConfig(RolloutConfig(num_prompts=4, n=4, max_tokens=64, seed=3, cost_model=Path("c.json")), steps=4)
+SAVED = TrainConfig(RolloutConfig(num_prompts=4, n=4, max_tokens=64, seed=3, cost_model=Path("c.json")),
+                    steps=4)
 
 
 def _with(**changes) -> TrainConfig:
@@ -22,9 +23,11 @@ def _with(**changes) -> TrainConfig:
 
 def test_the_config_round_trips_through_json_values():
     values = config_to_dict(SAVED)
-    assert values["seed"] == 3 and values["lr"] == SAVED.lr and values["cost_model"] == "c.json"
+    assert values["seed"] == 3 and values["lr"] == SAVED.lr
+    assert values["cost_model"] == str(Path.cwd() / "c.json")
     assert isinstance(values["model_dir"], str)
-    assert config_from_dict(values) == SAVED
+    assert config_from_dict(values) == _with(cost_model=Path.cwd() / "c.json")
+    assert config_to_dict(_with(cost_model=Path.cwd() / "c.json")) == values  # relative or absolute: same
     with pytest.raises(ValueError, match="colour"):
         config_from_dict({**values, "colour": "red"})
 
@@ -36,9 +39,10 @@ def test_what_sets_the_runs_future_is_named():
 
 
 def test_steps_and_speed_may_change_where_speculation_changes_no_token():
-    faster = _with(steps=10, shadow_plain=True, speculate="off", policy="fixed-2", max_batch_size=8, max_draft=2)
+    faster = _with(steps=10, shadow_plain=True, speculate="off", policy="fixed-2", max_batch_size=8,
+                   max_draft=2)
     assert future_changes(SAVED, faster) == []
     rejection = _with(verify="rejection")
     assert future_changes(rejection, replace(rejection, steps=10)) == []
-    assert future_changes(rejection, replace(rejection, rollout=replace(rejection.rollout, speculate="off"))) == [
-        "speculate"]  # rejection sampling's tokens depend on the drafts
+    unspeculated = replace(rejection, rollout=replace(rejection.rollout, speculate="off"))
+    assert future_changes(rejection, unspeculated) == ["speculate"]  # rejection-sampled tokens follow drafts
