@@ -22,7 +22,8 @@ from specroll.train.metrics import FILE_KEYS
 from specroll.train.trainer import GRPOTrainer
 
 ROOT = Path(__file__).resolve().parents[2]
-FLAGS = ["--num-prompts", "4", "--n", "4", "--max-tokens", "64", "--lr", "1e-3", "--speculate", "suffix"]
+FLAGS = ["--num-prompts", "4", "--n", "4", "--max-tokens", "64", "--lr", "1e-3", "--speculate", "suffix",
+         "--kl-coef", "0.05"]  # with a KL reference: the initial policy, not the resumed one
 KEYS = ("step", "weights_sha256", "reward_mean", "output_tokens", "loss")
 
 
@@ -64,6 +65,18 @@ def test_a_restored_trainer_goes_on_step_for_step(stopped_run, uninterrupted):
     for name, param in trainer.policy.named_parameters():
         assert torch.equal(engine_params[name], param.detach()), name  # the engine runs the trainer's weights
     assert resumed[0].acceptance_by_drafter.get("history", 0) > 0  # step 2 drafted from steps 0-1, replayed
+
+
+def test_restore_refuses_another_config_or_initial_policy(stopped_run):
+    state = load_state(latest_state_dir(stopped_run))
+    trainer = GRPOTrainer(replace(state.config, micro_batch_size=2, steps=4))
+    with pytest.raises(ValueError, match="micro_batch_size 8 -> 2"):
+        trainer.restore(state)
+    trainer = GRPOTrainer(replace(state.config, steps=4))
+    with pytest.raises(ValueError, match="no longer holds the run's initial policy"):
+        trainer.restore(replace(state, initial_weights_sha256="0" * 64))
+    with pytest.raises(ValueError, match="do not match their recorded sha256"):
+        trainer.restore(replace(state, weights_sha256="0" * 64))
 
 
 def test_resume_refuses_flags_that_change_the_run_and_a_dir_without_a_state(stopped_run, tmp_path, capsys):
