@@ -15,7 +15,6 @@ from pathlib import Path
 from specroll.commands.rollout import add_rollout_arguments, config_from_args
 
 DEFAULT_OUT = Path("runs/train")
-RUN_FILES = ("metrics.jsonl", "metrics.png", "checkpoint", "train_state")  # what marks OUT as a run's
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -85,11 +84,13 @@ def _train_config(args: argparse.Namespace):
 
 def _fresh(args: argparse.Namespace):
     """A new run in --out, which must hold none."""
+    from specroll.train.checkpointing import STATE_DIR
     from specroll.train.trainer import GRPOTrainer
 
     config = _train_config(args)  # bad flags are named before anything is built
     out = args.out or DEFAULT_OUT
-    found = [name for name in RUN_FILES if (out / name).exists()]
+    run_files = ("metrics.jsonl", "metrics.png", "checkpoint", STATE_DIR)
+    found = [name for name in run_files if (out / name).exists()]
     if found:
         raise ValueError(f"{out} already holds a run ({', '.join(found)}): pass --resume {out} to go on "
                          f"with it, or another --out")

@@ -82,10 +82,6 @@ def load_state(state_dir: str | Path) -> TrainState:
     )
 
 
-def holds_state(run_dir: str | Path) -> bool:
-    return (Path(run_dir) / STATE_DIR).exists()
-
-
 # ---- writing --------------------------------------------------------------------------------------
 
 def _write(folder: Path, state: TrainState) -> None:

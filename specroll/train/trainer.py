@@ -108,15 +108,7 @@ class GRPOTrainer:
         """Go on with the run `state` was taken from: its weights (here and in the engines), AdamW's
         state, torch's generator and the drafters' history. Refuses a config that changes the run's
         future and an initial policy (the KL reference) other than the run's."""
-        from specroll.train.run_config import describe_changes, future_changes  # it imports this module
-
-        changes = future_changes(state.config, self.config)
-        if changes:
-            raise ValueError(f"the run's config differs where it sets its future: "
-                             f"{describe_changes(state.config, self.config, changes)}")
-        if state.initial_weights_sha256 != self.initial_weights_sha256:
-            raise ValueError(f"{self.rollout.model_dir} no longer holds the run's initial policy (sha256 "
-                             f"{self.initial_weights_sha256[:12]}, the run's {state.initial_weights_sha256[:12]})")
+        self._check_same_run(state)
         self.policy.load_state_dict(state.policy, strict=False)  # tied weights come once; the hash checks all
         if weights_sha256(self.policy) != state.weights_sha256:
             raise ValueError("the saved policy's weights do not match their recorded sha256")
@@ -127,6 +119,17 @@ class GRPOTrainer:
             self.recent.replay(self.engine.drafter, self.prompts)
         self.next_step = state.next_step
         self._sync_weights()
+
+    def _check_same_run(self, state: TrainState) -> None:
+        from specroll.train.run_config import describe_changes, future_changes  # it imports this module
+
+        changes = future_changes(state.config, self.config)
+        if changes:
+            raise ValueError(f"the run's config differs where it sets its future: "
+                             f"{describe_changes(state.config, self.config, changes)}")
+        if state.initial_weights_sha256 != self.initial_weights_sha256:
+            raise ValueError(f"{self.rollout.model_dir} no longer holds the run's initial policy (sha256 "
+                             f"{self.initial_weights_sha256[:12]}, the run's {state.initial_weights_sha256[:12]})")
 
     def train_step(self, step: int) -> StepMetrics:
         result, rollout_seconds = self._rollout(self.engine, step)
