@@ -1,4 +1,11 @@
-"""`specroll train`: GRPO with specroll rollouts; writes OUT/metrics.jsonl, OUT/metrics.png and OUT/checkpoint."""
+"""`specroll train`: GRPO with specroll rollouts, in a run directory OUT:
+
+    OUT/metrics.jsonl   one line per step (OUT/metrics.png plots it)
+    OUT/train_state/    the training state every --save-every steps and at the end: `--resume OUT` goes on
+    OUT/checkpoint/     the final policy, which --model loads
+
+A new run refuses an OUT that holds a run: nothing is overwritten or deleted unless --resume asks.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +13,8 @@ import argparse
 from pathlib import Path
 
 from specroll.commands.rollout import add_rollout_arguments, config_from_args
+
+DEFAULT_OUT = Path("runs/train")
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -23,22 +32,30 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--micro-batch-size", type=int, default=8)
     parser.add_argument("--shadow-plain", action="store_true",
                         help="also run every step's rollout without speculation: its time, and whether it matched")
-    parser.add_argument("--out", type=Path, default=Path("runs/train"))
+    parser.add_argument("--out", type=Path, default=None,
+                        help=f"the run's directory (default {DEFAULT_OUT}); it must not hold a run already")
+    parser.add_argument("--save-every", type=int, default=1, metavar="N",
+                        help="write the training state (weights, optimizer, step) every N steps; "
+                             "0: at the end only")
+    parser.add_argument("--keep-states", type=int, default=1, metavar="K",
+                        help="training states kept (the newest)")
+    parser.add_argument("--resume", type=Path, default=None, metavar="DIR",
+                        help="go on with the run in DIR from its latest training state; flags left at their "
+                             "defaults keep the run's values, --steps may extend it")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from specroll.train.checkpointing import save_state
     from specroll.train.metrics import append_metrics, plot_metrics, read_metrics
-    from specroll.train.trainer import GRPOTrainer, TrainConfig
     from specroll.train.weights import save_checkpoint
 
-    config = TrainConfig(config_from_args(args), steps=args.steps, dataset_size=args.dataset_size, lr=args.lr,
-                         clip_eps=args.clip_eps, kl_coef=args.kl_coef, micro_batch_size=args.micro_batch_size,
-                         shadow_plain=args.shadow_plain)
-    args.out.mkdir(parents=True, exist_ok=True)
-    metrics_path = args.out / "metrics.jsonl"
-    metrics_path.unlink(missing_ok=True)
-    trainer = GRPOTrainer(config)
+    if args.save_every < 0 or args.keep_states < 1:
+        raise ValueError(f"need --save-every >= 0 and --keep-states >= 1, "
+                         f"got {args.save_every}, {args.keep_states}")
+    out, trainer = _resumed(args) if args.resume is not None else _fresh(args)
+    metrics_path = out / "metrics.jsonl"
+    steps = trainer.config.steps
 
     def report(m) -> None:
         append_metrics(metrics_path, m)
@@ -46,9 +63,80 @@ def run(args: argparse.Namespace) -> int:
         print(f"step {m.step}: reward {m.reward_mean:.3f}  rollout {m.rollout_seconds:.2f}s{plain}  train {m.train_seconds:.2f}s  "
               f"tokens {m.output_tokens}  accept {m.mean_acceptance_length:.2f}  weights {m.weights_sha256[:12]}",
               flush=True)
+        if args.save_every and trainer.next_step % args.save_every == 0 and trainer.next_step < steps:
+            save_state(out, trainer.state(), args.keep_states)
 
     trainer.run(report)
-    plot = plot_metrics(read_metrics(metrics_path), args.out / "metrics.png")
-    checkpoint = save_checkpoint(trainer.policy, trainer.rollout.model_dir, args.out / "checkpoint")
-    print(f"wrote {metrics_path}, {plot} and {checkpoint} (--model {checkpoint})")
+    state_dir = save_state(out, trainer.state(), args.keep_states)  # also at the end: --steps may extend it
+    plot = plot_metrics(read_metrics(metrics_path), out / "metrics.png")
+    checkpoint = save_checkpoint(trainer.policy, trainer.rollout.model_dir, out / "checkpoint")
+    print(f"wrote {metrics_path}, {plot}, {state_dir} and {checkpoint} (--model {checkpoint})")
     return 0
+
+
+def _train_config(args: argparse.Namespace):
+    from specroll.train.trainer import TrainConfig
+
+    return TrainConfig(config_from_args(args), steps=args.steps, dataset_size=args.dataset_size, lr=args.lr,
+                       clip_eps=args.clip_eps, kl_coef=args.kl_coef, micro_batch_size=args.micro_batch_size,
+                       shadow_plain=args.shadow_plain)
+
+
+def _fresh(args: argparse.Namespace):
+    """A new run in --out, which must hold none."""
+    from specroll.train.checkpointing import STATE_DIR
+    from specroll.train.trainer import GRPOTrainer
+
+    config = _train_config(args)  # bad flags are named before anything is built
+    out = args.out or DEFAULT_OUT
+    run_files = ("metrics.jsonl", "metrics.png", "checkpoint", STATE_DIR)
+    found = [name for name in run_files if (out / name).exists()]
+    if found:
+        raise ValueError(f"{out} already holds a run ({', '.join(found)}): pass --resume {out} to go on "
+                         f"with it, or another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    return out, GRPOTrainer(config)
+
+
+def _resumed(args: argparse.Namespace):
+    """The run in --resume DIR, restored from its latest training state; metrics.jsonl loses the lines
+    of the steps that are redone (those after the state)."""
+    from specroll.train.checkpointing import latest_state_dir, load_state
+    from specroll.train.metrics import keep_metrics_before
+    from specroll.train.trainer import GRPOTrainer
+
+    out = args.resume
+    if args.out is not None and args.out.resolve() != out.resolve():
+        raise ValueError(f"--resume {out} goes on in {out}: leave --out out, or give the same directory")
+    state_dir = latest_state_dir(out)
+    if state_dir is None:
+        raise FileNotFoundError(f"{out} holds no training state to resume (no {out / 'train_state'}/step-*)")
+    state = load_state(state_dir)
+    config = _resumed_config(args, state.config)
+    if config.steps <= state.next_step:
+        raise ValueError(f"the run in {out} has done {state.next_step} steps: "
+                         f"pass --steps above that to go on")
+    trainer = GRPOTrainer(config)
+    trainer.restore(state)
+    dropped = keep_metrics_before(out / "metrics.jsonl", state.next_step)
+    redone = f"; dropped {dropped} metrics lines of steps to redo" if dropped else ""
+    print(f"resuming {out} at step {state.next_step} of {config.steps} from {state_dir}{redone}", flush=True)
+    return out, trainer
+
+
+def _resumed_config(args: argparse.Namespace, saved):
+    """The run's saved config with what the command line sets: a flag left at its default keeps the
+    run's value; a flag that would change the run's future (`run_config.future_changes`) is refused."""
+    from specroll.cli import build_parser
+    from specroll.train.run_config import config_from_dict, config_to_dict, describe_changes, future_changes
+
+    given = config_to_dict(_train_config(args))
+    defaults = config_to_dict(_train_config(build_parser("train").parse_args(["train"])))
+    values = config_to_dict(saved)
+    values.update({name: value for name, value in given.items() if value != defaults[name]})
+    config = config_from_dict(values)
+    changes = future_changes(saved, config)
+    if changes:
+        raise ValueError(f"cannot resume {args.resume}: {describe_changes(saved, config, changes)} would "
+                         f"change the run's future (only --steps and speed-only flags may change)")
+    return config

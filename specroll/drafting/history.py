@@ -23,6 +23,7 @@ from specroll.drafting.suffix_draft import RESPONSE_START, DraftShape, draft_fro
 from specroll.drafting.suffix_index import DEFAULT_MAX_DEPTH, Node, SuffixIndex
 
 _MAX_WEIGHT_EXPONENT = 400  # rebuild before decay^-s could overflow a float
+DEFAULT_WINDOW = 3  # training steps of responses a problem's history holds
 
 
 @dataclass
@@ -48,7 +49,7 @@ class HistoryDrafter(BaseDrafter):
 
     def __init__(
         self,
-        window: int = 3,
+        window: int = DEFAULT_WINDOW,
         decay: float = 0.5,
         shape: DraftShape = DraftShape(),
         max_depth: int = DEFAULT_MAX_DEPTH,

@@ -8,6 +8,7 @@ end in `_s` there (`rollout_s`, `train_s`, `sync_s`, `plain_rollout_s`), where t
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -45,6 +46,29 @@ def append_metrics(path: str | Path, metrics: StepMetrics) -> None:
 
 def read_metrics(path: str | Path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def keep_metrics_before(path: str | Path, next_step: int) -> int:
+    """Drop the lines of steps >= `next_step` (a resumed run redoes them), and a last line a kill cut
+    short; the file is replaced whole (written beside it, then renamed). Returns the lines dropped."""
+    path = Path(path)
+    if not path.exists():
+        return 0
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    kept = [line for i, line in enumerate(lines) if _is_before(line, next_step, is_last=i == len(lines) - 1)]
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text("".join(line + "\n" for line in kept))
+    os.replace(partial, path)
+    return len(lines) - len(kept)
+
+
+def _is_before(line: str, next_step: int, is_last: bool) -> bool:
+    try:
+        return json.loads(line)["step"] < next_step
+    except json.JSONDecodeError:
+        if is_last:  # appending it was cut short by a kill
+            return False
+        raise
 
 
 def plot_metrics(rows: list[dict], path: str | Path) -> Path:

@@ -10,6 +10,10 @@ In exact mode a rollout's tokens are a function of (seed, request id, position) 
 speculation changes no token, no reward and no gradient: `--speculate on` and `off` give the same
 weights, step by step (`weights_sha256`). `shadow_plain` measures that live: every step also runs the
 plain rollout on a second engine and records its time and whether it matched.
+
+A run can stop and go on: `state()` is everything its future depends on after `next_step` steps, and
+`restore(state)` on a trainer built from the same config continues it step for step, with the same
+weights and rewards as a run that never stopped (`specroll.train.state`, `specroll.train.checkpointing`).
 """
 
 from __future__ import annotations
@@ -30,7 +34,9 @@ from specroll.tokenizer import load_tokenizer
 from specroll.sampling import policy_logprobs
 from specroll.train.grpo import group_advantages, policy_loss
 from specroll.train.metrics import StepMetrics
+from specroll.train.recent_responses import RecentResponses
 from specroll.train.schedule import EpochSchedule
+from specroll.train.state import TrainState
 from specroll.train.weights import weights_sha256
 
 
@@ -76,18 +82,59 @@ class GRPOTrainer:
         self.policy = load_trainable(rollout.model_dir)
         self.reference = copy.deepcopy(self.policy).requires_grad_(False) if config.kl_coef > 0 else None
         self.optimizer = torch.optim.AdamW(self.policy.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        self.initial_weights_sha256 = weights_sha256(self.policy)
         self._ids_per_step = (max(self.problems) + 1) * rollout.n  # request ids never repeat across steps
+        self.next_step = 0  # steps done; `run` goes on from here
+        self.recent = RecentResponses()  # the last steps' responses, to warm a resumed run's drafters
 
     def run(self, on_step: StepCallback | None = None) -> list[StepMetrics]:
+        """The steps from `next_step` to `config.steps`; `on_step` sees each one's metrics once it is
+        done (and `next_step` has moved past it, so `state()` there resumes after it)."""
         history = []
-        for step in range(self.config.steps):
+        for step in range(self.next_step, self.config.steps):
             history.append(self.train_step(step))
+            self.next_step = step + 1
             if on_step is not None:
                 on_step(history[-1])
         return history
 
+    def state(self) -> TrainState:
+        """The run as it stands, for `restore`; its tensors are the live ones: write them before the
+        next step."""
+        return TrainState(self.next_step, self.config, self.policy.state_dict(), self.optimizer.state_dict(),
+                          torch.get_rng_state(), weights_sha256(self.policy), self.initial_weights_sha256,
+                          list(self.recent.responses))
+
+    def restore(self, state: TrainState) -> None:
+        """Go on with the run `state` was taken from: its weights (here and in the engines), AdamW's
+        state, torch's generator and the drafters' history. Refuses a config that changes the run's
+        future and an initial policy (the KL reference) other than the run's."""
+        self._check_same_run(state)
+        self.policy.load_state_dict(state.policy, strict=False)  # tied weights come once; the hash checks all
+        if weights_sha256(self.policy) != state.weights_sha256:
+            raise ValueError("the saved policy's weights do not match their recorded sha256")
+        self.optimizer.load_state_dict(state.optimizer)
+        torch.set_rng_state(state.torch_rng)
+        self.recent = RecentResponses(responses=state.recent_responses)
+        if self.engine.drafter is not None:
+            self.recent.replay(self.engine.drafter, self.prompts)
+        self.next_step = state.next_step
+        self._sync_weights()
+
+    def _check_same_run(self, state: TrainState) -> None:
+        from specroll.train.run_config import describe_changes, future_changes  # it imports this module
+
+        changes = future_changes(state.config, self.config)
+        if changes:
+            raise ValueError(f"the run's config differs where it sets its future: "
+                             f"{describe_changes(state.config, self.config, changes)}")
+        if state.initial_weights_sha256 != self.initial_weights_sha256:
+            raise ValueError(f"{self.rollout.model_dir} no longer holds the run's initial policy (sha256 "
+                             f"{self.initial_weights_sha256[:12]}, the run's {state.initial_weights_sha256[:12]})")
+
     def train_step(self, step: int) -> StepMetrics:
         result, rollout_seconds = self._rollout(self.engine, step)
+        self.recent.add_step(step, result.records)
         plain_seconds, same = None, None
         if self.plain_engine is not None:
             plain, plain_seconds = self._rollout(self.plain_engine, step)

@@ -1,0 +1,48 @@
+"""Which config changes a resumed run may make: literal cases."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from specroll.rollout import RolloutConfig
+from specroll.train.run_config import config_from_dict, config_to_dict, describe_changes, future_changes
+from specroll.train.trainer import TrainConfig
+
+SAVED = TrainConfig(RolloutConfig(num_prompts=4, n=4, max_tokens=64, seed=3, cost_model=Path("c.json")),
+                    steps=4)
+
+
+def _with(**changes) -> TrainConfig:
+    rollout = {k: v for k, v in changes.items() if hasattr(SAVED.rollout, k)}
+    train = {k: v for k, v in changes.items() if k not in rollout}
+    return replace(SAVED, rollout=replace(SAVED.rollout, **rollout), **train)
+
+
+def test_the_config_round_trips_through_json_values():
+    values = config_to_dict(SAVED)
+    assert values["seed"] == 3 and values["lr"] == SAVED.lr
+    assert values["cost_model"] == str(Path.cwd() / "c.json")
+    assert isinstance(values["model_dir"], str)
+    assert config_from_dict(values) == _with(cost_model=Path.cwd() / "c.json")
+    assert config_to_dict(_with(cost_model=Path.cwd() / "c.json")) == values  # relative or absolute: same
+    with pytest.raises(ValueError, match="colour"):
+        config_from_dict({**values, "colour": "red"})
+
+
+def test_what_sets_the_runs_future_is_named():
+    changed = _with(seed=4, lr=1e-3, model_dir=Path("elsewhere"), micro_batch_size=2, threads=2)
+    assert future_changes(SAVED, changed) == ["lr", "micro_batch_size", "model_dir", "seed", "threads"]
+    assert describe_changes(SAVED, changed, ["seed"]) == "seed 3 -> 4"
+
+
+def test_steps_and_speed_may_change_where_speculation_changes_no_token():
+    faster = _with(steps=10, shadow_plain=True, speculate="off", policy="fixed-2", max_batch_size=8,
+                   max_draft=2)
+    assert future_changes(SAVED, faster) == []
+    rejection = _with(verify="rejection")
+    assert future_changes(rejection, replace(rejection, steps=10)) == []
+    unspeculated = replace(rejection, rollout=replace(rejection.rollout, speculate="off"))
+    assert future_changes(rejection, unspeculated) == ["speculate"]  # rejection-sampled tokens follow drafts
