@@ -70,7 +70,7 @@ def test_fifo_requeue_keeps_front():
 
 
 def test_fastest_of_n_draft_first_lowest_acceptance_first():
-    candidates = [FonCandidate(7, 0.9, frozenset({0})), FonCandidate(3, 0.2, frozenset({0}))]
+    candidates = [FonCandidate(7, 0.9, 100, frozenset({0})), FonCandidate(3, 0.2, 10, frozenset({0}))]
     chosen = assign_fastest_of_n(candidates, [0, 1, 2], free_workers=[10, 11], worker_drafter={}, max_batch=1)
     assert [(a.request_id, a.drafter, a.worker) for a in chosen] == [(3, 1, 10), (3, 2, 11)]
 
