@@ -34,7 +34,7 @@ from specroll.policies.profile_grid import ProfileGrid
 from specroll.policies.threshold import BatchThreshold
 from specroll.scheduling.adaptive_range import AdaptiveDraftRange
 from specroll.scheduling.dispatch import Dispatcher, make_dispatcher
-from specroll.scheduling.placement import AffineLatency, DecoupledPlan, plan_decoupled
+from specroll.scheduling.placement import DecoupledPlan, plan_decoupled
 from specroll.sim.cost_model import GPUS, MODELS, ForwardCost, RooflineCost
 from specroll.sim.engine_policy import EnginePolicySpeculation
 from specroll.sim.loop import LoopConfig, RolloutLoop, SimTrace
@@ -145,11 +145,11 @@ def _representative_context(preset: Preset) -> float:
     return preset.prompt_tokens + preset.lengths.median_tokens / 2.0
 
 
-def _affine(latency: Callable[[int], float], batch: int) -> AffineLatency:
+def _affine(latency: Callable[[int], float], batch: int) -> Affine:
     """Two-point fit at b=1 and the planning batch, as SpecActor fits D and V by profiling (§4.1)."""
     one, many = latency(1), latency(batch)
     slope = max((many - one) / max(batch - 1, 1), 0.0)
-    return AffineLatency(slope, max(one - slope, 0.0))
+    return Affine(max(one - slope, 0.0), slope)
 
 
 def _draft_cost(preset: Preset, drafter: int, num_gpus: int) -> ForwardCost | None:
@@ -171,12 +171,12 @@ def _decoupled_plan(preset: Preset) -> DecoupledPlan:
     batch = preset.num_requests // preset.num_workers
     p = preset.acceptance.drafters[0].mean_acceptance
 
-    def draft(g_d: int) -> AffineLatency:
+    def draft(g_d: int) -> Affine:
         cost = _draft_cost(preset, 0, g_d)
         cpu = preset.acceptance.drafters[0].cpu_draft_seconds
         return _affine(lambda b: cost.forward_seconds(b, 1, b * ctx) if cost else cpu, batch)
 
-    def verify(g_v: int, window: int) -> AffineLatency:
+    def verify(g_v: int, window: int) -> Affine:
         cost = preset.target_cost(g_v)
         return _affine(lambda b: cost.forward_seconds(b, window + 1, b * ctx), batch)
 
