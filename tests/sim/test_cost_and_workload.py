@@ -7,6 +7,7 @@ import pytest
 
 from specroll.sim.acceptance import DrafterProfile
 from specroll.policies.cost_model import CostModel
+from specroll.policies.registry import fixed_draft_length
 from specroll.policies.speculation_math import expected_tokens
 from specroll.sim.profiled_cost import ProfiledCost
 from specroll.sim.presets import PRESETS, get_preset
@@ -83,12 +84,13 @@ def test_every_preset_cites_its_sources():
 def test_coupled_speculation_gains_little_at_batch_256():
     """SpecActor §3 (Fig. 5b) and §5.5: vanilla k=4 speculation with the 0.5B drafter (same TP4 GPUs)
     gains next to nothing per output token at the DAPO-32B-20K initial batch of 256."""
-    from specroll.sim.systems import _draft_cost, _representative_context
+    from specroll.sim.systems import SYSTEMS, _draft_cost, _representative_context
 
     preset = get_preset("DAPO-32B-20K")
     target, draft = preset.target_cost(), _draft_cost(preset, 0, preset.gpus_per_worker)
     batch, context = 256, 256 * _representative_context(preset)
-    alpha, k = preset.acceptance.drafters[0].mean_acceptance, preset.coupled_draft_len
+    alpha = preset.acceptance.drafters[0].mean_acceptance
+    k = fixed_draft_length(SYSTEMS["vanilla-spec"].speculation)
     tokens = expected_tokens(alpha, k)
     speculative = (target.forward_seconds(batch, k + 1, context) + k * draft.forward_seconds(batch, 1, context)) / tokens
     assert 0.9 < target.forward_seconds(batch, 1, context) / speculative < 1.1

@@ -109,9 +109,14 @@ def test_divided_balances_groups_better_than_static():
 
 def test_options_validate():
     with pytest.raises(ValueError):
-        SystemOptions(order="context")
+        SystemOptions(dispatch="context")  # the dispatch table's name is context-aware
     with pytest.raises(ValueError):
-        SystemOptions(speculation="coupled", reconfigure=True)
+        SystemOptions(speculation="coupled")  # the registry's name is fixed-K
+    with pytest.raises(ValueError):
+        SystemOptions(speculation="ladder")  # a copy's drafter is fixed at dispatch: the ladder cannot switch
+    with pytest.raises(ValueError):
+        SystemOptions(speculation="fixed-4", reconfigure=True)
+    assert SystemOptions(dispatch="context-aware", speculation="fixed-3").label == "context-aware/fixed-3"
 
 
 def test_das_beats_plain_decoding_on_a_small_case():
