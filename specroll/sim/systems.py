@@ -42,7 +42,9 @@ from specroll.sim.engine_policy import EnginePolicySpeculation
 from specroll.sim.loop import LoopConfig, RolloutLoop, SimTrace
 from specroll.sim.metrics import RolloutMetrics
 from specroll.sim.presets import Preset, worker_overhead_seconds
-from specroll.sim.profiled_cost import ProfiledCost, ProfiledDraftCost, profile_forward_cost
+from specroll.sim.profiled_cost import (
+    ProfiledCost, ProfiledDraftCost, forward_seconds_per_row, profile_forward_cost,
+)
 from specroll.sim.speculation import (
     DecoupledSpeculation, GroupedAdaptiveSpeculation, PlainDecoding, SpecCosts, SpeculationStrategy,
     group_bonus_from_table,
@@ -133,6 +135,18 @@ def _affine(latency: Callable[[int], float], batch: int) -> Affine:
     return Affine(max(one - slope, 0.0), slope)
 
 
+def _draft_latency(cost: ForwardCost | None, cpu_seconds: float, ctx: float) -> Callable[[int], float]:
+    """b -> seconds of one draft token at `ctx` cached positions per row; a model-free drafter's lookup."""
+    if cost is None:
+        return lambda b: cpu_seconds
+    return lambda b: forward_seconds_per_row(cost, b, 1, ctx)
+
+
+def _verify_latency(cost: ForwardCost, window: int, ctx: float) -> Callable[[int], float]:
+    """b -> seconds of verifying `window` draft tokens at `ctx` cached positions per row."""
+    return lambda b: forward_seconds_per_row(cost, b, window + 1, ctx)
+
+
 def _draft_cost(preset: Preset, drafter: int, num_gpus: int) -> ForwardCost | None:
     """A model drafter's forward: the profile's D(b) where the preset has a profile that measured
     one, else the draft model's roofline; None for a model-free drafter."""
@@ -153,13 +167,11 @@ def _decoupled_plan(preset: Preset) -> DecoupledPlan:
     p = preset.acceptance.drafters[0].mean_acceptance
 
     def draft(g_d: int) -> Affine:
-        cost = _draft_cost(preset, 0, g_d)
         cpu = preset.acceptance.drafters[0].cpu_draft_seconds
-        return _affine(lambda b: cost.forward_seconds(b, 1, b * ctx) if cost else cpu, batch)
+        return _affine(_draft_latency(_draft_cost(preset, 0, g_d), cpu, ctx), batch)
 
     def verify(g_v: int, window: int) -> Affine:
-        cost = preset.target_cost(g_v)
-        return _affine(lambda b: cost.forward_seconds(b, window + 1, b * ctx), batch)
+        return _affine(_verify_latency(preset.target_cost(g_v), window, ctx), batch)
 
     options = (preset.gpus_per_worker, 2 * preset.gpus_per_worker)
     return plan_decoupled(preset.num_requests, preset.num_gpus, options, p, draft, verify)
@@ -177,9 +189,8 @@ def _no_spec(preset, topology, costs, options, rng):
 
 def _decoupled(preset, topology, costs, options, rng):
     ctx = _representative_context(preset)
-    draft = costs.drafters[0]
-    draft_affine = _affine(lambda b: costs.draft_forward_seconds(0, b, b * ctx), 1)
-    verify = lambda w: _affine(lambda b: topology.target.forward_seconds(b, w + 1, b * ctx), 2)
+    draft_affine = _affine(_draft_latency(costs.drafters[0], costs.cpu_draft_seconds[0], ctx), 1)
+    verify = lambda w: _affine(_verify_latency(topology.target, w, ctx), 2)
     return DecoupledSpeculation(costs, topology.plan, options.reconfigure, draft_affine, verify)
 
 
