@@ -1,7 +1,8 @@
 """The compared systems as compositions of options: dispatch, speculation, SpecActor's two extras.
 
-    dispatch      a dispatcher by its name in `specroll.scheduling.dispatch.DISPATCHES`: static (veRL:
-                  groups pinned to workers) | divided (Seer §4.2) | context-aware (divided, Seer §4.3's order)
+    dispatch      a dispatcher by its name in `specroll.scheduling.dispatch.DISPATCHES`: static
+                  (veRL: groups pinned to workers) | divided (Seer §4.2) | context-aware (divided,
+                  in Seer §4.3's order)
     speculation   an engine policy by its registry name (`specroll.policies.registry`): fixed-K (e.g.
                   fixed-4) | das (DAS §4.2) | bandit (TLT §5.1-5.2) | threshold | auto; or one with no
                   engine counterpart: none | decoupled (SpecActor §4.1) | grouped (Seer §4.4)
@@ -53,11 +54,10 @@ from specroll.sim.worker import Worker
 from specroll.sim.workload import Workload
 
 
-
 @dataclass(frozen=True)
 class SystemOptions:
     dispatch: str = "static"  # one of DISPATCHES
-    speculation: str = "none"  # `is_speculation`
+    speculation: str = "none"  # an engine policy's registry name, or none, decoupled, grouped
     reconfigure: bool = False
     fastest_of_n: bool = False
 
@@ -110,9 +110,9 @@ def _workers(preset: Preset, workload: Workload, topology: Topology) -> list[Wor
 def _dispatcher(preset: Preset, options: SystemOptions, workload: Workload, topology: Topology) -> Dispatcher:
     """The shared dispatcher (`make_dispatcher`), as Seer runs it: chunks move through its global KV
     pool at no cost. Its static shuffle is seeded apart from the workload's draws."""
-    return make_dispatcher(options.dispatch, workload.output_lengths, workload.group_ids, preset.prompt_tokens,
-                           topology.num_workers, preset.chunk_size, workload.max_tokens, topology.target,
-                           seed=preset.seed, resume_prefill=False)
+    return make_dispatcher(options.dispatch, workload.output_lengths, workload.group_ids,
+                           preset.prompt_tokens, topology.num_workers, preset.chunk_size, workload.max_tokens,
+                           topology.target, seed=preset.seed, resume_prefill=False)
 
 
 def _topology(preset: Preset, options: SystemOptions) -> Topology:
@@ -230,9 +230,11 @@ PolicyMaker = Callable[[Preset, Topology, CostModel], SpeculationPolicy]
 
 POLICIES: dict[str, PolicyMaker] = {  # by registry name; fixed-K is parsed (`_policy_maker`)
     "das": lambda preset, topology, model: DasPolicy(model, efficiency=preset.das_efficiency),
-    "bandit": lambda preset, topology, model: BanditPolicy(tlt_buckets(preset.tlt_threshold), seed=preset.seed),
+    "bandit": lambda preset, topology, model: BanditPolicy(tlt_buckets(preset.tlt_threshold),
+                                                           seed=preset.seed),
     "threshold": lambda preset, topology, model: BatchThreshold.from_cost_model(
-        model, alpha=preset.acceptance.drafters[0].mean_acceptance, max_batch_size=_max_batch(preset, topology)),
+        model, alpha=preset.acceptance.drafters[0].mean_acceptance,
+        max_batch_size=_max_batch(preset, topology)),
     "auto": lambda preset, topology, model: AutoPolicy(model, seed=preset.seed),
 }
 

@@ -125,9 +125,10 @@ def test_copies_go_to_free_workers_lowest_acceptance_first():
     """The coordinator's Fastest-of-N: the simulator's algorithm over a ladder of one rung, a copy."""
     from specroll.scheduling.fastest_of_n import COPY_LADDER, FonCandidate, assign_fastest_of_n
 
-    stragglers = [FonCandidate(0, 0.9, 50), FonCandidate(1, 0.2, 10), FonCandidate(2, 0.2, 30), FonCandidate(3, 0.5, 5)]
+    stragglers = [FonCandidate(0, 0.9, 50), FonCandidate(1, 0.2, 10), FonCandidate(2, 0.2, 30),
+                  FonCandidate(3, 0.5, 5)]
     copies = assign_fastest_of_n(stragglers, COPY_LADDER, [4, 2], {}, max_batch=1)
-    assert [(c.request_id, c.worker) for c in copies] == [(2, 2), (1, 4)]  # the longer of the two at 0.2 first
+    assert [(c.request_id, c.worker) for c in copies] == [(2, 2), (1, 4)]  # the longer at 0.2 first
     copies = assign_fastest_of_n(stragglers, COPY_LADDER, [4, 2], {}, max_batch=2)
     assert [(c.request_id, c.worker) for c in copies] == [(2, 2), (1, 4), (3, 2), (0, 4)]  # least loaded
     holding = [FonCandidate(1, 0.2, 10, frozenset(COPY_LADDER)), FonCandidate(3, 0.5, 5)]

@@ -19,7 +19,8 @@ from specroll.sim.presets import get_preset
 from specroll.sim.profiled_cost import ProfiledCost, ProfiledDraftCost
 from specroll.sim.speculation import RunningBatch
 from specroll.sim.systems import (
-    POLICIES, SYSTEMS, SystemOptions, _spec_costs, _topology, make_strategy, policy_cost_model, simulate, tlt_buckets,
+    POLICIES, SYSTEMS, SystemOptions, _spec_costs, _topology, make_strategy, policy_cost_model, simulate,
+    tlt_buckets,
 )
 from specroll.sim.workload import LengthDistribution, Workload
 from tests.sim.test_loop import DAS_SMALL, SMALL

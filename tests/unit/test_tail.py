@@ -9,7 +9,7 @@ from specroll.tail import tail_seconds
 
 
 def test_tail_literals():
-    assert tail_seconds([10.0, 1, 2, 3, 4, 5, 6, 7, 8, 9]) == 1.0  # 10 requests: from the 9th finish to the 10th
+    assert tail_seconds([10.0, 1, 2, 3, 4, 5, 6, 7, 8, 9]) == 1.0  # 10 requests: from the 9th finish
     assert tail_seconds([float(t) for t in range(1, 21)]) == 2.0  # 20 requests: from the 18th to the 20th
     assert tail_seconds([1.0, 5.0, 9.0], fraction=0.5) == 4.0  # one request of three is in the tail
     assert tail_seconds([3.0]) == 0.0 and tail_seconds([]) == 0.0
