@@ -15,8 +15,8 @@ from typing import Callable
 import torch
 
 from specroll.model.runner import ModelRunner, SequenceInput
-from specroll.policies.cost_model import Affine, CostModel, LatencySample, fit, fit_affine
-from specroll.policies.profile_grid import ProfileGrid
+from specroll.policies.cost_model import CostModel, LatencySample
+from specroll.policies.profile_grid import ForwardTimer, ProfileGrid, fit_on_grid
 
 
 def time_forward(runner: ModelRunner, batch_size: int, num_tokens: int, context_length: int,
@@ -35,25 +35,10 @@ def time_forward(runner: ModelRunner, batch_size: int, num_tokens: int, context_
     return statistics.median(timings)
 
 
-def profile_runner(runner: ModelRunner, grid: ProfileGrid,
-                   on_sample: Callable[[LatencySample], None] | None = None) -> list[LatencySample]:
-    samples = []
-    for context in grid.context_lengths:
-        for batch in grid.batch_sizes:
-            for width in grid.tokens_per_sequence:
-                seconds = time_forward(runner, batch, width, context, grid.repeats, grid.warmup)
-                samples.append(LatencySample(batch, width, context, seconds))
-                if on_sample is not None:
-                    on_sample(samples[-1])
-    return samples
-
-
-def profile_draft_runner(runner: ModelRunner, grid: ProfileGrid) -> tuple[Affine, list[LatencySample]]:
-    """D(b): one-token forwards of the draft model over the batch sizes, at the shortest context."""
-    context = min(grid.context_lengths)
-    samples = [LatencySample(b, 1, context, time_forward(runner, b, 1, context, grid.repeats, grid.warmup))
-               for b in grid.batch_sizes]
-    return fit_affine([s.batch_size for s in samples], [s.seconds for s in samples]), samples
+def forward_timer(runner: ModelRunner, grid: ProfileGrid) -> ForwardTimer:
+    """Median seconds of a forward on `runner`, timed as the grid says."""
+    return lambda batch, width, context: time_forward(runner, batch, width, context, grid.repeats,
+                                                      grid.warmup)
 
 
 def build_runner(model_dir: str | Path, grid: ProfileGrid, dtype: torch.dtype = torch.float32,
@@ -67,9 +52,8 @@ def profile_checkpoint(model_dir: str | Path, grid: ProfileGrid, draft_model_dir
                        on_sample: Callable[[LatencySample], None] | None = None) -> tuple[CostModel, list[LatencySample]]:
     """Profile the target (and the draft model, if given) and fit the cost model."""
     # the target as the engine runs it by default; the draft model's numerics never matter
-    samples = profile_runner(build_runner(model_dir, grid, device=device, batch_invariant=True), grid, on_sample)
-    model = fit(samples, source=source)
+    target = forward_timer(build_runner(model_dir, grid, device=device, batch_invariant=True), grid)
+    draft = None
     if draft_model_dir is not None:
-        draft, _ = profile_draft_runner(build_runner(draft_model_dir, grid, device=device), grid)
-        model = model.with_draft(draft)
-    return model, samples
+        draft = forward_timer(build_runner(draft_model_dir, grid, device=device), grid)
+    return fit_on_grid(grid, target, draft, source, on_sample)

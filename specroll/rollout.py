@@ -19,6 +19,7 @@ from specroll.model.loader import read_config
 from specroll.model.runner import ModelRunner, batch_invariance_available
 from specroll.policies.cost_model import Affine, CostModel
 from specroll.policies.registry import DEFAULT_POLICY, make_policy
+from specroll.tail import tail_seconds
 from specroll.tasks import DEFAULT_TASK, JsonlTask, Problem, Task, get_reward, get_task
 from specroll.tasks.rewards import DEFAULT_REWARD
 from specroll.tokenizer import Tokenizer, load_tokenizer
@@ -320,8 +321,6 @@ def _summary(requests: list[Request], records: list[RolloutRecord], finish_times
              mean_acceptance_length: float, forward_passes: int) -> RolloutSummary:
     """`finish_times`: each request's, then the makespan."""
     makespan = finish_times[-1]
-    done = sorted(finish_times[:-1])
-    tail_start = done[int(0.9 * (len(done) - 1))] if done else makespan
     output_tokens = sum(r.num_output_tokens for r in requests)
     rewards = [r.reward for r in records if r.reward is not None]
     return RolloutSummary(
@@ -331,6 +330,6 @@ def _summary(requests: list[Request], records: list[RolloutRecord], finish_times
         tokens_per_second=output_tokens / makespan if makespan > 0 else 0.0,
         mean_acceptance_length=mean_acceptance_length,
         forward_passes=forward_passes,
-        tail_seconds=makespan - tail_start,
+        tail_seconds=tail_seconds(finish_times[:-1]),
         mean_reward=sum(rewards) / len(rewards) if rewards else 0.0,
     )

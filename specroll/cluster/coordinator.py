@@ -13,9 +13,9 @@ first drops it. Only the workers a request runs on report its tokens; what anoth
 worker generated for it after it moved is dropped (in exact mode it is regenerated to the same tokens).
 
 Fastest-of-N (SpecActor §4.2): once nothing waits for a worker, an idle worker takes copies of the
-stragglers (`assign_copies`). Every copy resumes from the tokens held here and, in exact mode,
-generates the same tokens; the coordinator takes whichever reports a token first, and the request
-ends with its first copy to end, the others dropped.
+stragglers (`assign_fastest_of_n` over `COPY_LADDER`). Every copy resumes from the tokens held here
+and, in exact mode, generates the same tokens; the coordinator takes whichever reports a token first,
+and the request ends with its first copy to end, the others dropped.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Callable, Protocol, Sequence
 from specroll.cluster.work import Update, WorkerReport, WorkerTelemetry, WorkItem
 from specroll.engine.request import Request
 from specroll.scheduling.dispatch import Dispatcher
-from specroll.scheduling.fastest_of_n import Straggler, assign_copies
+from specroll.scheduling.fastest_of_n import COPY_LADDER, FonCandidate, assign_fastest_of_n
 
 MAX_LOSSES = 3  # a request on this many lost workers is finished with an error, not re-dispatched
 
@@ -204,9 +204,10 @@ class Coordinator:
         idle = [s.index for s in self.slots if s.alive and not s.hosted and not self.pool.in_flight(s.index)]
         if not idle:
             return
-        stragglers = [Straggler(i, s.num_accepted / s.num_drafted if s.num_drafted else 0.0, len(s.token_ids), s.worker)
-                      for i, s in enumerate(self.states) if not s.is_finished and s.worker is not None and not s.copies]
-        for copy in assign_copies(stragglers, idle, self.max_num_seqs):
+        stragglers = [FonCandidate(i, s.num_accepted / max(s.num_drafted, 1), len(s.token_ids))
+                      for i, s in enumerate(self.states)
+                      if not s.is_finished and s.worker is not None and not s.copies]
+        for copy in assign_fastest_of_n(stragglers, COPY_LADDER, idle, {}, self.max_num_seqs):
             state, slot = self.states[copy.request_id], self.slots[copy.worker]
             slot.outbox.append(state.work_item())
             slot.hosted.add(copy.request_id)

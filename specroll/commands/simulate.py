@@ -96,8 +96,8 @@ def _print_rows(preset: Preset, rows: list[dict], as_json: bool, first: str) -> 
           f"{preset.num_requests} requests, max {preset.lengths.max_tokens} tokens (ratios vs {first})")
     print(f"{'system':20} {'makespan s':>10} {'tok/s':>10} {'tail s':>8} {'idle':>6} {'speedup':>8}")
     for row in rows:
-        print(f"{row['system']:20} {row['makespan_seconds']:10.1f} {row['throughput_tps']:10.0f} {row['tail_seconds']:8.1f} "
-              f"{row['idle_gpu_fraction']:6.2f} {row['speedup']:7.2f}x")
+        print(f"{row['system']:20} {row['makespan_seconds']:10.1f} {row['tokens_per_second']:10.0f} "
+              f"{row['tail_seconds']:8.1f} {row['idle_gpu_fraction']:6.2f} {row['speedup']:7.2f}x")
 
 
 def _run_reproduce(args: argparse.Namespace) -> int:

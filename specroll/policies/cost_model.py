@@ -32,10 +32,14 @@ from specroll.policies.speculation_math import expected_tokens
 
 @dataclass(frozen=True)
 class Affine:
-    """y = intercept + slope * x."""
+    """Seconds affine in a batch size, y = intercept + slope * x: SpecActor's D(b) and V(b) (§4.1)."""
 
-    intercept: float
-    slope: float
+    intercept: float  # seconds whatever the batch
+    slope: float  # seconds per row
+
+    def __post_init__(self) -> None:
+        if self.intercept < 0 or self.slope < 0:
+            raise ValueError(f"affine latency coefficients must be non-negative, got {self}")
 
     def __call__(self, x: float) -> float:
         return self.intercept + self.slope * x

@@ -1,13 +1,19 @@
-"""The grid of forwards a cost-model profile measures. Imports no torch.
+"""The grid of forwards a cost-model profile measures, and the fit over it. Imports no torch.
 
 `specroll profile` times these forwards on real hardware (`specroll.profiling`); the simulator
-evaluates its modelled worker on the same grid (`specroll.sim.profiled_cost`), so both fit the
-engine's `CostModel` to the same shapes.
+evaluates its modelled worker on the same grid (`specroll.sim.profiled_cost`); both fit the
+engine's `CostModel` to them with `fit_on_grid`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
+
+from specroll.policies.cost_model import CostModel, LatencySample, fit, fit_affine
+
+# (batch_size, num_tokens, context_length) -> seconds of one forward, context_length cached positions per row
+ForwardTimer = Callable[[int, int, int], float]
 
 
 @dataclass(frozen=True)
@@ -48,3 +54,24 @@ def powers_of_two(limit: int) -> tuple[int, ...]:
     if values[-1] != limit and limit > 0:
         values.append(limit)
     return tuple(values)
+
+
+def fit_on_grid(grid: ProfileGrid, target: ForwardTimer, draft: ForwardTimer | None = None, source: str = "",
+                on_sample: Callable[[LatencySample], None] | None = None,
+                ) -> tuple[CostModel, list[LatencySample]]:
+    """The cost model of `target`'s forwards on the grid (and the samples it was fitted to). With a
+    draft model, its one-token forwards at the shortest context give D(b); without one, drafting is
+    free (a model-free drafter's lookup costs next to nothing beside a forward)."""
+    samples = []
+    for context in grid.context_lengths:
+        for batch in grid.batch_sizes:
+            for width in grid.tokens_per_sequence:
+                samples.append(LatencySample(batch, width, context, target(batch, width, context)))
+                if on_sample is not None:
+                    on_sample(samples[-1])
+    model = fit(samples, source=source)
+    if draft is None:
+        return model, samples
+    context = min(grid.context_lengths)
+    seconds = [draft(batch, 1, context) for batch in grid.batch_sizes]
+    return model.with_draft(fit_affine(grid.batch_sizes, seconds)), samples

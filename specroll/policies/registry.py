@@ -49,10 +49,16 @@ def known_policies() -> list[str]:
     return sorted([*_FACTORIES, "fixed-K"])
 
 
-def make_policy(name: str, cost_model: CostModel | None = None) -> SpeculationPolicy:
+def fixed_draft_length(name: str) -> int | None:
+    """K of a `fixed-K` name (e.g. 4 for fixed-4); None for any other name."""
     fixed = _FIXED.match(name)
-    if fixed:
-        return FixedDraftLength(int(fixed.group(1)))
+    return int(fixed.group(1)) if fixed else None
+
+
+def make_policy(name: str, cost_model: CostModel | None = None) -> SpeculationPolicy:
+    k = fixed_draft_length(name)
+    if k is not None:
+        return FixedDraftLength(k)
     if name not in _FACTORIES:
         raise ValueError(f"unknown policy {name!r}; known policies: {', '.join(known_policies())}")
     return _FACTORIES[name](cost_model or DEFAULT_COST_MODEL)

@@ -1,10 +1,11 @@
 """SpecActor's decoupled-speculation planning (§4.1): the TGS model, Algorithm 1 and Algorithm 2.
 
 Drafting and verification times are affine in the batch size b (fitted by offline profiling):
-D_gd(b) = b D' + alpha, V_gv,w(b) = b V' + beta. Under decoupled execution the drafter runs ahead
-on its own GPUs, so a window of w tokens takes IL = max(w D(b), V(b)) and yields tau_w tokens
-(`decoupled_expected_tokens`); coupled execution drafts then verifies in turn and yields the usual
-`expected_tokens` (`specroll.policies.speculation_math`).
+D_gd(b) = b D' + alpha, V_gv,w(b) = b V' + beta, each the cost model's `Affine` (intercept alpha or
+beta, slope D' or V'). Under decoupled execution the drafter runs ahead on its own GPUs, so a window
+of w tokens takes IL = max(w D(b), V(b)) and yields tau_w tokens (`decoupled_expected_tokens`);
+coupled execution drafts then verifies in turn and yields the usual `expected_tokens`
+(`specroll.policies.speculation_math`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
+from specroll.policies.cost_model import Affine
 from specroll.policies.speculation_math import expected_tokens
 
 _NEAR_ONE = 1.0 - 1e-9
@@ -37,21 +39,6 @@ def decoupled_expected_tokens(alpha: np.ndarray | float, window: np.ndarray | in
 
 
 @dataclass(frozen=True)
-class AffineLatency:
-    """Seconds for one pass over a batch of b requests: b * per_request_seconds + fixed_seconds."""
-
-    per_request_seconds: float
-    fixed_seconds: float
-
-    def __post_init__(self) -> None:
-        if self.per_request_seconds < 0 or self.fixed_seconds < 0:
-            raise ValueError("affine latency coefficients must be non-negative")
-
-    def __call__(self, batch_size: float) -> float:
-        return batch_size * self.per_request_seconds + self.fixed_seconds
-
-
-@dataclass(frozen=True)
 class DecoupledPlan:
     num_draft_gpus: int  # g_d
     num_verify_gpus: int  # g_v: the verifier's parallel degree
@@ -63,17 +50,17 @@ class DecoupledPlan:
         return self.num_draft_gpus + self.num_verify_gpus
 
 
-DraftProfile = Callable[[int], AffineLatency]  # g_d -> D_gd
-VerifyProfile = Callable[[int, int], AffineLatency]  # (g_v, w) -> V_gv,w
+DraftProfile = Callable[[int], Affine]  # g_d -> D_gd
+VerifyProfile = Callable[[int, int], Affine]  # (g_v, w) -> V_gv,w
 
 
-def decoupled_tgs(p: float, window: int, batch: float, draft: AffineLatency, verify: AffineLatency) -> float:
+def decoupled_tgs(p: float, window: int, batch: float, draft: Affine, verify: Affine) -> float:
     """TGS_gd,gv,w(b) = tau_w / max(w D(b), V(b)) per request."""
     interval = max(window * draft(batch), verify(batch))
     return float(decoupled_expected_tokens(p, window)) / interval
 
 
-def coupled_tgs(p: float, window: int, batch: float, draft: AffineLatency, verify: AffineLatency) -> float:
+def coupled_tgs(p: float, window: int, batch: float, draft: Affine, verify: Affine) -> float:
     """TGS_C,w(b): draft w tokens, then verify them; the paper omits it, we use the i.i.d. form."""
     return expected_tokens(p, window) / (window * draft(batch) + verify(batch))
 
@@ -110,11 +97,11 @@ def plan_decoupled(
     return best
 
 
-def _max_window(draft: AffineLatency, verify: AffineLatency, cap: int) -> int:
+def _max_window(draft: Affine, verify: Affine, cap: int) -> int:
     """Algorithm 1 line 5: beyond max(V'/D', beta/alpha) the drafter only adds waste."""
     ratios = [
-        verify.per_request_seconds / draft.per_request_seconds if draft.per_request_seconds > 0 else cap,
-        verify.fixed_seconds / draft.fixed_seconds if draft.fixed_seconds > 0 else cap,
+        verify.slope / draft.slope if draft.slope > 0 else cap,
+        verify.intercept / draft.intercept if draft.intercept > 0 else cap,
     ]
     return int(min(cap, max(1, math.ceil(max(ratios)))))
 
@@ -128,8 +115,8 @@ class RequestPlan:
 def reconfigure(
     probabilities: np.ndarray,  # (num_requests,) profiled per-token acceptance of each request
     plan: DecoupledPlan,
-    draft: AffineLatency,
-    verify_by_window: Callable[[int], AffineLatency],
+    draft: Affine,
+    verify_by_window: Callable[[int], Affine],
 ) -> list[RequestPlan | None]:
     """Algorithm 2: for requests below the mean acceptance, pick the better of coupled/decoupled at b=1.
 
@@ -143,7 +130,7 @@ def reconfigure(
 
 
 def _best_request_plan(
-    p: float, max_window: int, draft: AffineLatency, verify_by_window: Callable[[int], AffineLatency]
+    p: float, max_window: int, draft: Affine, verify_by_window: Callable[[int], Affine]
 ) -> RequestPlan:
     best, best_tgs = RequestPlan(1, True), -1.0
     for window in range(1, max_window + 1):

@@ -7,7 +7,7 @@
     worker       one worker's running batch, advanced in closed form between events
     loop         the heap-based event loop: dispatch, finish, chunk end, preemption, Fastest-of-N
     systems      the compared systems as compositions of dispatch, order and speculation options
-    metrics      makespan, throughput, tail time, idle GPU fraction
+    metrics      makespan, output tokens per second, tail time, idle GPU fraction
     presets      the papers' set-ups, every assumption cited
     reproduce    the headline comparisons beside the papers' ranges
 """

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from specroll.scheduling.fastest_of_n import FonCandidate, assign_fastest_of_n
+from specroll.scheduling.fastest_of_n import FonCandidate, assign_fastest_of_n, straggler_order
 from specroll.sim.acceptance import AcceptanceModel
 from specroll.scheduling.dispatch import PREEMPT_TO_FRACTION, Dispatcher
 from specroll.sim.speculation import RunningBatch, SpeculationStrategy
@@ -134,17 +134,22 @@ class RolloutLoop:
             self._add_copy(assignment.request_id, assignment.drafter, assignment.worker)
 
     def _fon_candidates(self, limit: int) -> list[FonCandidate]:
+        """Every running request (its lowest acceptance and furthest position over its copies), the
+        `limit` first in the order Fastest-of-N serves them."""
         drafters: dict[int, set[int]] = {}
         rates: dict[int, float] = {}
+        positions: dict[int, float] = {}
         for worker in self.workers:
             if worker.num_running == 0:
                 continue
             rate = self._acceptance(worker)
-            for request_id, drafter, p in zip(worker.request_ids.tolist(), worker.drafters.tolist(), rate):
+            columns = (worker.request_ids.tolist(), worker.drafters.tolist(), rate, worker.positions.tolist())
+            for request_id, drafter, p, position in zip(*columns):
                 drafters.setdefault(request_id, set()).add(drafter)
                 rates[request_id] = min(rates.get(request_id, 1.0), float(p))
-        ranked = sorted(rates, key=rates.get)[:limit]
-        return [FonCandidate(r, rates[r], frozenset(drafters[r])) for r in ranked]
+                positions[request_id] = max(positions.get(request_id, 0.0), position)
+        candidates = [FonCandidate(r, rates[r], int(positions[r]), frozenset(drafters[r])) for r in rates]
+        return straggler_order(candidates)[:limit]
 
     def _add_copy(self, request_id: int, drafter: int, index: int) -> None:
         holders = [i for i in self.copies_on[request_id] if (self.workers[i].request_ids == request_id).any()]

@@ -42,7 +42,6 @@ class Preset:
     prompt_tokens: int
     lengths: LengthDistribution
     acceptance: AcceptanceModel  # drafter ladder, best first
-    coupled_draft_len: int  # vanilla speculation's fixed k
     chunk_size: int = 8192  # Seer §4.2 ("e.g. 8K tokens")
     max_draft_per_request: int = 8  # Seer Table 2 caps drafts at 8 tokens
     max_draft_per_batch: int = 128
@@ -102,7 +101,6 @@ _SPECACTOR_SOURCES = {
     "latency": "SpecActor §5.1: 13 ms per token at per-worker batch 1 (calibration point)",
     "lengths": "ASSUMPTION matching SpecActor §2.2 (about 50% GPU time idle in veRL); 20K budget §5.1",
     "acceptance": "ASSUMPTION anchored on SpecActor §5.2 skipped-iteration ranges (n-gram 16.9-43.6%, SpecActor 40.9-73.5%)",
-    "coupled_draft_len": "ASSUMPTION: k=4, vLLM's usual draft-model setting",
 }
 
 
@@ -110,7 +108,7 @@ def _specactor(name: str, num_prompts: int, group_size: int, batch_note: str) ->
     return Preset(
         name=name, model="qwen2.5-32b", gpu="H100", num_gpus=256, gpus_per_worker=4,
         num_prompts=num_prompts, group_size=group_size, prompt_tokens=1024,
-        lengths=SPECACTOR_LENGTHS, acceptance=SPECACTOR_DRAFTERS, coupled_draft_len=4,
+        lengths=SPECACTOR_LENGTHS, acceptance=SPECACTOR_DRAFTERS,
         sources={**_SPECACTOR_SOURCES, "batch": batch_note, "prompt_tokens": "ASSUMPTION: 1K-token prompts"},
     )
 
@@ -139,7 +137,7 @@ def _seer(name: str, model: str, num_gpus: int, per_worker: int, prompts: int, g
         name=name, model=model, gpu="H800", num_gpus=num_gpus, gpus_per_worker=per_worker,
         num_prompts=prompts, group_size=group, prompt_tokens=1024,
         lengths=LengthDistribution(median_tokens=median, group_sigma=0.9, within_group_sigma=0.4, max_tokens=max_tokens),
-        acceptance=SEER_DRAFTERS, coupled_draft_len=4, group_acceptance=SEER_GROUP_ACCEPTANCE,
+        acceptance=SEER_DRAFTERS, group_acceptance=SEER_GROUP_ACCEPTANCE,
         sources=dict(_SEER_SOURCES),
     )
 
@@ -157,7 +155,7 @@ PRESETS: dict[str, Preset] = {
         name="DeepScaleR-7B", model="qwen2.5-7b", gpu="H100", num_gpus=8, gpus_per_worker=1,
         num_prompts=128, group_size=16, prompt_tokens=512,
         lengths=LengthDistribution(median_tokens=3000, group_sigma=0.7, within_group_sigma=0.5, max_tokens=16384),
-        acceptance=DAS_DRAFTERS, coupled_draft_len=4,
+        acceptance=DAS_DRAFTERS,
         sources={
             "cluster": "DAS §5.1: one 8xH100 node, DeepSeek-R1-Distill-Qwen-7B",
             "batch": "DAS §5.1: 128 prompts x 16 samples, 16K max length",

@@ -3,21 +3,23 @@
 The engine's policies reason with `specroll.policies.cost_model.CostModel`, the fit `specroll profile`
 writes (t(b, n, ctx) with ctx the cached positions of one row); the simulator's workers cost forwards
 through the `ForwardCost` protocol (num_seqs, tokens_per_seq, and the batch's KV context in total).
+The two context units meet here only:
 
     ProfiledCost       a profile as one simulated worker's ForwardCost (`specroll simulate --cost-model`)
     ProfiledDraftCost  the profile's D(b), as the ForwardCost of a model drafter
-    profile_forward_cost  the other way: a CostModel fitted to a simulated worker on the grid
-                       `specroll profile` measures, so that the engine's policies running in the
+    forward_seconds_per_row  a ForwardCost asked in the CostModel's unit (context per row)
+    profile_forward_cost  a CostModel fitted to a simulated worker on the grid `specroll profile`
+                       measures (`fit_on_grid`), so that the engine's policies running in the
                        simulator reason with the simulated hardware's shape
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from functools import partial
 
-from specroll.policies.cost_model import Affine, CostModel, LatencySample, fit, fit_affine
-from specroll.policies.profile_grid import ProfileGrid
+from specroll.policies.cost_model import Affine, CostModel
+from specroll.policies.profile_grid import ProfileGrid, fit_on_grid
 from specroll.sim.cost_model import ForwardCost
 
 
@@ -37,15 +39,12 @@ class ProfiledCost:
     kv_capacity_tokens: float = float("inf")
 
     def forward_seconds(self, num_seqs: int, tokens_per_seq: float, context_tokens: float) -> float:
+        """The inverse of `forward_seconds_per_row`: the batch's context shared out over its rows."""
         per_row_context = context_tokens / num_seqs if num_seqs else 0.0
         return self.model.forward_seconds(num_seqs, tokens_per_seq, per_row_context)
 
     def prefill_seconds(self, num_tokens: float) -> float:
         return self.model.forward_seconds(1, num_tokens, num_tokens / 2.0) if num_tokens > 0 else 0.0
-
-    @classmethod
-    def load(cls, path: str | Path, kv_capacity_tokens: float = float("inf")) -> "ProfiledCost":
-        return cls(CostModel.load(path), kv_capacity_tokens)
 
 
 @dataclass(frozen=True)
@@ -61,17 +60,15 @@ class ProfiledDraftCost:
         return 0.0  # the draft model's prefill is not profiled; it overlaps the target's here
 
 
+def forward_seconds_per_row(cost: ForwardCost, num_seqs: int, tokens_per_seq: float,
+                            context_per_row: float) -> float:
+    """A forward with `context_per_row` cached positions in each row (the CostModel's unit)."""
+    return cost.forward_seconds(num_seqs, tokens_per_seq, num_seqs * context_per_row)
+
+
 def profile_forward_cost(cost: ForwardCost, grid: ProfileGrid, draft: ForwardCost | None = None,
                          source: str = "") -> CostModel:
     """Fit a CostModel to a simulated worker's forwards on `grid`, the forwards `specroll profile`
-    times on real hardware (each context in the grid is one row's). With a model drafter, its
-    one-token forwards at the shortest context give D(b); without one, drafting is free (a model-free
-    drafter's lookup costs next to nothing beside a forward)."""
-    samples = [LatencySample(b, n, ctx, cost.forward_seconds(b, n, b * ctx))
-               for ctx in grid.context_lengths for b in grid.batch_sizes for n in grid.tokens_per_sequence]
-    model = fit(samples, source=source)
-    if draft is None:
-        return model
-    context = min(grid.context_lengths)
-    seconds = [draft.forward_seconds(b, 1, b * context) for b in grid.batch_sizes]
-    return model.with_draft(fit_affine(grid.batch_sizes, seconds))
+    times on real hardware, with the model drafter's D(b) where there is one (`fit_on_grid`)."""
+    drafting = None if draft is None else partial(forward_seconds_per_row, draft)
+    return fit_on_grid(grid, partial(forward_seconds_per_row, cost), drafting, source)[0]

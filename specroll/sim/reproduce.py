@@ -11,6 +11,7 @@ from functools import lru_cache
 from itertools import product
 from typing import Callable
 
+from specroll.scheduling.dispatch import DISPATCHES
 from specroll.sim.metrics import RolloutMetrics
 from specroll.sim.presets import Preset, get_preset
 from specroll.sim.systems import SYSTEMS, SystemOptions, simulate
@@ -81,11 +82,10 @@ def reproduce() -> list[Check]:
     return [check for family in CHECK_FAMILIES for check in family()]
 
 
-BEST_DISPATCH = (SystemOptions(), SystemOptions(dispatch="divided"), SystemOptions(dispatch="divided", order="context"))
 BEST_SPECULATION = (
-    dict(speculation="none"), dict(speculation="coupled"),
+    dict(speculation="none"), dict(speculation="fixed-4"),
     dict(speculation="decoupled", reconfigure=True, fastest_of_n=True),
-    dict(speculation="grouped"), dict(speculation="length_aware"), dict(speculation="elastic_bandit"),
+    dict(speculation="grouped"), dict(speculation="das"), dict(speculation="bandit"),
     dict(speculation="auto"),
 )
 
@@ -93,7 +93,7 @@ BEST_SPECULATION = (
 def best_combination(preset: Preset) -> list[tuple[str, RolloutMetrics]]:
     """Every dispatch x speculation combination on one preset, fastest first."""
     results = []
-    for dispatch, spec in product(BEST_DISPATCH, BEST_SPECULATION):
-        options = SystemOptions(dispatch=dispatch.dispatch, order=dispatch.order, **spec)
+    for dispatch, spec in product(DISPATCHES, BEST_SPECULATION):
+        options = SystemOptions(dispatch=dispatch, **spec)
         results.append((options.label, simulate(preset, options)[0]))
     return sorted(results, key=lambda item: item[1].makespan_seconds)

@@ -19,9 +19,8 @@ import numpy as np
 
 from specroll.policies.speculation_math import expected_tokens
 from specroll.scheduling.adaptive_range import AdaptiveDraftRange
-from specroll.scheduling.placement import (
-    AffineLatency, DecoupledPlan, RequestPlan, decoupled_expected_tokens, reconfigure,
-)
+from specroll.policies.cost_model import Affine
+from specroll.scheduling.placement import DecoupledPlan, RequestPlan, decoupled_expected_tokens, reconfigure
 from specroll.sim.cost_model import ForwardCost
 
 
@@ -119,8 +118,8 @@ class DecoupledSpeculation(_NoFeedback):
     costs: SpecCosts  # target: the verifier on g_v GPUs; drafters: on the g_d draft GPUs
     plan: DecoupledPlan
     is_reconfigured: bool
-    draft_affine: AffineLatency
-    verify_affine: Callable[[int], AffineLatency]
+    draft_affine: Affine
+    verify_affine: Callable[[int], Affine]
     _table: dict[int, RequestPlan] = field(default_factory=dict)
 
     def decide(self, view: RunningBatch) -> IterationPlan:

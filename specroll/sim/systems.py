@@ -1,17 +1,19 @@
-"""The compared systems as compositions of three options: dispatch, request order, speculation.
+"""The compared systems as compositions of options: dispatch, speculation, SpecActor's two extras.
 
-    dispatch      static (veRL: groups pinned to workers) | divided (Seer §4.2)
-    order         fifo | context (Seer §4.3); only with divided dispatch
-    speculation   none | coupled (fixed k) | decoupled (SpecActor §4.1) | grouped (Seer §4.4)
-                  | length_aware (DAS §4.2) | elastic_bandit (TLT §5.1-5.2) | threshold | auto
+    dispatch      a dispatcher by its name in `specroll.scheduling.dispatch.DISPATCHES`: static
+                  (veRL: groups pinned to workers) | divided (Seer §4.2) | context-aware (divided,
+                  in Seer §4.3's order)
+    speculation   an engine policy by its registry name (`specroll.policies.registry`): fixed-K (e.g.
+                  fixed-4) | das (DAS §4.2) | bandit (TLT §5.1-5.2) | threshold | auto; or one with no
+                  engine counterpart: none | decoupled (SpecActor §4.1) | grouped (Seer §4.4)
     reconfigure   SpecActor Algorithm 2 (with decoupled)
     fastest_of_n  SpecActor Algorithm 3 on freed workers
 
 `simulate(preset, options)` builds workers, dispatcher and strategy from a preset and runs the loop.
 
-coupled, length_aware, elastic_bandit, threshold and auto are the engine's own policies
-(`specroll.policies`: fixed-K, das, bandit, threshold, auto), one instance per worker
-(`engine_policy.EnginePolicySpeculation`). Those that reason about cost get the worker's cost as a
+The engine's policies run one instance per worker (`engine_policy.EnginePolicySpeculation`),
+configured from the preset where the simulated set-up differs from the engine's defaults (TLT's
+buckets, DAS's efficiency, the seed). Those that reason about cost get the worker's cost as a
 `CostModel`: the preset's profile where it has one, else a fit to the simulated worker on the grid
 `specroll profile` measures (`profiled_cost.profile_forward_cost`).
 """
@@ -31,63 +33,45 @@ from specroll.policies.cost_model import Affine, CostModel
 from specroll.policies.das import DasPolicy
 from specroll.policies.fixed import FixedDraftLength
 from specroll.policies.profile_grid import ProfileGrid
+from specroll.policies.registry import fixed_draft_length
 from specroll.policies.threshold import BatchThreshold
 from specroll.scheduling.adaptive_range import AdaptiveDraftRange
-from specroll.scheduling.dispatch import Dispatcher, make_dispatcher
-from specroll.scheduling.placement import AffineLatency, DecoupledPlan, plan_decoupled
+from specroll.scheduling.dispatch import DISPATCHES, Dispatcher, make_dispatcher
+from specroll.scheduling.placement import DecoupledPlan, plan_decoupled
 from specroll.sim.cost_model import GPUS, MODELS, ForwardCost, RooflineCost
 from specroll.sim.engine_policy import EnginePolicySpeculation
 from specroll.sim.loop import LoopConfig, RolloutLoop, SimTrace
 from specroll.sim.metrics import RolloutMetrics
 from specroll.sim.presets import Preset, worker_overhead_seconds
-from specroll.sim.profiled_cost import ProfiledCost, ProfiledDraftCost, profile_forward_cost
+from specroll.sim.profiled_cost import (
+    ProfiledCost, ProfiledDraftCost, forward_seconds_per_row, profile_forward_cost,
+)
 from specroll.sim.speculation import (
-    DecoupledSpeculation, GroupedAdaptiveSpeculation, PlainDecoding, SpecCosts, group_bonus_from_table,
+    DecoupledSpeculation, GroupedAdaptiveSpeculation, PlainDecoding, SpecCosts, SpeculationStrategy,
+    group_bonus_from_table,
 )
 from specroll.sim.worker import Worker
 from specroll.sim.workload import Workload
 
-DISPATCHES = ("static", "divided")
-ORDERS = ("fifo", "context")
-SPECULATIONS = ("none", "coupled", "decoupled", "grouped", "length_aware", "elastic_bandit", "threshold", "auto")
-
 
 @dataclass(frozen=True)
 class SystemOptions:
-    dispatch: str = "static"
-    order: str = "fifo"
-    speculation: str = "none"
+    dispatch: str = "static"  # one of DISPATCHES
+    speculation: str = "none"  # an engine policy's registry name, or none, decoupled, grouped
     reconfigure: bool = False
     fastest_of_n: bool = False
 
     def __post_init__(self) -> None:
-        if self.dispatch not in DISPATCHES or self.order not in ORDERS or self.speculation not in SPECULATIONS:
+        if self.dispatch not in DISPATCHES or not is_speculation(self.speculation):
             raise ValueError(f"unknown option in {self}")
-        if self.order == "context" and self.dispatch != "divided":
-            raise ValueError("context-aware order needs divided dispatch (Seer §4.3 builds on §4.2)")
         if self.reconfigure and self.speculation != "decoupled":
             raise ValueError("reconfiguration adjusts decoupled windows (SpecActor Algorithm 2)")
 
     @property
     def label(self) -> str:
-        parts = [self.dispatch if self.order == "fifo" else "divided+context", self.speculation]
+        parts = [self.dispatch, self.speculation]
         parts += ["reconfig"] * self.reconfigure + ["fon"] * self.fastest_of_n
         return "/".join(parts)
-
-
-SYSTEMS: dict[str, SystemOptions] = {
-    "verl": SystemOptions(),
-    "vanilla-spec": SystemOptions(speculation="coupled"),
-    "decoupled": SystemOptions(speculation="decoupled"),
-    "decoupled+reconfig": SystemOptions(speculation="decoupled", reconfigure=True),
-    "specactor": SystemOptions(speculation="decoupled", reconfigure=True, fastest_of_n=True),
-    "divided": SystemOptions(dispatch="divided"),
-    "divided+context": SystemOptions(dispatch="divided", order="context"),
-    "seer": SystemOptions(dispatch="divided", order="context", speculation="grouped"),
-    "das": SystemOptions(speculation="length_aware"),
-    "tlt": SystemOptions(speculation="elastic_bandit"),
-    "auto": SystemOptions(speculation="auto"),
-}
 
 
 @dataclass(frozen=True)
@@ -105,7 +89,7 @@ def simulate(preset: Preset, options: SystemOptions, record_segments: bool = Fal
     base = preset.acceptance.sample(workload.num_requests, rng)
     topology = _topology(preset, options)
     costs = _spec_costs(preset, topology)
-    strategy = STRATEGIES[options.speculation](preset, topology, costs, options, rng)
+    strategy = make_strategy(preset, topology, costs, options, rng)
     workers = _workers(preset, workload, topology)
     dispatcher = _dispatcher(preset, options, workload, topology)
     config = LoopConfig(is_fastest_of_n=options.fastest_of_n, record_segments=record_segments)
@@ -126,10 +110,9 @@ def _workers(preset: Preset, workload: Workload, topology: Topology) -> list[Wor
 def _dispatcher(preset: Preset, options: SystemOptions, workload: Workload, topology: Topology) -> Dispatcher:
     """The shared dispatcher (`make_dispatcher`), as Seer runs it: chunks move through its global KV
     pool at no cost. Its static shuffle is seeded apart from the workload's draws."""
-    name = "static" if options.dispatch == "static" else "context-aware" if options.order == "context" else "divided"
-    return make_dispatcher(name, workload.output_lengths, workload.group_ids, preset.prompt_tokens,
-                           topology.num_workers, preset.chunk_size, workload.max_tokens, topology.target,
-                           seed=preset.seed, resume_prefill=False)
+    return make_dispatcher(options.dispatch, workload.output_lengths, workload.group_ids,
+                           preset.prompt_tokens, topology.num_workers, preset.chunk_size, workload.max_tokens,
+                           topology.target, seed=preset.seed, resume_prefill=False)
 
 
 def _topology(preset: Preset, options: SystemOptions) -> Topology:
@@ -145,11 +128,23 @@ def _representative_context(preset: Preset) -> float:
     return preset.prompt_tokens + preset.lengths.median_tokens / 2.0
 
 
-def _affine(latency: Callable[[int], float], batch: int) -> AffineLatency:
+def _affine(latency: Callable[[int], float], batch: int) -> Affine:
     """Two-point fit at b=1 and the planning batch, as SpecActor fits D and V by profiling (§4.1)."""
     one, many = latency(1), latency(batch)
     slope = max((many - one) / max(batch - 1, 1), 0.0)
-    return AffineLatency(slope, max(one - slope, 0.0))
+    return Affine(max(one - slope, 0.0), slope)
+
+
+def _draft_latency(cost: ForwardCost | None, cpu_seconds: float, ctx: float) -> Callable[[int], float]:
+    """b -> seconds of one draft token at `ctx` cached positions per row; a model-free drafter's lookup."""
+    if cost is None:
+        return lambda b: cpu_seconds
+    return lambda b: forward_seconds_per_row(cost, b, 1, ctx)
+
+
+def _verify_latency(cost: ForwardCost, window: int, ctx: float) -> Callable[[int], float]:
+    """b -> seconds of verifying `window` draft tokens at `ctx` cached positions per row."""
+    return lambda b: forward_seconds_per_row(cost, b, window + 1, ctx)
 
 
 def _draft_cost(preset: Preset, drafter: int, num_gpus: int) -> ForwardCost | None:
@@ -171,14 +166,12 @@ def _decoupled_plan(preset: Preset) -> DecoupledPlan:
     batch = preset.num_requests // preset.num_workers
     p = preset.acceptance.drafters[0].mean_acceptance
 
-    def draft(g_d: int) -> AffineLatency:
-        cost = _draft_cost(preset, 0, g_d)
+    def draft(g_d: int) -> Affine:
         cpu = preset.acceptance.drafters[0].cpu_draft_seconds
-        return _affine(lambda b: cost.forward_seconds(b, 1, b * ctx) if cost else cpu, batch)
+        return _affine(_draft_latency(_draft_cost(preset, 0, g_d), cpu, ctx), batch)
 
-    def verify(g_v: int, window: int) -> AffineLatency:
-        cost = preset.target_cost(g_v)
-        return _affine(lambda b: cost.forward_seconds(b, window + 1, b * ctx), batch)
+    def verify(g_v: int, window: int) -> Affine:
+        return _affine(_verify_latency(preset.target_cost(g_v), window, ctx), batch)
 
     options = (preset.gpus_per_worker, 2 * preset.gpus_per_worker)
     return plan_decoupled(preset.num_requests, preset.num_gpus, options, p, draft, verify)
@@ -196,9 +189,8 @@ def _no_spec(preset, topology, costs, options, rng):
 
 def _decoupled(preset, topology, costs, options, rng):
     ctx = _representative_context(preset)
-    draft = costs.drafters[0]
-    draft_affine = _affine(lambda b: costs.draft_forward_seconds(0, b, b * ctx), 1)
-    verify = lambda w: _affine(lambda b: topology.target.forward_seconds(b, w + 1, b * ctx), 2)
+    draft_affine = _affine(_draft_latency(costs.drafters[0], costs.cpu_draft_seconds[0], ctx), 1)
+    verify = lambda w: _affine(_verify_latency(topology.target, w, ctx), 2)
     return DecoupledSpeculation(costs, topology.plan, options.reconfigure, draft_affine, verify)
 
 
@@ -234,24 +226,56 @@ def _max_batch(preset: Preset, topology: Topology) -> int:
     return math.ceil(preset.num_requests / topology.num_workers)
 
 
-POLICIES: dict[str, Callable[[Preset, Topology, CostModel], SpeculationPolicy]] = {
-    "coupled": lambda preset, topology, model: FixedDraftLength(preset.coupled_draft_len),
-    "length_aware": lambda preset, topology, model: DasPolicy(model, efficiency=preset.das_efficiency),
-    "elastic_bandit": lambda preset, topology, model: BanditPolicy(tlt_buckets(preset.tlt_threshold), seed=preset.seed),
+PolicyMaker = Callable[[Preset, Topology, CostModel], SpeculationPolicy]
+
+POLICIES: dict[str, PolicyMaker] = {  # by registry name; fixed-K is parsed (`_policy_maker`)
+    "das": lambda preset, topology, model: DasPolicy(model, efficiency=preset.das_efficiency),
+    "bandit": lambda preset, topology, model: BanditPolicy(tlt_buckets(preset.tlt_threshold),
+                                                           seed=preset.seed),
     "threshold": lambda preset, topology, model: BatchThreshold.from_cost_model(
-        model, preset.coupled_draft_len, preset.acceptance.drafters[0].mean_acceptance, _max_batch(preset, topology)),
+        model, alpha=preset.acceptance.drafters[0].mean_acceptance,
+        max_batch_size=_max_batch(preset, topology)),
     "auto": lambda preset, topology, model: AutoPolicy(model, seed=preset.seed),
 }
 
 
+def _policy_maker(name: str) -> PolicyMaker | None:
+    k = fixed_draft_length(name)
+    if k is not None:
+        return lambda preset, topology, model: FixedDraftLength(k)
+    return POLICIES.get(name)
+
+
 def _engine_policy(preset, topology, costs, options, rng):
     model = policy_cost_model(preset, topology, costs)
-    make = POLICIES[options.speculation]
+    make = _policy_maker(options.speculation)
     return EnginePolicySpeculation(costs, lambda: make(preset, topology, model), preset.max_draft_per_request,
                                    seed=preset.seed)
 
 
-STRATEGIES = {
-    "none": _no_spec, "decoupled": _decoupled, "grouped": _grouped,
-    **{name: _engine_policy for name in POLICIES},
+STRATEGIES = {"none": _no_spec, "decoupled": _decoupled, "grouped": _grouped}  # no engine counterpart
+
+
+def is_speculation(name: str) -> bool:
+    return name in STRATEGIES or _policy_maker(name) is not None
+
+
+def make_strategy(preset: Preset, topology: Topology, costs: SpecCosts, options: SystemOptions,
+                  rng: np.random.Generator | None) -> SpeculationStrategy:
+    build = STRATEGIES.get(options.speculation, _engine_policy)
+    return build(preset, topology, costs, options, rng)
+
+
+SYSTEMS: dict[str, SystemOptions] = {
+    "verl": SystemOptions(),
+    "vanilla-spec": SystemOptions(speculation="fixed-4"),  # ASSUMPTION: k=4, vLLM's usual draft-model setting
+    "decoupled": SystemOptions(speculation="decoupled"),
+    "decoupled+reconfig": SystemOptions(speculation="decoupled", reconfigure=True),
+    "specactor": SystemOptions(speculation="decoupled", reconfigure=True, fastest_of_n=True),
+    "divided": SystemOptions(dispatch="divided"),
+    "divided+context": SystemOptions(dispatch="context-aware"),
+    "seer": SystemOptions(dispatch="context-aware", speculation="grouped"),
+    "das": SystemOptions(speculation="das"),
+    "tlt": SystemOptions(speculation="bandit"),
+    "auto": SystemOptions(speculation="auto"),
 }

@@ -122,12 +122,17 @@ def test_a_chunk_on_the_worker_that_ran_the_last_one_keeps_its_cache():
 
 
 def test_copies_go_to_free_workers_lowest_acceptance_first():
-    from specroll.scheduling.fastest_of_n import Straggler, assign_copies
+    """The coordinator's Fastest-of-N: the simulator's algorithm over a ladder of one rung, a copy."""
+    from specroll.scheduling.fastest_of_n import COPY_LADDER, FonCandidate, assign_fastest_of_n
 
-    stragglers = [Straggler(0, 0.9, 50, 0), Straggler(1, 0.2, 10, 0), Straggler(2, 0.2, 30, 1), Straggler(3, 0.5, 5, 0)]
-    copies = assign_copies(stragglers, free_workers=[1, 2], max_batch=1)
-    assert [(c.request_id, c.worker) for c in copies] == [(2, 2), (1, 1)]  # the longer of the two at 0.2 first
-    assert all(c.worker != s.worker for c in copies for s in stragglers if s.request_id == c.request_id)
+    stragglers = [FonCandidate(0, 0.9, 50), FonCandidate(1, 0.2, 10), FonCandidate(2, 0.2, 30),
+                  FonCandidate(3, 0.5, 5)]
+    copies = assign_fastest_of_n(stragglers, COPY_LADDER, [4, 2], {}, max_batch=1)
+    assert [(c.request_id, c.worker) for c in copies] == [(2, 2), (1, 4)]  # the longer at 0.2 first
+    copies = assign_fastest_of_n(stragglers, COPY_LADDER, [4, 2], {}, max_batch=2)
+    assert [(c.request_id, c.worker) for c in copies] == [(2, 2), (1, 4), (3, 2), (0, 4)]  # least loaded
+    holding = [FonCandidate(1, 0.2, 10, frozenset(COPY_LADDER)), FonCandidate(3, 0.5, 5)]
+    assert [c.request_id for c in assign_fastest_of_n(holding, COPY_LADDER, [4], {}, max_batch=2)] == [3]
 
 
 def test_a_chunk_with_no_better_worker_goes_on_where_it_runs_ahead_of_the_buffer():

@@ -3,6 +3,7 @@ import pytest
 from specroll.policies.speculation_math import expected_tokens
 from specroll.policies.cost_model import (Affine, CostModel, LatencySample, fit, fit_affine,
                                           mean_relative_error, speedup)
+from specroll.policies.profile_grid import ProfileGrid, fit_on_grid
 
 
 def test_expected_tokens_literals():
@@ -72,4 +73,27 @@ def test_validation():
         LatencySample(0, 1, 0, 1.0)
     with pytest.raises(ValueError):
         expected_tokens(1.5, 2)
+    with pytest.raises(ValueError):
+        Affine(1.0, -2.0)  # a latency never falls with the batch
     assert Affine(1.0, 2.0)(3) == 7.0
+
+
+def test_fit_on_grid_times_every_point_in_order_and_recovers_the_model():
+    """The one fit `specroll profile` and the simulator share: target forwards over the grid (context,
+    then batch, then width), the draft model's one-token forwards at the shortest context for D(b)."""
+    truth = CostModel(c_base=2e-3, c_tok=1e-4, c_ctx=5e-8, c_row=3e-5, draft_base=4e-4, draft_row=2e-5)
+    grid = ProfileGrid((1, 2, 4), (1, 3), (0, 64))
+    seen, drafted = [], []
+
+    def draft(b, n, ctx):
+        drafted.append((b, n, ctx))
+        return truth.draft_seconds(b, n)
+
+    model, samples = fit_on_grid(grid, truth.forward_seconds, draft, "literal", seen.append)
+    assert [(s.batch_size, s.num_tokens, s.context_length) for s in samples] == [
+        (b, n, ctx) for ctx in (0, 64) for b in (1, 2, 4) for n in (1, 3)]
+    assert seen == samples and drafted == [(1, 1, 0), (2, 1, 0), (4, 1, 0)]
+    for name in ("c_base", "c_tok", "c_ctx", "c_row", "draft_base", "draft_row"):
+        assert getattr(model, name) == pytest.approx(getattr(truth, name), rel=1e-6)
+    assert model.source == "literal"
+    assert not fit_on_grid(grid, truth.forward_seconds)[0].has_draft_model

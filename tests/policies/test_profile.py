@@ -3,7 +3,8 @@
 from specroll.cli import main
 from specroll.commands.profile import default_output
 from specroll.policies.cost_model import CostModel
-from specroll.profiling import ProfileGrid, build_runner, profile_runner
+from specroll.policies.profile_grid import fit_on_grid
+from specroll.profiling import ProfileGrid, build_runner, forward_timer
 
 
 def test_standard_grid():
@@ -13,9 +14,9 @@ def test_standard_grid():
     assert grid.capacity == 73
 
 
-def test_profile_runner_times_every_point(qwen2_dir):
+def test_a_profile_times_every_point_of_the_grid(qwen2_dir):
     grid = ProfileGrid((1, 2), (1, 3), (0, 8), repeats=1, warmup=0)
-    samples = profile_runner(build_runner(qwen2_dir, grid), grid)
+    _, samples = fit_on_grid(grid, forward_timer(build_runner(qwen2_dir, grid), grid))
     assert [(s.batch_size, s.num_tokens, s.context_length) for s in samples] == [
         (1, 1, 0), (1, 3, 0), (2, 1, 0), (2, 3, 0), (1, 1, 8), (1, 3, 8), (2, 1, 8), (2, 3, 8)]
     assert all(s.seconds > 0 for s in samples)

@@ -7,8 +7,10 @@ import pytest
 
 from specroll.sim.acceptance import DrafterProfile
 from specroll.policies.cost_model import CostModel
+from specroll.policies.registry import fixed_draft_length
 from specroll.policies.speculation_math import expected_tokens
-from specroll.sim.profiled_cost import ProfiledCost
+from specroll.policies.profile_grid import ProfileGrid
+from specroll.sim.profiled_cost import ProfiledCost, forward_seconds_per_row, profile_forward_cost
 from specroll.sim.presets import PRESETS, get_preset
 from specroll.sim.workload import LengthDistribution, Workload
 
@@ -41,12 +43,23 @@ def test_a_profile_loads_as_a_worker_cost(tmp_path):
     is the batch's total over its rows, a prefill is one row as wide as the prompt at half its length."""
     path = tmp_path / "fit.cost.json"
     CostModel(c_base=0.01, c_tok=1e-5, c_ctx=1e-9, c_row=2e-6, c_row_ctx=3e-9).save(path)
-    cost = ProfiledCost.load(path, kv_capacity_tokens=1e6)
+    cost = ProfiledCost(CostModel.load(path), kv_capacity_tokens=1e6)
     # b = 10 rows of 2 tokens, 1000 cached positions in total: 100 per row
     assert cost.forward_seconds(10, 2, 1000) == pytest.approx(0.01 + 10 * 2e-6 + 10 * 100 * 3e-9 + 20 * 1e-5
                                                               + 20 * 100 * 1e-9)
     assert cost.prefill_seconds(400) == pytest.approx(0.01 + 2e-6 + 200 * 3e-9 + 400 * 1e-5 + 400 * 200 * 1e-9)
     assert cost.prefill_seconds(0) == 0.0 and cost.kv_capacity_tokens == 1e6 and not cost.model.has_draft_model
+
+
+def test_the_two_context_units_meet_in_one_place():
+    """A CostModel takes one row's context, a ForwardCost the batch's: `forward_seconds_per_row` asks a
+    ForwardCost in the CostModel's unit, and a profile fitted to a worker that runs a CostModel is it."""
+    model = CostModel(c_base=0.01, c_tok=1e-5, c_ctx=1e-9, c_row=2e-6, c_row_ctx=3e-9)
+    worker = ProfiledCost(model)
+    assert forward_seconds_per_row(worker, 8, 3, 500.0) == pytest.approx(model.forward_seconds(8, 3, 500.0))
+    refit = profile_forward_cost(worker, ProfileGrid.standard(16, 4, (64, 512)))
+    for name in ("c_base", "c_tok", "c_ctx", "c_row", "c_row_ctx"):
+        assert getattr(refit, name) == pytest.approx(getattr(model, name), rel=1e-6, abs=1e-15)
 
 
 def test_lengths_are_clipped_and_fit_recovers_parameters():
@@ -83,12 +96,13 @@ def test_every_preset_cites_its_sources():
 def test_coupled_speculation_gains_little_at_batch_256():
     """SpecActor §3 (Fig. 5b) and §5.5: vanilla k=4 speculation with the 0.5B drafter (same TP4 GPUs)
     gains next to nothing per output token at the DAPO-32B-20K initial batch of 256."""
-    from specroll.sim.systems import _draft_cost, _representative_context
+    from specroll.sim.systems import SYSTEMS, _draft_cost, _representative_context
 
     preset = get_preset("DAPO-32B-20K")
     target, draft = preset.target_cost(), _draft_cost(preset, 0, preset.gpus_per_worker)
     batch, context = 256, 256 * _representative_context(preset)
-    alpha, k = preset.acceptance.drafters[0].mean_acceptance, preset.coupled_draft_len
+    alpha = preset.acceptance.drafters[0].mean_acceptance
+    k = fixed_draft_length(SYSTEMS["vanilla-spec"].speculation)
     tokens = expected_tokens(alpha, k)
     speculative = (target.forward_seconds(batch, k + 1, context) + k * draft.forward_seconds(batch, 1, context)) / tokens
     assert 0.9 < target.forward_seconds(batch, 1, context) / speculative < 1.1

@@ -12,13 +12,15 @@ from specroll.policies.base import BatchView, DraftDecision, ForwardStats
 from specroll.policies.cost_model import CostModel
 from specroll.policies.das import DasPolicy
 from specroll.policies.fixed import FixedDraftLength
+from specroll.policies.registry import make_policy
 from specroll.policies.threshold import BatchThreshold
 from specroll.sim.engine_policy import EnginePolicySpeculation
 from specroll.sim.presets import get_preset
 from specroll.sim.profiled_cost import ProfiledCost, ProfiledDraftCost
 from specroll.sim.speculation import RunningBatch
 from specroll.sim.systems import (
-    STRATEGIES, SYSTEMS, SystemOptions, _spec_costs, _topology, policy_cost_model, simulate, tlt_buckets,
+    POLICIES, SYSTEMS, SystemOptions, _spec_costs, _topology, make_strategy, policy_cost_model, simulate,
+    tlt_buckets,
 )
 from specroll.sim.workload import LengthDistribution, Workload
 from tests.sim.test_loop import DAS_SMALL, SMALL
@@ -36,11 +38,11 @@ def running_batch(acceptance, positions, max_tokens=16384, worker=0) -> RunningB
 def strategy_for(preset, speculation):
     options = SystemOptions(speculation=speculation)
     topology = _topology(preset, options)
-    return STRATEGIES[speculation](preset, topology, _spec_costs(preset, topology), options, None)
+    return make_strategy(preset, topology, _spec_costs(preset, topology), options, None)
 
 
 @pytest.mark.parametrize("speculation, policy_class", [
-    ("coupled", FixedDraftLength), ("length_aware", DasPolicy), ("elastic_bandit", BanditPolicy),
+    ("fixed-4", FixedDraftLength), ("das", DasPolicy), ("bandit", BanditPolicy),
     ("threshold", BatchThreshold), ("auto", AutoPolicy),
 ])
 def test_each_worker_runs_its_own_engine_policy(speculation, policy_class):
@@ -55,13 +57,22 @@ def test_each_worker_runs_its_own_engine_policy(speculation, policy_class):
     assert strategy.policies[0] is not strategy.policies[1]
 
 
+def test_a_speculation_name_is_the_registrys_and_makes_its_class():
+    topology = _topology(DAS_SMALL, SystemOptions())
+    model = policy_cost_model(DAS_SMALL, topology, _spec_costs(DAS_SMALL, topology))
+    for name, make in POLICIES.items():
+        assert type(make(DAS_SMALL, topology, model)) is type(make_policy(name, model))
+    fixed = strategy_for(DAS_SMALL, "fixed-3").policy(0)
+    assert type(fixed) is type(make_policy("fixed-3")) and fixed.k == 3
+
+
 def test_das_and_bandit_learn_through_the_engine_contract():
-    das = strategy_for(DAS_SMALL, "length_aware")
+    das = strategy_for(DAS_SMALL, "das")
     view = running_batch([0.6, 0.6], [10, 20])
     das.observe(view, das.decide(view), 0.01)
     das.decide(view)
     assert set(das.policies[0].tracker._requests) == {0, 1}  # DasPolicy's own tracker saw the batch
-    bandit = strategy_for(DAS_SMALL, "elastic_bandit")
+    bandit = strategy_for(DAS_SMALL, "bandit")
     plan = bandit.decide(view)
     bandit.observe(view, plan, 0.01)
     assert plan.draft_len.tolist() == [6, 6]  # TLT's first arm of the smallest bucket, tried first
@@ -71,7 +82,7 @@ def test_das_and_bandit_learn_through_the_engine_contract():
 def test_das_drafts_for_a_lone_long_request():
     """Memory-bound forwards: DasPolicy gives the long request the longest draft, the one about to
     reach max_tokens none."""
-    strategy = strategy_for(get_preset("DeepScaleR-7B"), "length_aware")
+    strategy = strategy_for(get_preset("DeepScaleR-7B"), "das")
     plan = strategy.decide(running_batch([0.6, 0.6], [100.0, 16300.0]))
     assert plan.draft_len.tolist() == [8, 0]
     assert plan.tokens_per_iter[0] > 2.0 and plan.tokens_per_iter[1] == 1.0

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from specroll.sim.presets import get_preset
-from specroll.sim.systems import SYSTEMS, SystemOptions, simulate
+from specroll.sim.systems import SYSTEMS, SystemOptions, _topology, simulate
 from specroll.sim.workload import LengthDistribution
+from specroll.tail import tail_seconds
 
 SMALL = get_preset("DAPO-32B-20K").with_overrides(
     num_gpus=16, num_prompts=8, group_size=8,
@@ -37,16 +38,22 @@ def test_every_request_finishes_exactly_once_and_tokens_are_conserved(run):
     assert (trace.generated == workload.output_lengths).all()
 
 
-def test_a_worker_runs_one_batch_at_a_time(run):
-    _, _, _, trace = run
+def test_a_worker_runs_one_batch_at_a_time_and_its_segments_are_its_busy_time(run):
+    """The recorded segments account for every worker's busy time and end with the last request."""
+    name, preset, metrics, trace = run
+    topology = _topology(preset, SYSTEMS[name])
     by_worker: dict[int, list[tuple[float, float]]] = {}
     for worker, start, end, running in trace.segments:
         assert running >= 1 and end > start
         by_worker.setdefault(worker, []).append((start, end))
+    assert sorted(by_worker) == list(range(topology.num_workers))  # every worker ran something
     for spans in by_worker.values():
         spans.sort()
         for (_, end), (start, _) in zip(spans, spans[1:]):
             assert start >= end - 1e-9
+    busy_seconds = sum(end - start for spans in by_worker.values() for start, end in spans)
+    assert busy_seconds * topology.gpus_per_worker == pytest.approx(trace.busy_gpu_seconds, rel=1e-9)
+    assert max(end for spans in by_worker.values() for _, end in spans) == metrics.makespan_seconds
 
 
 def test_makespan_never_below_critical_path(run):
@@ -59,7 +66,9 @@ def test_makespan_never_below_critical_path(run):
     bound = workload.output_lengths.max() / max_tokens_per_forward * fastest_forward
     assert metrics.makespan_seconds >= bound
     assert 0.0 <= metrics.idle_gpu_fraction < 1.0
-    assert 0.0 <= metrics.tail_seconds <= metrics.makespan_seconds
+    assert metrics.tail_seconds == tail_seconds(trace.finish_seconds) > 0.0
+    output_tokens = workload.output_lengths.sum()
+    assert metrics.tokens_per_second == pytest.approx(output_tokens / metrics.makespan_seconds)
 
 
 def test_no_speculation_respects_the_batch1_latency_bound():
@@ -109,9 +118,14 @@ def test_divided_balances_groups_better_than_static():
 
 def test_options_validate():
     with pytest.raises(ValueError):
-        SystemOptions(order="context")
+        SystemOptions(dispatch="context")  # the dispatch table's name is context-aware
     with pytest.raises(ValueError):
-        SystemOptions(speculation="coupled", reconfigure=True)
+        SystemOptions(speculation="coupled")  # the registry's name is fixed-K
+    with pytest.raises(ValueError):
+        SystemOptions(speculation="ladder")  # a copy's drafter is fixed at dispatch: the ladder cannot switch
+    with pytest.raises(ValueError):
+        SystemOptions(speculation="fixed-4", reconfigure=True)
+    assert SystemOptions(dispatch="context-aware", speculation="fixed-3").label == "context-aware/fixed-3"
 
 
 def test_das_beats_plain_decoding_on_a_small_case():

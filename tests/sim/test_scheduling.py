@@ -3,12 +3,13 @@
 import numpy as np
 import pytest
 
+from specroll.policies.cost_model import Affine
 from specroll.policies.speculation_math import alpha_from_acceptance_length, expected_tokens
 from specroll.scheduling.adaptive_range import AdaptiveDraftRange
 from specroll.scheduling.context_aware import ContextAwareOrder, FifoOrder
 from specroll.scheduling.divided import ChunkPolicy, select_instance
 from specroll.scheduling.fastest_of_n import FonCandidate, assign_fastest_of_n
-from specroll.scheduling.placement import AffineLatency, coupled_tgs, decoupled_expected_tokens, plan_decoupled, reconfigure
+from specroll.scheduling.placement import coupled_tgs, decoupled_expected_tokens, plan_decoupled, reconfigure
 from specroll.scheduling.static import assign_groups
 
 
@@ -19,7 +20,7 @@ def test_decoupled_tau_literal():
 
 
 def test_coupled_tgs_uses_the_expected_tokens_of_a_draft():
-    draft, verify = AffineLatency(1e-4, 1e-3), AffineLatency(1e-3, 1e-2)
+    draft, verify = Affine(1e-3, 1e-4), Affine(1e-2, 1e-3)
     seconds = 4 * draft(8) + verify(8)
     assert coupled_tgs(0.8, 4, 8, draft, verify) == pytest.approx(3.3616 / seconds)
 
@@ -70,14 +71,14 @@ def test_fifo_requeue_keeps_front():
 
 
 def test_fastest_of_n_draft_first_lowest_acceptance_first():
-    candidates = [FonCandidate(7, 0.9, frozenset({0})), FonCandidate(3, 0.2, frozenset({0}))]
+    candidates = [FonCandidate(7, 0.9, 100, frozenset({0})), FonCandidate(3, 0.2, 10, frozenset({0}))]
     chosen = assign_fastest_of_n(candidates, [0, 1, 2], free_workers=[10, 11], worker_drafter={}, max_batch=1)
     assert [(a.request_id, a.drafter, a.worker) for a in chosen] == [(3, 1, 10), (3, 2, 11)]
 
 
 def test_plan_decoupled_and_reconfigure():
-    draft = lambda g_d: AffineLatency(1e-5, 1e-3)
-    verify = lambda g_v, w: AffineLatency(1e-4 * (w + 1) * 4 / g_v, 0.013)
+    draft = lambda g_d: Affine(1e-3, 1e-5)
+    verify = lambda g_v, w: Affine(0.013, 1e-4 * (w + 1) * 4 / g_v)
     plan = plan_decoupled(1024, 64, (4, 8), 0.7, draft, verify)
     assert plan.num_draft_gpus <= plan.num_verify_gpus and plan.window >= 1
     plans = reconfigure(np.array([0.1, 0.9]), plan, draft(1), lambda w: verify(plan.num_verify_gpus, w))
