@@ -161,6 +161,9 @@ def fit(samples: Sequence[LatencySample], source: str = "") -> CostModel:
     y = np.asarray([s.seconds for s in samples])
     X = _design(samples)
     coef = _nonnegative_least_squares(X / y[:, None], np.ones_like(y))
+    if coef[0] + coef[1] <= 0:  # noisy timings put every second on row and context terms: the per-forward
+        coef = np.zeros(len(_FEATURES))  # and per-token terms alone then (positive, as every timing is)
+        coef[:2] = _nonnegative_least_squares(X[:, :2] / y[:, None], np.ones_like(y))
     model = CostModel(**dict(zip(_FEATURES, map(float, coef))), source=source)
     return CostModel(**{**asdict(model), "fit_error": mean_relative_error(model, samples)})
 

@@ -97,3 +97,12 @@ def test_fit_on_grid_times_every_point_in_order_and_recovers_the_model():
         assert getattr(model, name) == pytest.approx(getattr(truth, name), rel=1e-6)
     assert model.source == "literal"
     assert not fit_on_grid(grid, truth.forward_seconds)[0].has_draft_model
+
+
+def test_a_fit_whose_timings_favour_row_terms_still_has_a_per_forward_or_per_token_cost():
+    from specroll.policies.cost_model import LatencySample, fit
+
+    # seconds proportional to rows x context: an exact fit would use c_row_ctx alone
+    samples = [LatencySample(b, t, c, 1e-4 * b * c) for b in (1, 2, 4) for t in (1, 3) for c in (4, 16)]
+    model = fit(samples)
+    assert model.c_base + model.c_tok > 0 and model.fit_error is not None
