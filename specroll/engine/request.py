@@ -43,19 +43,20 @@ class Request:
 
     Every field has one writer:
 
-    | field                                  | writer                                                 |
-    |----------------------------------------|--------------------------------------------------------|
-    | request_id, group_id, sample_index,    | the constructor; never written after                   |
-    | prompt_token_ids, params               |                                                        |
-    | output_token_ids, output_logprobs      | the constructor (a request resumed from tokens made    |
-    |                                        | elsewhere), then `commit` only                         |
-    | finish_reason, error                   | `commit` (stop, length) or `fail` (refused) only       |
-    | status, slot, num_preemptions          | `Scheduler`                                            |
-    | num_cached                             | `Scheduler`: zeroed on admission and release, grown    |
-    |                                        | only by `Scheduler.confirm` after a forward completed  |
-    | num_drafted, num_accepted, num_forwards| `Engine._commit` (one verification forward)            |
+    | field                                   | writer                                                |
+    |-----------------------------------------|-------------------------------------------------------|
+    | request_id, group_id, sample_index,     | the constructor; never written after                  |
+    | prompt_token_ids, params                |                                                       |
+    | output_token_ids, output_logprobs       | the constructor (a request resumed from tokens made   |
+    |                                         | elsewhere), then `commit` only                        |
+    | finish_reason, error                    | `commit` (stop, length) or `fail` (refused) only      |
+    | status, slot, num_preemptions           | the `Scheduler`                                       |
+    | num_cached                              | the `Scheduler`: zeroed on admission and release,     |
+    |                                         | grown only by `confirm` after a forward completed     |
+    | num_drafted, num_accepted, num_forwards | `Engine._commit` (one verification forward)           |
 
-    Results leave through `output()`, a copy: nothing outside the engine writes a request.
+    Results leave as `output()`, a copy: no one hands results on by writing into a request (the
+    coordinator of several workers keeps its own record, `cluster.coordinator.RequestState`).
     """
 
     request_id: int
