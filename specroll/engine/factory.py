@@ -52,8 +52,6 @@ def policy_cost_model(spec: EngineSpec) -> CostModel | None:
 def build_engine(spec: EngineSpec, longest_prompt: int, drafter: Drafter | None = None) -> Engine:
     """An engine whose cache fits the longest prompt plus max_tokens (within the model's positions);
     `drafter` replaces the one the spec names (an object made in this process, such as an oracle)."""
-    if longest_prompt <= 0:
-        raise ValueError(f"longest_prompt must be positive, got {longest_prompt}")
     engine_config = _engine_config(spec, longest_prompt)
     runner = ModelRunner.from_pretrained(spec.model_dir, engine_config.max_batch_size,
                                          engine_config.cache_capacity, torch_dtype(engine_config.dtype),
