@@ -17,8 +17,9 @@ from dataclasses import dataclass, field, replace
 
 from specroll.baselines.hf_generate import hf_generate
 from specroll.drafting.oracle import OracleDrafter
-from specroll.rollout import (RolloutConfig, RolloutResult, apply_threads, encode_prompts, load_cost_model,
-                              load_problems, run_rollout)
+from specroll.engine.factory import apply_threads
+from specroll.rollout import (RolloutConfig, RolloutResult, encode_prompts, load_cost_model, load_problems,
+                              run_rollout)
 from specroll.scheduling.dispatch import DISPATCHES
 from specroll.tokenizer import load_tokenizer
 
@@ -63,7 +64,7 @@ class Bench:
         self.config = config = replace(config, workers=1)
         self._plain: RolloutResult | None = None
         self._prompts: dict[int, tuple[int, ...]] | None = None
-        apply_threads(config)  # every system, hf-generate included, runs with the same threads
+        apply_threads(config.engine_spec())  # every system, hf-generate included, runs with the same threads
 
     def row(self, system: str) -> BenchRow:
         name, policy, drafter = parse_system(system)

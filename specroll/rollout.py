@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
+from specroll.cluster.rollout import ClusterConfig, run_cluster
 from specroll.drafting.protocol import Drafter
-from specroll.drafting.registry import DEFAULT_DRAFTER, DrafterContext, make_drafter
-from specroll.engine.config import EngineConfig
-from specroll.engine.engine import Engine, add_requests, torch_dtype
-from specroll.engine.request import Request, SamplingParams
+from specroll.drafting.registry import DEFAULT_DRAFTER
+from specroll.engine.engine import Engine, add_requests
+from specroll.engine.factory import apply_threads, build_engine
+from specroll.engine.request import Request, RequestOutput, SamplingParams
+from specroll.engine.spec import EngineSpec
 from specroll.model.catalog import resolve_model_dir
 from specroll.model.loader import read_config
-from specroll.model.runner import ModelRunner, batch_invariance_available
-from specroll.policies.cost_model import Affine, CostModel
-from specroll.policies.registry import DEFAULT_POLICY, make_policy
+from specroll.policies.cost_model import CostModel
+from specroll.policies.registry import DEFAULT_POLICY
 from specroll.tail import tail_seconds
 from specroll.tasks import DEFAULT_TASK, JsonlTask, Problem, Task, get_reward, get_task
 from specroll.tasks.rewards import DEFAULT_REWARD
@@ -48,7 +48,7 @@ class RolloutConfig:
     max_draft: int = 8
     draft_model_dir: Path = DEFAULT_DRAFT_MODEL
     step: int = 0  # the RL training step this rollout belongs to
-    threads: int = 0  # CPU threads for torch; 0 = auto (see `cpu_threads`)
+    threads: int = 0  # CPU threads for torch; 0 = auto (`specroll.engine.factory.cpu_threads`)
     cost_model: Path | None = None  # a `specroll profile` fit; None = profiles/<model>.cost.json if present
     batch_invariant: bool = True  # False: faster forwards whose logits vary with the batch by ~1e-5
     prompts: Path | None = None  # a JSONL file of prompts: the task, in place of `task` (see JsonlTask)
@@ -82,9 +82,7 @@ class RolloutConfig:
         return None if self.speculate == "off" else self.speculate
 
     @property
-    def cluster(self):
-        from specroll.cluster.rollout import ClusterConfig
-
+    def cluster(self) -> ClusterConfig:
         return ClusterConfig(self.workers, self.dispatch, self.chunk_tokens, self.worker_backend, self.seed,
                              self.fastest_of_n)
 
@@ -95,6 +93,14 @@ class RolloutConfig:
         if self.draft_model_dir is None or not (Path(self.draft_model_dir) / "config.json").is_file():
             return False
         return read_config(self.draft_model_dir).vocab_size == read_config(self.model_dir).vocab_size
+
+    def engine_spec(self) -> EngineSpec:
+        """What building this rollout's engine needs, here or in a worker (`specroll.engine.factory`)."""
+        return EngineSpec(model_dir=Path(self.model_dir), max_tokens=self.max_tokens,
+                          max_batch_size=self.max_batch_size, max_draft=self.max_draft, verify=self.verify,
+                          seed=self.seed, batch_invariant=self.batch_invariant, drafter=self.drafter_name,
+                          draft_model_dir=self.draft_model_dir, policy=self.policy,
+                          cost_model=cost_model_path(self), step=self.step, threads=self.threads)
 
 
 @dataclass
@@ -149,62 +155,23 @@ def _write_jsonl(path: str | Path, rows: list[dict]) -> None:
 ProgressFn = Callable[[Engine, int, int], None]  # engine, finished requests, output tokens so far
 
 
-def cpu_threads(config: RolloutConfig) -> int:
-    """Threads for torch on CPU. A small model's forwards are too short to split: one thread avoids
-    synchronisation costs (and, on a shared machine, oversubscription, which we measured slowing a
-    small matmul 60x); a large model uses every core."""
-    if config.threads > 0:
-        return config.threads
-    model = read_config(config.model_dir)
-    params = model.num_layers * (4 * model.hidden_size ** 2 + 3 * model.hidden_size * model.intermediate_size)
-    return 1 if params < 50_000_000 else (os.cpu_count() or 1)
-
-
-def apply_threads(config: RolloutConfig) -> None:
-    """Set torch's threads (`cpu_threads`). Under batch-invariant numerics an automatic choice drops
-    to one thread where the BLAS has no row-count-invariant regime at more (`batch_invariant`)."""
-    import torch
-
-    threads = cpu_threads(config)
-    torch.set_num_threads(threads)
-    if config.batch_invariant and config.threads == 0 and threads > 1 and not batch_invariance_available(config.model_dir):
-        torch.set_num_threads(1)
-
-
-def load_cost_model(config: RolloutConfig) -> CostModel | None:
-    """The profiled cost model for this checkpoint, or None (policies then use their default)."""
+def cost_model_path(config: RolloutConfig) -> Path | None:
+    """The profiled cost model for this checkpoint: the one given, else profiles/<model>.cost.json
+    here or beside the checkout; None without one (policies then use their default)."""
     if config.cost_model is not None:
-        return CostModel.load(config.cost_model)
+        return Path(config.cost_model)
     name = f"{Path(config.model_dir).resolve().name}.cost.json"
     for folder in (Path("profiles"), PROFILES):
         if (folder / name).is_file():
-            return CostModel.load(folder / name)
+            return (folder / name).resolve()
     return None
 
 
-def _runs_draft_model(config: RolloutConfig) -> bool:
-    return config.drafter_name in ("draft-model", "ladder")
-
-
-def build_engine(config: RolloutConfig, longest_prompt: int, drafter: Drafter | None = None) -> Engine:
-    """An engine whose cache fits the longest prompt plus max_tokens (within the model's positions)."""
-    max_positions = read_config(config.model_dir).max_position_embeddings
-    engine_config = EngineConfig(max_batch_size=config.max_batch_size, max_draft=config.max_draft,
-                                 max_model_len=min(max_positions, longest_prompt + config.max_tokens),
-                                 verify=config.verify, seed=config.seed, batch_invariant=config.batch_invariant)
-    runner = ModelRunner.from_pretrained(config.model_dir, engine_config.max_batch_size,
-                                         engine_config.cache_capacity, torch_dtype(engine_config.dtype),
-                                         batch_invariant=engine_config.batch_invariant)
-    if drafter is None and config.drafter_name is not None:
-        context = DrafterContext(runner.config.vocab_size, config.draft_model_dir, seed=config.seed,
-                                 max_batch_size=config.max_batch_size, max_model_len=engine_config.max_model_len,
-                                 max_draft=config.max_draft, verify=config.verify)
-        drafter = make_drafter(config.drafter_name, context)
-    cost_model = load_cost_model(config)
-    if cost_model is not None and not _runs_draft_model(config):
-        cost_model = cost_model.with_draft(Affine(0.0, 0.0))  # model-free drafting costs ~nothing
-    policy = make_policy(config.policy if drafter is not None else "none", cost_model)
-    return Engine(runner, engine_config, drafter, policy, training_step=config.step)
+def load_cost_model(config: RolloutConfig) -> CostModel | None:
+    """The profile `cost_model_path` finds, as measured (the engine's policy prices model-free drafts
+    at nothing: `factory.policy_cost_model`)."""
+    path = cost_model_path(config)
+    return CostModel.load(path) if path is not None else None
 
 
 def make_task(config: RolloutConfig) -> Task:
@@ -246,8 +213,9 @@ def run_rollout(config: RolloutConfig, progress: ProgressFn | None = None,
         if drafter is not None:
             raise ValueError("a drafter object cannot be shipped to workers: name one with `speculate`")
         return run_on_workers(config, requests, tokenizer, task, problems, progress=worker_progress)
-    apply_threads(config)
-    engine = build_engine(config, max(map(len, prompts.values())), drafter)
+    spec = config.engine_spec()
+    apply_threads(spec)
+    engine = build_engine(spec, max(map(len, prompts.values())), drafter)
     return run_requests(engine, requests, tokenizer, task, problems, progress)
 
 
@@ -255,14 +223,13 @@ def run_on_workers(config: RolloutConfig, requests: list[Request], tokenizer: To
                    problems: dict[int, Problem], on_report=None,
                    progress: Callable[[int, int], None] | None = None) -> RolloutResult:
     """The rollout over `config.workers` engines (`specroll.cluster`); the same records."""
-    from specroll.cluster.rollout import run_cluster
-
     longest = max(len(r.prompt_token_ids) for r in requests)
-    outcome = run_cluster(config.cluster, config, requests, longest, on_report, progress)
-    records = [make_record(s.request, tokenizer, task, problems[s.request.group_id], s.error) for s in outcome.states]
+    outcome = run_cluster(config.cluster, config.engine_spec(), requests, longest, on_report, progress)
+    records = [make_record(o, tokenizer, task, problems[o.group_id]) for o in outcome.outputs]
     rows = [row for t in outcome.telemetry for row in t.rows]
     decode_rows = sum(t.decode_rows for t in outcome.telemetry)
-    summary = _summary(requests, records, [*(s.finish_seconds for s in outcome.states), outcome.makespan_seconds],
+    finish_times = [*(s.finish_seconds for s in outcome.states), outcome.makespan_seconds]
+    summary = _summary(outcome.outputs, records, finish_times,
                        sum(t.decode_emitted for t in outcome.telemetry) / decode_rows if decode_rows else 0.0,
                        sum(t.num_forwards for t in outcome.telemetry))
     cluster = {"workers": config.workers, "dispatch": config.dispatch, "reports": outcome.num_reports,
@@ -286,10 +253,11 @@ def run_requests(engine: Engine, requests: list[Request], tokenizer: Tokenizer, 
     """Run `requests` to completion on `engine` (which may have run others before: its telemetry is
     started afresh) and score them; a refused request gets a record with its error."""
     engine.telemetry.clear()
-    errors = add_requests(engine, requests)
+    add_requests(engine, requests)  # a refused request ends with its error (`Request.fail`)
     finish_times = _run(engine, requests, progress)
-    records = [make_record(r, tokenizer, task, problems[r.group_id], errors.get(r.request_id)) for r in requests]
-    summary = _summary(requests, records, finish_times, engine.telemetry.mean_acceptance_length,
+    outputs = [r.output() for r in requests]
+    records = [make_record(o, tokenizer, task, problems[o.group_id]) for o in outputs]
+    summary = _summary(outputs, records, finish_times, engine.telemetry.mean_acceptance_length,
                        engine.telemetry.num_forwards)
     return RolloutResult(records, summary, engine.telemetry.as_rows(), engine.telemetry.acceptance_by_source())
 
@@ -308,16 +276,16 @@ def _run(engine: Engine, requests: list[Request], progress: ProgressFn | None) -
     return finish_times
 
 
-def make_record(request: Request, tokenizer: Tokenizer, task: Task, problem: Problem, error: str | None) -> RolloutRecord:
+def make_record(output: RequestOutput, tokenizer: Tokenizer, task: Task, problem: Problem) -> RolloutRecord:
     """A finished request as a record: its decoded text scored by the task (None for a refused request)."""
-    text = tokenizer.decode(request.output_token_ids)
-    reward = None if error else task.reward(problem, text)
-    return RolloutRecord(request.request_id, request.group_id, request.sample_index, request.output_token_ids,
-                         request.output_logprobs, text, reward, request.finish_reason,
-                         request.num_preemptions, error)
+    text = tokenizer.decode(output.token_ids)
+    reward = None if output.error else task.reward(problem, text)
+    return RolloutRecord(output.request_id, output.group_id, output.sample_index, output.token_ids,
+                         output.logprobs, text, reward, output.finish_reason, output.num_preemptions,
+                         output.error)
 
 
-def _summary(requests: list[Request], records: list[RolloutRecord], finish_times: list[float],
+def _summary(requests: list[RequestOutput], records: list[RolloutRecord], finish_times: list[float],
              mean_acceptance_length: float, forward_passes: int) -> RolloutSummary:
     """`finish_times`: each request's, then the makespan."""
     makespan = finish_times[-1]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from specroll.engine.request import Request, SamplingParams
+from specroll.engine.request import RequestOutput
 from specroll.rollout import RolloutConfig, make_record, run_rollout
 from specroll.tasks import (Gsm8kTask, JsonlTask, Problem, get_reward, get_task, known_tasks, register_reward,
                             register_task)
@@ -99,12 +99,12 @@ def test_gsm8k_records_score_gold_answers_one_and_wrong_ones_zero():
     """A record's reward is the task's reward of its decoded tokens: real token ids of the gold
     solution score 1.0; the same solution with its final number changed scores 0.0."""
     tokenizer, task = load_tokenizer(QWEN2_TOKENIZER), Gsm8kTask()
-    params = SamplingParams(max_tokens=512)
     for problem in task.problems(8, seed=5):
         wrong = problem.reference_response.rsplit("####", 1)[0] + f"#### {int(problem.answer) + 3}"
         for text, expected in ((problem.reference_response, 1.0), (wrong, 0.0), ("", 0.0)):
-            request = Request(problem.prompt_id, problem.prompt_id, 0, (1, 2, 3), params)
-            request.output_token_ids = tokenizer.encode(text)
-            record = make_record(request, tokenizer, task, problem, None)
+            ids = tokenizer.encode(text)
+            output = RequestOutput(problem.prompt_id, problem.prompt_id, 0, ids, [0.0] * len(ids), "length")
+            record = make_record(output, tokenizer, task, problem)
             assert record.reward == expected, (problem.prompt_id, text)
-        assert make_record(request, tokenizer, task, problem, "refused").reward is None
+        refused = RequestOutput(problem.prompt_id, problem.prompt_id, 0, [], [], "error", "refused")
+        assert make_record(refused, tokenizer, task, problem).reward is None

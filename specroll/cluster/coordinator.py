@@ -21,11 +21,11 @@ and the request ends with its first copy to end, the others dropped.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Protocol, Sequence
 
 from specroll.cluster.work import Update, WorkerReport, WorkerTelemetry, WorkItem
-from specroll.engine.request import Request
+from specroll.engine.request import Request, RequestOutput
 from specroll.scheduling.dispatch import Dispatcher
 from specroll.scheduling.fastest_of_n import COPY_LADDER, FonCandidate, assign_fastest_of_n
 
@@ -56,9 +56,19 @@ class ClusterError(RuntimeError):
 
 @dataclass
 class RequestState:
-    """The coordinator's copy of one request: the truth about its tokens."""
+    """The coordinator's record of one request: the truth about its tokens. The caller's `Request`
+    is read once, into `item`, and never written: results leave as `output()`.
 
-    request: Request  # prompt and sampling parameters; its outputs are filled in at the end
+    | field                                          | writer                                           |
+    |------------------------------------------------|--------------------------------------------------|
+    | item                                           | the constructor (`WorkItem.first`)               |
+    | token_ids, logprobs, num_drafted, num_accepted | `apply`, from a worker's `Update`                |
+    | finish_reason, error, finish_seconds           | `finish`: the reason a worker reported, or the   |
+    |                                                | coordinator's error for a request lost too often |
+    | worker, copies, num_losses                     | the `Coordinator`: placement, copies, losses     |
+    """
+
+    item: WorkItem  # prompt and sampling parameters, nothing generated
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     finish_reason: str | None = None
@@ -69,6 +79,14 @@ class RequestState:
     num_losses: int = 0
     num_drafted: int = 0  # on its current worker, as last reported
     num_accepted: int = 0
+
+    @property
+    def request_id(self) -> int:
+        return self.item.request_id
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.item.prompt_token_ids) + len(self.token_ids)
 
     @property
     def is_finished(self) -> bool:
@@ -82,7 +100,7 @@ class RequestState:
         did not reproduce them, which exact mode rules out)."""
         held = len(self.token_ids)
         if update.start > held:
-            raise ValueError(f"request {self.request.request_id}: an update from position {update.start} "
+            raise ValueError(f"request {self.request_id}: an update from position {update.start} "
                              f"skips tokens after the {held} held")
         overlap = min(held - update.start, len(update.token_ids))
         if list(update.token_ids[:overlap]) != self.token_ids[update.start:update.start + overlap]:
@@ -92,10 +110,18 @@ class RequestState:
         self.num_drafted, self.num_accepted = update.num_drafted, update.num_accepted
         return True
 
+    def finish(self, reason: str, error: str | None, seconds: float) -> None:
+        self.finish_reason, self.error, self.finish_seconds = reason, error, seconds
+
     def work_item(self) -> WorkItem:
-        r = self.request
-        return WorkItem(r.request_id, r.group_id, r.sample_index, r.prompt_token_ids, r.params,
-                        tuple(self.token_ids), tuple(self.logprobs))
+        """The dispatch that resumes the request from the tokens held here."""
+        return replace(self.item, output_token_ids=tuple(self.token_ids),
+                       output_logprobs=tuple(self.logprobs))
+
+    def output(self) -> RequestOutput:
+        item = self.item
+        return RequestOutput(item.request_id, item.group_id, item.sample_index, list(self.token_ids),
+                             list(self.logprobs), self.finish_reason, self.error)
 
 
 class WorkerSlots:
@@ -116,11 +142,11 @@ class WorkerSlots:
 
     def context_tokens(self) -> float:
         states = self._coordinator.states
-        return float(sum(len(states[i].request.prompt_token_ids) + len(states[i].token_ids) for i in self.running))
+        return float(sum(states[i].num_tokens for i in self.running))
 
     def reserved_tokens(self) -> float:
         states = self._coordinator.states
-        return float(sum(len(states[i].request.prompt_token_ids) + stop for i, stop in self.running.items()))
+        return float(sum(len(states[i].item.prompt_token_ids) + stop for i, stop in self.running.items()))
 
     def add(self, request_id: int, drafter: int, position: float, stop: float, prefill_seconds: float) -> None:
         self._coordinator.place(self, request_id, int(stop))
@@ -128,7 +154,7 @@ class WorkerSlots:
 
 @dataclass
 class ClusterOutcome:
-    states: list[RequestState]
+    states: list[RequestState]  # the coordinator's records, in the order of the requests given
     makespan_seconds: float
     worker_busy_seconds: list[float]
     telemetry: list[WorkerTelemetry]
@@ -139,6 +165,11 @@ class ClusterOutcome:
     dropped_tokens: int  # generated on a worker after its request had moved away
     num_copies: int  # Fastest-of-N copies started
 
+    @property
+    def outputs(self) -> list[RequestOutput]:
+        """Every request's result, in the order given (the caller's requests are left as they were)."""
+        return [state.output() for state in self.states]
+
 
 ReportHook = Callable[["Coordinator", int], None]  # coordinator, worker whose report was just applied
 
@@ -147,7 +178,7 @@ class Coordinator:
     def __init__(self, requests: Sequence[Request], dispatcher: Dispatcher, pool: WorkerPool,
                  kv_capacity: float, max_num_seqs: int, on_report: ReportHook | None = None,
                  fastest_of_n: bool = False):
-        self.states = [RequestState(r) for r in requests]  # the dispatcher's request i is states[i]
+        self.states = [RequestState(WorkItem.first(r)) for r in requests]  # the dispatcher's i is states[i]
         self._index = {r.request_id: i for i, r in enumerate(requests)}
         if len(self._index) != len(requests):
             raise ValueError("request ids must be unique")
@@ -219,7 +250,7 @@ class Coordinator:
         slot.hosted.discard(index)
         slot.running.pop(index, None)
         if drop:
-            slot.drop.append(self.states[index].request.request_id)
+            slot.drop.append(self.states[index].request_id)
 
     def _hand_out(self) -> None:
         """Every live worker that is idle and has work (or requests to drop) gets a call."""
@@ -258,7 +289,7 @@ class Coordinator:
                 self._unhost(index, host, drop=host != worker)
             state.worker = None
             state.copies.clear()
-            self._finish(index, "error" if update.error else update.finish_reason or "length", update.error)
+            self._finish(index, update.finish_reason, update.error)  # as the worker's request decided
             return hosts
         primary = self.slots[state.worker] if state.worker is not None else None
         if primary is not None and index in primary.running and len(state.token_ids) >= primary.running[index]:
@@ -269,8 +300,7 @@ class Coordinator:
 
     def _finish(self, index: int, reason: str, error: str | None = None) -> None:
         state = self.states[index]
-        state.finish_reason, state.error = reason, error
-        state.finish_seconds = time.perf_counter() - self._start
+        state.finish(reason, error, time.perf_counter() - self._start)
         self._unfinished -= 1
         self.dispatcher.on_finished(index, len(state.token_ids))
 
@@ -300,10 +330,6 @@ class Coordinator:
         return [s.index for s in self.slots if s.alive]
 
     def _outcome(self, makespan: float) -> ClusterOutcome:
-        for state in self.states:
-            state.request.output_token_ids = list(state.token_ids)
-            state.request.output_logprobs = list(state.logprobs)
-            state.request.finish_reason = state.finish_reason
         return ClusterOutcome(self.states, makespan, self.busy_seconds, self.pool.telemetry(), self.num_reports,
                               sum(not s.alive for s in self.slots), self.dispatcher.num_reprefills,
                               self.dispatcher.reprefill_tokens, self.dropped_tokens, self.num_copies)

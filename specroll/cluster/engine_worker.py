@@ -3,7 +3,8 @@
 `advance` drops the requests that moved away, adds the new ones and iterates the engine until some
 request finishes (or a time slice passes, so that progress reaches the coordinator often), then
 reports every request's new tokens. The same class runs inside a Ray actor (`ray_pool`) and in the coordinator's process
-(`inline_pool`).
+(`inline_pool`). It builds its engine from a typed `EngineSpec` (`specroll.engine.factory`), the
+same way a one-process rollout does.
 """
 
 from __future__ import annotations
@@ -12,18 +13,20 @@ import time
 from typing import Sequence
 
 from specroll.cluster.work import Update, WorkerReport, WorkerTelemetry, WorkItem
+from specroll.engine.factory import apply_threads, build_engine
 from specroll.engine.request import Request
+from specroll.engine.spec import EngineSpec
 
 REPORT_SECONDS = 0.5  # the longest a call runs without a dispatch ending
 
 
 class EngineWorker:
-    def __init__(self, index: int, config, longest_prompt: int) -> None:
-        from specroll.rollout import apply_threads, build_engine
-
-        apply_threads(config)
+    def __init__(self, index: int, spec: EngineSpec, longest_prompt: int) -> None:
+        if not isinstance(spec, EngineSpec):
+            raise TypeError(f"a worker builds its engine from an EngineSpec, got {type(spec).__name__}")
+        apply_threads(spec)
         self.index = index
-        self.engine = build_engine(config, longest_prompt)
+        self.engine = build_engine(spec, longest_prompt)
         self._live: dict[int, Request] = {}
         self._reported: dict[int, int] = {}  # request id -> output tokens already reported
 
@@ -52,7 +55,8 @@ class EngineWorker:
         try:
             self.engine.add_request(request)
         except ValueError as err:
-            return Update(item.request_id, len(item.output_token_ids), (), (), True, "error", str(err))
+            request.fail(str(err))
+            return _update(request, request.num_output_tokens, ended=True)
         self._live[item.request_id] = request
         self._reported[item.request_id] = len(item.output_token_ids)
         return None
@@ -62,10 +66,7 @@ class EngineWorker:
         for request_id, request in list(self._live.items()):
             start = self._reported[request_id]
             if request.num_output_tokens > start or request.is_finished:
-                updates.append(Update(request_id, start, tuple(request.output_token_ids[start:]),
-                                      tuple(request.output_logprobs[start:]), request.is_finished,
-                                      request.finish_reason, num_drafted=request.num_drafted,
-                                      num_accepted=request.num_accepted))
+                updates.append(_update(request, start, ended=request.is_finished))
                 self._reported[request_id] = request.num_output_tokens
             if request.is_finished:
                 del self._live[request_id], self._reported[request_id]
@@ -77,3 +78,10 @@ class EngineWorker:
         emitted = sum(s.num_emitted for s in t.decode_forwards)
         return WorkerTelemetry(self.index, t.num_forwards, rows, emitted,
                                [{"worker": self.index, **row} for row in t.as_rows()])
+
+
+def _update(request: Request, start: int, ended: bool) -> Update:
+    """What `request` generated from output position `start`, as its engine left it."""
+    return Update(request.request_id, start, tuple(request.output_token_ids[start:]),
+                  tuple(request.output_logprobs[start:]), ended, request.finish_reason, request.error,
+                  request.num_drafted, request.num_accepted)

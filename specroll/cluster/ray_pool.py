@@ -9,6 +9,7 @@ from typing import Any
 from specroll.cluster.coordinator import WorkerLost
 from specroll.cluster.engine_worker import EngineWorker
 from specroll.cluster.work import WorkerReport, WorkerTelemetry, WorkItem
+from specroll.engine.spec import EngineSpec
 
 START_TIMEOUT_SECONDS = 600.0
 
@@ -27,7 +28,8 @@ def _ray():
 
 
 class RayPool:
-    def __init__(self, num_workers: int, config, longest_prompt: int, cpus_per_worker: float = 1.0) -> None:
+    def __init__(self, num_workers: int, spec: EngineSpec, longest_prompt: int,
+                 cpus_per_worker: float = 1.0) -> None:
         ray = _ray()
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
@@ -35,7 +37,7 @@ class RayPool:
                      _node_ip_address="127.0.0.1", log_to_driver=True, logging_level="WARNING")
         actor = ray.remote(num_cpus=cpus_per_worker, max_restarts=0)(EngineWorker)
         self.num_workers = num_workers
-        self._actors = [actor.remote(i, config, longest_prompt) for i in range(num_workers)]
+        self._actors = [actor.remote(i, spec, longest_prompt) for i in range(num_workers)]
         self._calls: dict[Any, int] = {}  # object ref -> worker
         self._alive = [True] * num_workers
         self._wait_until_ready()

@@ -11,6 +11,7 @@ import numpy as np
 
 from specroll.cluster.coordinator import ClusterOutcome, Coordinator, ReportHook, WorkerPool
 from specroll.engine.request import Request
+from specroll.engine.spec import EngineSpec
 from specroll.scheduling.dispatch import DISPATCHES, Dispatcher, dense_ids, make_dispatcher
 
 
@@ -52,29 +53,32 @@ def make_cluster_dispatcher(cluster: ClusterConfig, requests: list[Request], max
                            cluster.chunk_size(max_tokens), max_tokens, _Unpriced(), cluster.seed)
 
 
-def make_pool(cluster: ClusterConfig, config, longest_prompt: int) -> WorkerPool:
+def make_pool(cluster: ClusterConfig, spec: EngineSpec, longest_prompt: int) -> WorkerPool:
+    """Workers that each build an engine from `spec` (imported here: the coordinator needs no torch)."""
     if cluster.backend == "inline":
         from specroll.cluster.engine_worker import EngineWorker
         from specroll.cluster.inline_pool import InlinePool
 
-        return InlinePool(cluster.num_workers, lambda i: EngineWorker(i, config, longest_prompt))
+        return InlinePool(cluster.num_workers, lambda i: EngineWorker(i, spec, longest_prompt))
     from specroll.cluster.ray_pool import RayPool
 
-    return RayPool(cluster.num_workers, config, longest_prompt)
+    return RayPool(cluster.num_workers, spec, longest_prompt)
 
 
 ProgressHook = Callable[[int, int], None]  # finished requests, output tokens so far
 
 
-def run_cluster(cluster: ClusterConfig, config, requests: list[Request], longest_prompt: int,
+def run_cluster(cluster: ClusterConfig, spec: EngineSpec, requests: list[Request], longest_prompt: int,
                 on_report: ReportHook | None = None, progress: ProgressHook | None = None) -> ClusterOutcome:
-    """Run `requests` over the cluster's workers; the pool is closed at the end, whatever happens."""
-    pool = make_pool(cluster, config, longest_prompt)
+    """Run `requests` over the cluster's workers, each with an engine built from `spec`; the requests
+    are read, never written (results: `ClusterOutcome.outputs`). The pool is closed at the end,
+    whatever happens."""
+    pool = make_pool(cluster, spec, longest_prompt)
     try:
         hooks = [h for h in (on_report, _progress_hook(progress)) if h is not None]
-        coordinator = Coordinator(requests, make_cluster_dispatcher(cluster, requests, config.max_tokens), pool,
-                                  kv_capacity=float(config.max_batch_size * (longest_prompt + config.max_tokens)),
-                                  max_num_seqs=config.max_batch_size,
+        coordinator = Coordinator(requests, make_cluster_dispatcher(cluster, requests, spec.max_tokens), pool,
+                                  kv_capacity=float(spec.max_batch_size * (longest_prompt + spec.max_tokens)),
+                                  max_num_seqs=spec.max_batch_size,
                                   on_report=(lambda c, w: [h(c, w) for h in hooks]) if hooks else None,
                                   fastest_of_n=cluster.fastest_of_n)
         return coordinator.run()

@@ -5,6 +5,14 @@ everything it has generated so far; a worker runs it to its end, unless told to 
 with `Update`s: the tokens each request generated since its last report, and whether it finished.
 A worker keeps no state the coordinator cannot rebuild, so a lost worker loses at most what it
 generated since its last report, and that is regenerated to the same tokens (keyed sampling).
+
+Who writes what (every message is frozen: its writer is whoever constructs it):
+- `WorkItem`: the coordinator (`RequestState.work_item`), from its own record of the request; the
+  worker reads it into a fresh engine request (`to_request`) and never writes back into it.
+- `Update`: the worker (`EngineWorker`), from its engine's request, which alone decided whether and
+  why it ended (`Request.commit`, `Request.fail`); the coordinator applies it to its own record
+  (`RequestState.apply`) and never to a `Request`.
+- `WorkerReport`, `WorkerTelemetry`: the worker; the coordinator only reads them.
 """
 
 from __future__ import annotations
@@ -29,6 +37,12 @@ class WorkItem:
             raise ValueError(f"request {self.request_id}: {len(self.output_token_ids)} tokens generated of "
                              f"max_tokens {self.params.max_tokens}: nothing is left to run")
 
+    @classmethod
+    def first(cls, request: Request) -> WorkItem:
+        """A request's first dispatch: its prompt and parameters, nothing generated yet."""
+        return cls(request.request_id, request.group_id, request.sample_index,
+                   tuple(request.prompt_token_ids), request.params, (), ())
+
     def to_request(self) -> Request:
         """An engine request that resumes from the generated tokens."""
         return Request(self.request_id, self.group_id, self.sample_index, self.prompt_token_ids, self.params,
@@ -48,6 +62,13 @@ class Update:
     error: str | None = None  # the request was refused (bad input): it is finished, with this error
     num_drafted: int = 0  # draft tokens it verified on this worker so far
     num_accepted: int = 0
+
+    def __post_init__(self) -> None:
+        is_error = self.finish_reason == "error"
+        if self.ended != (self.finish_reason is not None) or (self.error is not None) != is_error:
+            raise ValueError(f"request {self.request_id}: an update that ends carries its finish reason (and "
+                             f"an error exactly when that is 'error'), got ended={self.ended}, "
+                             f"finish_reason={self.finish_reason!r}, error={self.error!r}")
 
 
 @dataclass(frozen=True)

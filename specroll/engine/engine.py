@@ -3,7 +3,10 @@
 One iteration reads like the algorithm: schedule -> (prefill) -> draft -> verify -> commit -> observe.
 Requests finish independently, so the running batch shrinks through the long tail; before each
 verification forward the policy decides every request's draft length (and, for a draft ladder,
-which drafter proposes), and the drafter proposes that many tokens.
+which drafter proposes), and the drafter proposes that many tokens. Commit appends each request's
+tokens (`Request.commit`, which alone decides how a request ends), then confirms to the scheduler
+what the forward wrote to the cache (`Scheduler.confirm`): a forward that did not complete (it
+raised; on a device, its results never came back) confirms nothing, and its tokens are fed again.
 """
 
 from __future__ import annotations
@@ -112,11 +115,11 @@ class Engine:
 
     def _prefill_group(self, requests: list[Request]) -> list[Request]:
         started = time.perf_counter()
-        inputs = [SequenceInput(r.slot, 0, r.pending_tokens()) for r in requests]
+        inputs = [SequenceInput(r.slot, r.num_cached, r.pending_tokens()) for r in requests]
         out = self.runner.forward(inputs)
         result = verify_batch(requests, [Draft(r.request_id) for r in requests], out.logits,
                               self.config.seed, self.config.verify)
-        finished = self._append(requests, result)
+        finished = self._append(requests, result, [len(i.token_ids) for i in inputs])
         self.telemetry.record_prefill(len(requests), sum(len(i.token_ids) for i in inputs),
                                       time.perf_counter() - started)
         return finished
@@ -161,6 +164,8 @@ class Engine:
     def _commit(self, requests: list[Request], drafts: list[Draft], result: VerifyResult) -> list[Request]:
         """Keep the accepted drafts' K/V, count the forward, append the emitted tokens. The cache
         past the accepted drafts is stale and is overwritten by later forwards."""
+        # written: the pending token(s), then the accepted drafts (the rejected ones' K/V are stale)
+        num_written = [r.num_tokens - r.num_cached + n for r, n in zip(requests, result.num_accepted)]
         for r, d, n, nodes in zip(requests, drafts, result.num_accepted, result.accepted_nodes):
             if nodes and nodes != list(range(len(nodes))):  # an accepted branch off the main chain
                 first = r.num_cached + 1
@@ -168,20 +173,23 @@ class Engine:
             r.num_drafted += d.num_tokens
             r.num_accepted += n
             r.num_forwards += 1
-        return self._append(requests, result)
+        return self._append(requests, result, num_written)
 
-    def _append(self, requests: list[Request], result: VerifyResult) -> list[Request]:
-        """Append each request's emitted tokens; finish those that stopped or reached max_tokens."""
+    def _append(self, requests: list[Request], result: VerifyResult, num_written: list[int]) -> list[Request]:
+        """Append each request's emitted tokens; finish those that stopped or reached max_tokens,
+        and confirm to the scheduler the `num_written` cache positions of the others."""
         finished = []
-        for r, tokens, logprobs in zip(requests, result.token_ids, result.logprobs):
+        for r, tokens, logprobs, written in zip(requests, result.token_ids, result.logprobs, num_written):
             kept = r.commit(tokens, logprobs, self.eos_token_ids)
             if self.drafter is not None and kept:
                 self.drafter.observe(r.request_id, kept)
-            if r.finish_reason is not None:
-                self.scheduler.finish(r)
-                if self.drafter is not None:
-                    self.drafter.finish(r.request_id)
-                finished.append(r)
+            if r.finish_reason is None:
+                self.scheduler.confirm(r, written)
+                continue
+            self.scheduler.finish(r)
+            if self.drafter is not None:
+                self.drafter.finish(r.request_id)
+            finished.append(r)
         return finished
 
     def _observe(self, requests: list[Request], decision: DraftDecision, drafts: list[Draft],
@@ -220,7 +228,7 @@ def add_requests(engine: Engine, requests: Iterable[Request]) -> dict[int, str]:
         try:
             engine.add_request(request)
         except ValueError as err:
-            request.finish_reason = "error"
+            request.fail(str(err))
             errors[request.request_id] = str(err)
     return errors
 

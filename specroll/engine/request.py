@@ -40,8 +40,23 @@ class Request:
     KV invariant while running: the cache holds prompt + output except the newest output token,
     which is fed in the next forward (`num_cached` counts cached positions). A waiting request
     (new or preempted) holds no cache; resuming it recomputes prompt + output, so nothing is lost.
-    `slot` and `num_cached` are written by the scheduler only; the engine writes the tokens and the
-    drafting counters.
+
+    Every field has one writer:
+
+    | field                                   | writer                                                |
+    |-----------------------------------------|-------------------------------------------------------|
+    | request_id, group_id, sample_index,     | the constructor; never written after                  |
+    | prompt_token_ids, params                |                                                       |
+    | output_token_ids, output_logprobs       | the constructor (a request resumed from tokens made   |
+    |                                         | elsewhere), then `commit` only                        |
+    | finish_reason, error                    | `commit` (stop, length) or `fail` (refused) only      |
+    | status, slot, num_preemptions           | the `Scheduler`                                       |
+    | num_cached                              | the `Scheduler`: zeroed on admission and release,     |
+    |                                         | grown only by `confirm` after a forward completed     |
+    | num_drafted, num_accepted, num_forwards | `Engine._commit` (one verification forward)           |
+
+    Results leave as `output()`, a copy: no one hands results on by writing into a request (the
+    coordinator of several workers keeps its own record, `cluster.coordinator.RequestState`).
     """
 
     request_id: int
@@ -52,7 +67,8 @@ class Request:
     output_token_ids: list[int] = field(default_factory=list)
     output_logprobs: list[float] = field(default_factory=list)
     status: Status = Status.WAITING
-    finish_reason: str | None = None
+    finish_reason: str | None = None  # stop | length | error
+    error: str | None = None  # why the request was refused
     slot: int | None = None
     num_cached: int = 0
     num_preemptions: int = 0
@@ -88,7 +104,8 @@ class Request:
         return self.context()[self.num_cached:]
 
     def commit(self, token_ids: list[int], logprobs: list[float], eos_token_ids: frozenset[int]) -> list[int]:
-        """Append emitted tokens up to a stop token or max_tokens; returns the tokens kept."""
+        """Append emitted tokens up to a stop token or max_tokens; returns the tokens kept. The one
+        place that decides how a generated request ends."""
         kept: list[int] = []
         for token, logprob in zip(token_ids, logprobs):
             if self.num_remaining <= 0:
@@ -102,3 +119,30 @@ class Request:
         if self.finish_reason is None and self.num_remaining <= 0:
             self.finish_reason = "length"
         return kept
+
+    def fail(self, error: str) -> None:
+        """The request was refused (bad input): it ends with this error and generates nothing more."""
+        self.finish_reason, self.error = "error", error
+
+    def output(self) -> RequestOutput:
+        return RequestOutput(self.request_id, self.group_id, self.sample_index, list(self.output_token_ids),
+                             list(self.output_logprobs), self.finish_reason, self.error, self.num_preemptions)
+
+
+@dataclass(frozen=True)
+class RequestOutput:
+    """A request's result as handed out: a copy, whoever ran it (one engine, or the coordinator of
+    several workers)."""
+
+    request_id: int
+    group_id: int
+    sample_index: int
+    token_ids: list[int]
+    logprobs: list[float]  # of each token, under the distribution it was sampled from
+    finish_reason: str | None  # stop | length | error
+    error: str | None = None  # why it was refused, or lost
+    num_preemptions: int = 0
+
+    @property
+    def num_output_tokens(self) -> int:
+        return len(self.token_ids)

@@ -6,8 +6,12 @@ budget, the most recently admitted request is preempted (its cache freed, its to
 re-queued at the front, to be recomputed when room returns (recompute preemption, as in vLLM).
 
 The scheduler is the one writer of where a request's cache stands (`slot`, `num_cached`). Its
-contract with the engine: every decision is run before the next `schedule()`, so a running request
-then has its whole context cached but the newest token, which the next forward feeds.
+contract with the engine: `num_cached` grows only when the engine confirms (`confirm`) that a
+forward over the request completed, after it read the forward's results back. Nothing is assumed
+to have run: a forward that raised, or whose results never came back (an asynchronous device step),
+confirms nothing, so its tokens count as not cached and are fed again. A running request whose cache
+was confirmed holds its whole context but the newest token, which the next forward feeds; one
+admitted but never confirmed holds nothing and is prefilled again.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ class SlotMove:
 
 @dataclass
 class ScheduleDecision:
-    prefill: list[Request] = field(default_factory=list)  # (re)started now: whole context pending
+    prefill: list[Request] = field(default_factory=list)  # (re)started: whole context pending
     decode: list[Request] = field(default_factory=list)  # running with one pending token, by slot
     preempted: list[Request] = field(default_factory=list)
     moves: list[SlotMove] = field(default_factory=list)  # apply before this iteration's forwards
@@ -75,17 +79,28 @@ class Scheduler:
 
     def schedule(self) -> ScheduleDecision:
         decision = ScheduleDecision()
-        for request in self.running:
-            request.num_cached = request.num_tokens - 1  # the last decision's forwards ran
-        decode = [r for r in self.running]
-        while self._usage(decode) > self.config.kv_budget_tokens and decode:
-            victim = decode.pop()
+        running = list(self.running)
+        while self._usage(running) > self.config.kv_budget_tokens and running:
+            victim = running.pop()
             self._preempt(victim)
             decision.preempted.append(victim)
         decision.moves = self._compact()
-        decision.decode = sorted(decode, key=lambda r: r.slot)
-        decision.prefill = self._admit(self._usage(decode))
+        unfilled = [r for r in running if r.num_cached == 0]  # admitted, but no prefill confirmed
+        decision.decode = sorted((r for r in running if r.num_cached > 0), key=lambda r: r.slot)
+        decision.prefill = unfilled + self._admit(self._usage(running))
         return decision
+
+    def confirm(self, request: Request, num_written: int) -> None:
+        """The engine read back a forward over running `request` that wrote `num_written` positions
+        of its context to the cache, right after the `num_cached` there: its pending tokens and the
+        drafts it kept. Call it after the request's emitted tokens are committed; the only place
+        `num_cached` grows."""
+        cached = request.num_cached + num_written
+        if request.status is not Status.RUNNING or cached != request.num_tokens - 1:
+            raise RuntimeError(f"request {request.request_id} ({request.status.value}): a forward wrote "
+                               f"{num_written} positions after {request.num_cached}, but its context of "
+                               f"{request.num_tokens} tokens needs all but the newest cached")
+        request.num_cached = cached
 
     def finish(self, request: Request) -> None:
         request.status = Status.FINISHED

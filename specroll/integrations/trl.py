@@ -33,10 +33,12 @@ from typing import Any, Iterator, Protocol, Sequence
 import torch
 
 from specroll.engine.engine import Engine, add_requests
+from specroll.engine.factory import apply_threads, build_engine
 from specroll.engine.request import Request, SamplingParams
+from specroll.engine.spec import EngineSpec
 from specroll.model.catalog import resolve_model_dir
 from specroll.policies.registry import DEFAULT_POLICY
-from specroll.rollout import RolloutConfig, apply_threads, build_engine
+from specroll.rollout import RolloutConfig
 from specroll.tokenizer import Tokenizer
 
 
@@ -88,7 +90,7 @@ class SpecrollRollout:
     def __init__(self, config: TrlRolloutConfig) -> None:
         self.config = config
         self.engine: Engine | None = None
-        self.rollout: RolloutConfig | None = None  # fixed at the first call, from the trainer's settings
+        self.spec: EngineSpec | None = None  # fixed at the first call, from the trainer's settings
         self.weights_step: int | None = None  # the trainer step whose weights the engine holds
         self.num_requests = 0  # made by this process so far
         self._group_ids: dict[tuple[int, ...], int] = {}  # a prompt's ids -> its group, for every step
@@ -96,9 +98,9 @@ class SpecrollRollout:
     def __call__(self, prompts: list, trainer: GRPOTrainerLike) -> dict[str, list]:
         prompt_ids = encode_prompts(prompts, trainer)
         params = sampling_params(trainer)
-        if self.rollout is None:
-            self.rollout = rollout_config(self.config, trainer, params)
-        with torch_threads(self.rollout):
+        if self.spec is None:
+            self.spec = rollout_config(self.config, trainer, params).engine_spec()
+        with torch_threads(self.spec):
             engine = self._engine(max(map(len, prompt_ids)))
             self._follow(trainer, engine)
             requests = self._requests(prompt_ids, params, engine, trainer.accelerator)
@@ -109,7 +111,7 @@ class SpecrollRollout:
 
     def _engine(self, longest_prompt: int) -> Engine:
         if self.engine is None:
-            self.engine = build_engine(self.rollout, self.config.max_prompt_length or longest_prompt)
+            self.engine = build_engine(self.spec, self.config.max_prompt_length or longest_prompt)
         return self.engine
 
     def _follow(self, trainer: GRPOTrainerLike, engine: Engine) -> None:
@@ -222,10 +224,10 @@ def rollout_config(config: TrlRolloutConfig, trainer: GRPOTrainerLike, params: S
 
 
 @contextmanager
-def torch_threads(config: RolloutConfig) -> Iterator[None]:
+def torch_threads(spec: EngineSpec) -> Iterator[None]:
     """The rollout's torch threads (`apply_threads`) for the block, the trainer's again after it."""
     previous = torch.get_num_threads()
-    apply_threads(config)
+    apply_threads(spec)
     try:
         yield
     finally:

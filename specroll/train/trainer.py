@@ -27,9 +27,10 @@ from typing import Callable
 import torch
 
 from specroll.engine.engine import Engine
+from specroll.engine.factory import apply_threads, build_engine
 from specroll.model.catalog import resolve_model_dir
-from specroll.rollout import (RolloutConfig, RolloutResult, apply_threads, build_engine, encode_prompts,
-                              make_requests, make_task, run_requests)
+from specroll.rollout import (RolloutConfig, RolloutResult, encode_prompts, make_requests, make_task,
+                              run_requests)
 from specroll.tokenizer import load_tokenizer
 from specroll.sampling import policy_logprobs
 from specroll.train.grpo import group_advantages, policy_loss
@@ -75,10 +76,12 @@ class GRPOTrainer:
         self.schedule = EpochSchedule(tuple(sorted(self.problems)), min(rollout.num_prompts, len(pool)), rollout.seed)
         self.tokenizer = load_tokenizer(rollout.model_dir)
         self.prompts = encode_prompts(self.tokenizer, self.task, self.problems)
-        apply_threads(rollout)
+        spec = rollout.engine_spec()
+        apply_threads(spec)
         longest = max(map(len, self.prompts.values()))
-        self.engine = build_engine(rollout, longest)
-        self.plain_engine = build_engine(replace(rollout, speculate="off"), longest) if config.shadow_plain else None
+        self.engine = build_engine(spec, longest)
+        plain = replace(spec, drafter=None)  # the same engine without speculation
+        self.plain_engine = build_engine(plain, longest) if config.shadow_plain else None
         self.policy = load_trainable(rollout.model_dir)
         self.reference = copy.deepcopy(self.policy).requires_grad_(False) if config.kl_coef > 0 else None
         self.optimizer = torch.optim.AdamW(self.policy.parameters(), lr=config.lr, weight_decay=config.weight_decay)

@@ -23,8 +23,12 @@ def one_engine():
 def on_workers(config: RolloutConfig, on_report=None, extra: list[Request] = ()):
     task, problems = load_problems(config)
     tokenizer = load_tokenizer(config.model_dir)
-    requests = make_requests(config, tokenizer, problems.values(), encode_prompts(tokenizer, task, problems))
-    return run_on_workers(config, [*requests, *extra], tokenizer, task, problems, on_report)
+    prompts = encode_prompts(tokenizer, task, problems)
+    requests = [*make_requests(config, tokenizer, problems.values(), prompts), *extra]
+    result = run_on_workers(config, requests, tokenizer, task, problems, on_report)
+    # the coordinator hands results out as its own records; the requests given stay as they were
+    assert all(r.output_token_ids == [] and r.finish_reason is None and r.error is None for r in requests)
+    return result
 
 
 def assert_same_tokens(expected, got):

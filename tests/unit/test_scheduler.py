@@ -12,6 +12,12 @@ def request(i, prompt_len=10, max_tokens=20):
     return Request(i, i, 0, tuple(range(2, 2 + prompt_len)), SamplingParams(max_tokens=max_tokens))
 
 
+def ran(scheduler, r, tokens, num_written):
+    """What the engine does after a forward over `r` completed: commit its tokens, confirm its cache."""
+    r.commit(tokens, [0.0] * len(tokens), frozenset())
+    scheduler.confirm(r, num_written)
+
+
 def test_admits_in_order_up_to_slots():
     s = Scheduler(SchedulerConfig(num_slots=2, capacity=64, kv_budget_tokens=1000))
     for i in range(3):
@@ -28,7 +34,7 @@ def test_budget_preempts_latest_and_requeues_it_first():
     first = s.schedule()  # each needs 10 + 2: three fit in 40
     assert len(first.prefill) == 3
     for r in first.prefill:
-        r.output_token_ids.extend([5] * 4)  # each now 14 + 2 = 16: three need 48 > 40
+        ran(s, r, [5] * 4, 13)  # each now 14 + 2 = 16: three need 48 > 40
     second = s.schedule()
     assert [r.request_id for r in second.preempted] == [2]
     assert first.prefill[2].status is Status.WAITING and first.prefill[2].num_preemptions == 1
@@ -57,7 +63,7 @@ def test_finished_holes_are_filled_by_moving_the_highest_slots():
         s.add(request(i))
     running = s.schedule().prefill
     for r in running:
-        r.output_token_ids.append(5)  # the prefill's token: the cache holds the 10 prompt positions
+        ran(s, r, [5], 10)  # the prefill's token: the cache holds the 10 prompt positions
     s.finish(running[0])
     s.finish(running[1])
     d = s.schedule()
@@ -71,6 +77,8 @@ def test_admission_waits_for_enough_free_slots():
         s.add(request(i))
     running = s.schedule().prefill
     assert len(running) == 8
+    for r in running:
+        ran(s, r, [5], 10)
     s.finish(running[0])
     assert s.schedule().prefill == []  # one free slot of 8: wait
     for r in running[1:4]:
@@ -83,6 +91,38 @@ def test_a_running_request_has_all_but_its_newest_token_cached():
     s.add(request(0, prompt_len=6))
     (admitted,) = s.schedule().prefill
     assert admitted.num_cached == 0 and admitted.pending_tokens() == list(range(2, 8))
-    admitted.output_token_ids += [9, 10, 11]  # a prefill token, then a forward that accepted one draft
+    ran(s, admitted, [9], 6)  # the prefill wrote the 6 prompt positions and emitted one token
+    ran(s, admitted, [10, 11], 2)  # a forward wrote 9 and one accepted draft, 10, and emitted 10, 11
     (decoding,) = s.schedule().decode
     assert decoding.num_cached == 8 and decoding.pending_tokens() == [11]
+
+
+def test_an_unconfirmed_forward_counts_nothing_as_cached():
+    """A forward that did not complete confirms nothing: a prefill is run again from scratch, a
+    decode feeds the same pending token again, and nothing is counted as cached meanwhile."""
+    s = Scheduler(SchedulerConfig(num_slots=2, capacity=64, kv_budget_tokens=1000))
+    s.add(request(0, prompt_len=6))
+    s.add(request(1, prompt_len=4))
+    prefilled, unconfirmed = s.schedule().prefill
+    ran(s, prefilled, [9], 6)  # request 1's prefill raised: no token, no confirmation
+    d = s.schedule()
+    assert d.prefill == [unconfirmed] and unconfirmed.num_cached == 0
+    assert unconfirmed.pending_tokens() == [2, 3, 4, 5]
+    assert d.decode == [prefilled] and prefilled.num_cached == 6
+    # the decode forward over `prefilled` raised too: the next schedule feeds it the same token
+    (again,) = s.schedule().decode
+    assert again.num_cached == 6 and again.pending_tokens() == [9]
+
+
+def test_confirming_other_than_the_context_needs_raises():
+    s = Scheduler(SchedulerConfig(num_slots=1, capacity=64, kv_budget_tokens=1000))
+    s.add(request(0, prompt_len=6))
+    (r,) = s.schedule().prefill
+    r.commit([9], [0.0], frozenset())
+    with pytest.raises(RuntimeError, match="wrote 5 positions after 0"):
+        s.confirm(r, 5)  # a prefill that wrote part of the prompt: one prompt token would be missing
+    assert r.num_cached == 0
+    s.confirm(r, 6)
+    s.finish(r)
+    with pytest.raises(RuntimeError, match="finished"):
+        s.confirm(r, 1)

@@ -1,0 +1,73 @@
+"""Building the rollout engine from an `EngineSpec`: the checkpoint, the drafter and policy it names,
+the profiled cost model, and torch's threads. The one way every caller builds an engine: a one-process
+rollout, each worker of a multi-worker one, the trainer and the TRL adapter."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from specroll.drafting.protocol import Drafter
+from specroll.drafting.registry import DrafterContext, make_drafter
+from specroll.engine.config import EngineConfig
+from specroll.engine.engine import Engine, torch_dtype
+from specroll.engine.spec import EngineSpec
+from specroll.model.loader import read_config
+from specroll.model.runner import ModelRunner, batch_invariance_available
+from specroll.policies.cost_model import Affine, CostModel
+from specroll.policies.registry import make_policy
+
+
+def cpu_threads(spec: EngineSpec) -> int:
+    """Threads for torch on CPU. A small model's forwards are too short to split: one thread avoids
+    synchronisation costs (and, on a shared machine, oversubscription, which we measured slowing a
+    small matmul 60x); a large model uses every core."""
+    if spec.threads > 0:
+        return spec.threads
+    model = read_config(spec.model_dir)
+    params = model.num_layers * (4 * model.hidden_size ** 2 + 3 * model.hidden_size * model.intermediate_size)
+    return 1 if params < 50_000_000 else (os.cpu_count() or 1)
+
+
+def apply_threads(spec: EngineSpec) -> None:
+    """Set torch's threads (`cpu_threads`). Under batch-invariant numerics an automatic choice drops
+    to one thread where the BLAS has no row-count-invariant regime at more (`batch_invariant`)."""
+    threads = cpu_threads(spec)
+    torch.set_num_threads(threads)
+    automatic = spec.threads == 0 and threads > 1
+    if spec.batch_invariant and automatic and not batch_invariance_available(spec.model_dir):
+        torch.set_num_threads(1)
+
+
+def policy_cost_model(spec: EngineSpec) -> CostModel | None:
+    """The cost model the policy reads: the spec's profile, or None (the policy's default). Model-free
+    drafting is priced at nothing: the profile's draft costs are a draft model's."""
+    if spec.cost_model is None:
+        return None
+    cost_model = CostModel.load(spec.cost_model)
+    return cost_model if spec.runs_draft_model else cost_model.with_draft(Affine(0.0, 0.0))
+
+
+def build_engine(spec: EngineSpec, longest_prompt: int, drafter: Drafter | None = None) -> Engine:
+    """An engine whose cache fits the longest prompt plus max_tokens (within the model's positions);
+    `drafter` replaces the one the spec names (an object made in this process, such as an oracle)."""
+    engine_config = _engine_config(spec, longest_prompt)
+    runner = ModelRunner.from_pretrained(spec.model_dir, engine_config.max_batch_size,
+                                         engine_config.cache_capacity, torch_dtype(engine_config.dtype),
+                                         batch_invariant=engine_config.batch_invariant)
+    if drafter is None and spec.drafter is not None:
+        context = DrafterContext(runner.config.vocab_size, spec.draft_model_dir, seed=spec.seed,
+                                 max_batch_size=spec.max_batch_size,
+                                 max_model_len=engine_config.max_model_len, max_draft=spec.max_draft,
+                                 verify=spec.verify)
+        drafter = make_drafter(spec.drafter, context)
+    policy = make_policy(spec.policy if drafter is not None else "none", policy_cost_model(spec))
+    return Engine(runner, engine_config, drafter, policy, training_step=spec.step)
+
+
+def _engine_config(spec: EngineSpec, longest_prompt: int) -> EngineConfig:
+    max_positions = read_config(spec.model_dir).max_position_embeddings
+    return EngineConfig(max_batch_size=spec.max_batch_size, max_draft=spec.max_draft,
+                        max_model_len=min(max_positions, longest_prompt + spec.max_tokens),
+                        verify=spec.verify, seed=spec.seed, batch_invariant=spec.batch_invariant)
