@@ -128,7 +128,7 @@ class Bench:
         config = self.config
         prompts = [list(ids) for ids in self._encoded_prompts().values() for _ in range(config.n)]
         run = hf_generate(config.model_dir, prompts, config.max_tokens, config.temperature, config.top_k,
-                          config.top_p, config.max_batch_size, config.seed)
+                          config.top_p, config.max_batch_size, config.seed, config.device, config.dtype)
         return BenchRow("hf-generate", run.makespan_seconds, run.output_tokens, run.output_tokens / run.makespan_seconds)
 
 

@@ -49,11 +49,14 @@ def build_runner(model_dir: str | Path, grid: ProfileGrid, dtype: torch.dtype = 
 
 def profile_checkpoint(model_dir: str | Path, grid: ProfileGrid, draft_model_dir: str | Path | None = None,
                        device: str = "cpu", source: str = "",
-                       on_sample: Callable[[LatencySample], None] | None = None) -> tuple[CostModel, list[LatencySample]]:
+                       on_sample: Callable[[LatencySample], None] | None = None,
+                       dtype: torch.dtype = torch.float32) -> tuple[CostModel, list[LatencySample]]:
     """Profile the target (and the draft model, if given) and fit the cost model."""
-    # the target as the engine runs it by default; the draft model's numerics never matter
-    target = forward_timer(build_runner(model_dir, grid, device=device, batch_invariant=True), grid)
+    # the target as the engine runs it by default (batch-invariant on the CPU only); the draft
+    # model's numerics never matter
+    runner = build_runner(model_dir, grid, dtype, device, batch_invariant=device == "cpu")
+    target = forward_timer(runner, grid)
     draft = None
     if draft_model_dir is not None:
-        draft = forward_timer(build_runner(draft_model_dir, grid, device=device), grid)
+        draft = forward_timer(build_runner(draft_model_dir, grid, dtype, device), grid)
     return fit_on_grid(grid, target, draft, source, on_sample)

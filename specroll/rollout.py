@@ -19,6 +19,7 @@ from specroll.model.catalog import resolve_model_dir
 from specroll.model.loader import read_config
 from specroll.policies.cost_model import CostModel
 from specroll.policies.registry import DEFAULT_POLICY
+from specroll.placement import check_placement
 from specroll.tail import tail_seconds
 from specroll.tasks import DEFAULT_TASK, JsonlTask, Problem, Task, get_reward, get_task
 from specroll.tasks.rewards import DEFAULT_REWARD
@@ -51,6 +52,8 @@ class RolloutConfig:
     threads: int = 0  # CPU threads for torch; 0 = auto (`specroll.engine.factory.cpu_threads`)
     cost_model: Path | None = None  # a `specroll profile` fit; None = profiles/<model>.cost.json if present
     batch_invariant: bool = True  # False: faster forwards whose logits vary with the batch by ~1e-5
+    device: str = "cpu"  # cpu | cuda (resolved: `specroll.model.device.resolve_device`)
+    dtype: str = "float32"  # float32 | bfloat16 | float16
     prompts: Path | None = None  # a JSONL file of prompts: the task, in place of `task` (see JsonlTask)
     prompt_field: str = "prompt"  # the fields of `prompts` records to read
     answer_field: str = "answer"
@@ -68,6 +71,7 @@ class RolloutConfig:
         if self.prompts is not None and self.task != DEFAULT_TASK:
             raise ValueError(f"give a task ({self.task!r}) or a prompts file ({self.prompts}), not both")
         get_reward(self.reward_name)  # validates
+        check_placement(self.device, self.dtype, self.batch_invariant)
         self.cluster  # validates
         if self.fastest_of_n and (self.verify != "exact" or not self.batch_invariant):
             raise ValueError("fastest_of_n runs copies that must make the same tokens: it needs verify 'exact' "
@@ -100,7 +104,8 @@ class RolloutConfig:
                           max_batch_size=self.max_batch_size, max_draft=self.max_draft, verify=self.verify,
                           seed=self.seed, batch_invariant=self.batch_invariant, drafter=self.drafter_name,
                           draft_model_dir=self.draft_model_dir, policy=self.policy,
-                          cost_model=cost_model_path(self), step=self.step, threads=self.threads)
+                          cost_model=cost_model_path(self), step=self.step, threads=self.threads,
+                          device=self.device, dtype=self.dtype)
 
 
 @dataclass

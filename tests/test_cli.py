@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from specroll.cli import main
 
@@ -87,10 +88,12 @@ def test_bench_repeats_report_medians_and_paired_ratios(capsys):
     (["--speculate", "nonsense"], "unknown drafter"),
     (["--policy", "nonsense"], "unknown policy"),
     (["--model", "/nonexistent"], "does not exist"),
+    *([(["--device", "cuda"], "--device cuda: CUDA is not available")] if not torch.cuda.is_available() else []),
 ])
 def test_bad_flags_give_clear_errors(flags, message, tmp_path, capsys):
     assert main(["rollout", *SMALL, *flags, "--out", str(tmp_path / "x.jsonl"), "--no-progress"]) == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1  # one line, no traceback
 
 
 def test_simulate_on_a_profile(capsys):

@@ -22,10 +22,12 @@ class GenerateRun:
 
 
 def hf_generate(model_dir: Path, prompts: Sequence[Sequence[int]], max_tokens: int, temperature: float,
-                top_k: int, top_p: float, batch_size: int, seed: int) -> GenerateRun:
+                top_k: int, top_p: float, batch_size: int, seed: int, device: str = "cpu",
+                dtype: str = "float32") -> GenerateRun:
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir), local_files_only=True, dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), local_files_only=True,
+                                                 dtype=getattr(torch, dtype)).to(device).eval()
     eos = model.generation_config.eos_token_id
     eos_ids = {eos} if isinstance(eos, int) else set(eos or [])
     pad = next(iter(eos_ids), 0)
@@ -40,11 +42,12 @@ def hf_generate(model_dir: Path, prompts: Sequence[Sequence[int]], max_tokens: i
 
 def _generate_batch(model, prompts, max_tokens, temperature, top_k, top_p, pad, eos_ids) -> list[list[int]]:
     width = max(map(len, prompts))
-    input_ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+    input_ids = torch.full((len(prompts), width), pad, dtype=torch.long, device="cpu")
     mask = torch.zeros_like(input_ids)
     for row, prompt in enumerate(prompts):  # left padding
-        input_ids[row, width - len(prompt):] = torch.tensor(list(prompt))
+        input_ids[row, width - len(prompt):] = torch.tensor(list(prompt), device="cpu")
         mask[row, width - len(prompt):] = 1
+    input_ids, mask = input_ids.to(model.device), mask.to(model.device)
     sampling = dict(do_sample=True, temperature=temperature, top_k=top_k or None, top_p=top_p) \
         if temperature > 0 else dict(do_sample=False)
     with torch.inference_mode():

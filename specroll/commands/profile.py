@@ -13,6 +13,7 @@ import argparse
 import platform
 from pathlib import Path
 
+from specroll.commands.rollout import add_device_arguments
 from specroll.model.catalog import resolve_model_dir
 from specroll.policies.cost_model import CostModel, LatencySample
 
@@ -33,7 +34,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-draft", type=int, default=8)
     parser.add_argument("--context-lengths", type=_ints, default=(64, 512), help="comma-separated")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--device", default="cpu")
+    add_device_arguments(parser)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     parser.add_argument("--out", type=Path, default=None, help="default: profiles/<model dir name>.cost.json")
     parser.set_defaults(func=run)
@@ -42,6 +43,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch
 
+    from specroll.model.device import resolve_device
     from specroll.profiling import ProfileGrid, profile_checkpoint
 
     if args.threads:
@@ -49,8 +51,9 @@ def run(args: argparse.Namespace) -> int:
     model_dir = resolve_model_dir(args.model)
     draft_dir = None if args.draft_model is None else resolve_model_dir(args.draft_model)
     grid = ProfileGrid.standard(args.max_batch_size, args.max_draft, args.context_lengths, args.repeats)
-    source = f"{model_dir.resolve().name} on {platform.machine()} {args.device}"
-    model, samples = profile_checkpoint(model_dir, grid, draft_dir, args.device, source)
+    device = resolve_device(args.device)
+    source = f"{model_dir.resolve().name} on {platform.machine()} {device} {args.dtype}"
+    model, samples = profile_checkpoint(model_dir, grid, draft_dir, device, source, dtype=getattr(torch, args.dtype))
     out = args.out or default_output(model_dir)
     model.save(out)
     print_fit(model, samples, out)

@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 
 from specroll.model.catalog import resolve_model_dir
+from specroll.model.device import DEVICES, resolve_device
+from specroll.placement import DTYPES
 from specroll.rollout import RolloutConfig, RolloutResult, load_problems, run_rollout
 from specroll.scheduling.dispatch import DISPATCHES
 from specroll.tasks import known_rewards, known_tasks
@@ -39,7 +41,14 @@ def add_rollout_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=DEFAULTS.threads, help="CPU threads (0 = auto)")
     parser.add_argument("--fast-numerics", action="store_true",
                         help="skip batch-invariant numerics: faster, but exact-mode tokens may then depend on "
-                             "the batch on large vocabularies")
+                             "the batch on large vocabularies (always so off the CPU, where they are not proven)")
+    add_device_arguments(parser)
+
+
+def add_device_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", choices=DEVICES, default="auto",
+                        help="where the model runs (auto: cuda where torch sees a GPU, else cpu)")
+    parser.add_argument("--dtype", choices=DTYPES, default="float32", help="the model's precision")
 
 
 def config_from_args(args: argparse.Namespace, **overrides) -> RolloutConfig:
@@ -48,7 +57,8 @@ def config_from_args(args: argparse.Namespace, **overrides) -> RolloutConfig:
                   temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
                   speculate=getattr(args, "speculate", "on"), policy=args.policy, verify=args.verify,
                   max_batch_size=args.max_batch_size, max_draft=args.max_draft, threads=args.threads,
-                  batch_invariant=not args.fast_numerics,
+                  device=(device := resolve_device(args.device)), dtype=args.dtype,
+                  batch_invariant=not args.fast_numerics and device == "cpu",
                   prompts=args.prompts, prompt_field=args.prompt_field, answer_field=args.answer_field,
                   reward_name=args.reward, workers=getattr(args, "workers", 1),
                   dispatch=getattr(args, "dispatch", DEFAULTS.dispatch),

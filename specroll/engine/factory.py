@@ -55,9 +55,10 @@ def build_engine(spec: EngineSpec, longest_prompt: int, drafter: Drafter | None 
     engine_config = _engine_config(spec, longest_prompt)
     runner = ModelRunner.from_pretrained(spec.model_dir, engine_config.max_batch_size,
                                          engine_config.cache_capacity, torch_dtype(engine_config.dtype),
-                                         batch_invariant=engine_config.batch_invariant)
+                                         engine_config.device, batch_invariant=engine_config.batch_invariant)
     if drafter is None and spec.drafter is not None:
-        context = DrafterContext(runner.config.vocab_size, spec.draft_model_dir, seed=spec.seed,
+        context = DrafterContext(runner.config.vocab_size, spec.draft_model_dir, spec.device, spec.dtype,
+                                 seed=spec.seed,
                                  max_batch_size=spec.max_batch_size,
                                  max_model_len=engine_config.max_model_len, max_draft=spec.max_draft,
                                  verify=spec.verify)
@@ -70,4 +71,5 @@ def _engine_config(spec: EngineSpec, longest_prompt: int) -> EngineConfig:
     max_positions = read_config(spec.model_dir).max_position_embeddings
     return EngineConfig(max_batch_size=spec.max_batch_size, max_draft=spec.max_draft,
                         max_model_len=min(max_positions, longest_prompt + spec.max_tokens),
-                        verify=spec.verify, seed=spec.seed, batch_invariant=spec.batch_invariant)
+                        verify=spec.verify, seed=spec.seed, device=spec.device, dtype=spec.dtype,
+                        batch_invariant=spec.batch_invariant)

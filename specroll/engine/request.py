@@ -138,7 +138,7 @@ class RequestOutput:
     group_id: int
     sample_index: int
     token_ids: list[int]
-    logprobs: list[float]  # of each token, under the distribution it was sampled from
+    logprobs: list[float]  # of each token under the policy (`sampling.policy_logprobs`: untruncated)
     finish_reason: str | None  # stop | length | error
     error: str | None = None  # why it was refused, or lost
     num_preemptions: int = 0

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from specroll.drafting.registry import known_drafters
 from specroll.engine.config import VERIFY_MODES
+from specroll.placement import check_placement
 from specroll.policies.registry import DEFAULT_POLICY, make_policy
 
 DRAFT_MODEL_DRAFTERS = ("draft-model", "ladder")  # the drafters that run a draft model
@@ -29,6 +30,8 @@ class EngineSpec:
     cost_model: Path | None = None  # a `specroll profile` fit; None: the policies' default costs
     step: int = 0  # the RL training step the engine starts at
     threads: int = 0  # CPU threads for torch; 0 = auto (`factory.cpu_threads`)
+    device: str = "cpu"  # cpu | cuda, resolved (`specroll.model.device.resolve_device`)
+    dtype: str = "float32"  # float32 | bfloat16 | float16
 
     def __post_init__(self) -> None:
         for name in ("max_tokens", "max_batch_size"):
@@ -43,6 +46,7 @@ class EngineSpec:
             known = ", ".join(known_drafters())
             raise ValueError(f"unknown drafter {self.drafter!r}; known drafters: {known}")
         make_policy(self.policy)  # validates the name
+        check_placement(self.device, self.dtype, self.batch_invariant)
 
     @property
     def runs_draft_model(self) -> bool:

@@ -69,7 +69,7 @@ class TrlRolloutConfig:
     max_batch_size: int = 256
     seed: int | None = None  # None = the trainer's `args.seed`
     threads: int = 0  # torch threads while rolling out (restored afterwards); 0 = auto
-    batch_invariant: bool = True
+    batch_invariant: bool = True  # on the CPU; off it they are not proven, and not used
     max_prompt_length: int | None = None  # the engine's room for prompts; None = the first batch's longest
 
     def __post_init__(self) -> None:
@@ -214,13 +214,15 @@ def unsupported_settings(trainer: GRPOTrainerLike) -> list[str]:
 
 def rollout_config(config: TrlRolloutConfig, trainer: GRPOTrainerLike, params: SamplingParams) -> RolloutConfig:
     """The engine's settings: the checkpoint and speculation from `config`, sampling from the trainer."""
-    model_dir = config.model_dir or trainer.accelerator.unwrap_model(trainer.model).name_or_path
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    model_dir = config.model_dir or model.name_or_path
     seed = config.seed if config.seed is not None else trainer.args.seed
+    device = next(model.parameters()).device.type  # the engine runs beside the trainer's model
     return RolloutConfig(model_dir=resolve_model_dir(model_dir), max_tokens=params.max_tokens,
                          temperature=params.temperature, top_k=params.top_k, top_p=params.top_p, seed=seed,
                          speculate=config.speculate, policy=config.policy, max_batch_size=config.max_batch_size,
-                         step=trainer.state.global_step, threads=config.threads,
-                         batch_invariant=config.batch_invariant)
+                         step=trainer.state.global_step, threads=config.threads, device=device,
+                         batch_invariant=config.batch_invariant and device == "cpu")
 
 
 @contextmanager

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import torch
 
+from specroll.placement import check_placement
+
 DEVICES = ("cpu", "cuda", "auto")
-DTYPES = ("float32", "bfloat16", "float16")
 
 
 def resolve_device(name: str) -> str:
@@ -21,15 +22,7 @@ def resolve_device(name: str) -> str:
     return name
 
 
-def check_dtype(name: str) -> str:
-    if name not in DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {name!r}")
-    return name
-
-
 def check_numerics(device: torch.device, batch_invariant: bool) -> None:
-    """Batch-invariant numerics rest on probes of the CPU's BLAS and on its in-order cumsum: off the
-    CPU they are not proven, so they are refused there (`meta`, shapes only, is allowed)."""
-    if batch_invariant and device.type not in ("cpu", "meta"):
-        raise ValueError(f"batch-invariant numerics are built and proven for the CPU's kernels, not for "
-                         f"{device.type}: pass --fast-numerics there")
+    """`check_placement`'s numerics rule for a model already placed (`meta`, shapes only, passes)."""
+    if device.type != "meta":
+        check_placement(device.type, "float32", batch_invariant)

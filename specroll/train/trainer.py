@@ -82,7 +82,7 @@ class GRPOTrainer:
         self.engine = build_engine(spec, longest)
         plain = replace(spec, drafter=None)  # the same engine without speculation
         self.plain_engine = build_engine(plain, longest) if config.shadow_plain else None
-        self.policy = load_trainable(rollout.model_dir)
+        self.policy = load_trainable(rollout.model_dir, rollout.device)
         self.reference = copy.deepcopy(self.policy).requires_grad_(False) if config.kl_coef > 0 else None
         self.optimizer = torch.optim.AdamW(self.policy.parameters(), lr=config.lr, weight_decay=config.weight_decay)
         self.initial_weights_sha256 = weights_sha256(self.policy)
@@ -174,7 +174,7 @@ class GRPOTrainer:
         size = self.config.micro_batch_size
         for start in range(0, len(records), size):
             chunk = records[start:start + size]
-            terms = self._chunk_loss(chunk, advantages[start:start + size])
+            terms = self._chunk_loss(chunk, advantages[start:start + size].to(self.rollout.device))
             (terms.loss / num_tokens).backward()
             loss, clipped, kl = loss + terms.loss.item() / num_tokens, clipped + terms.clipped, kl + terms.kl_sum
             gap = max(gap, terms.max_log_ratio)
@@ -187,7 +187,7 @@ class GRPOTrainer:
         completions = [r.token_ids for r in records]
         temperature = self.rollout.temperature
         new, mask = sequence_logprobs(self.policy, prompts, completions, temperature)
-        rollout_lp = _padded([r.logprobs for r in records], mask.shape[1])
+        rollout_lp = _padded([r.logprobs for r in records], mask.shape[1], torch.float32, mask.device)
         ref = None
         if self.reference is not None:
             with torch.no_grad():
@@ -201,39 +201,35 @@ class GRPOTrainer:
                 engine.runner.load_weights(weights)
 
 
-def load_trainable(model_dir: str | Path):
-    """The policy as a `transformers` model in fp32, in training mode."""
+def load_trainable(model_dir: str | Path, device: str = "cpu"):
+    """The policy as a `transformers` model in fp32 on `device`, in training mode."""
     import transformers
 
     model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    return model.train()
+    return model.to(device).train()
 
 
 def sequence_logprobs(model, prompts, completions, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probabilities of each completion's tokens after its prompt (`policy_logprobs`, the engine's
     definition), (B, T) with a (B, T) mask; sequences are right-padded, so positions count from 0."""
+    device = next(model.parameters()).device
     full = [list(p) + list(c) for p, c in zip(prompts, completions)]
     length, width = max(map(len, full)), max(map(len, completions))
-    input_ids = torch.zeros(len(full), length, dtype=torch.long)
-    attention = torch.zeros(len(full), length, dtype=torch.long)
-    for i, ids in enumerate(full):
-        input_ids[i, :len(ids)] = torch.tensor(ids)
-        attention[i, :len(ids)] = 1
+    input_ids = _padded(full, length, torch.long, device)
+    attention = _padded([[1] * len(ids) for ids in full], length, torch.long, device)
     logits = model(input_ids=input_ids, attention_mask=attention).logits  # (B, L, V)
-    offsets = torch.arange(width)
-    starts = torch.tensor([len(p) - 1 for p in prompts])
+    offsets = torch.arange(width, device=device)
+    starts = torch.tensor([len(p) - 1 for p in prompts], device=device)
     index = (starts[:, None] + offsets).clamp(max=length - 1)  # (B, T) the position predicting each token
-    mask = offsets[None] < torch.tensor([len(c) for c in completions])[:, None]
+    mask = offsets[None] < torch.tensor([len(c) for c in completions], device=device)[:, None]
     picked = logits.gather(1, index[..., None].expand(-1, -1, logits.shape[-1]))  # (B, T, V)
-    tokens = _padded(completions, width, torch.long)
+    tokens = _padded(completions, width, torch.long, device)
     return policy_logprobs(picked, tokens, temperature) * mask, mask.float()
 
 
-def _padded(rows, width: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    out = torch.zeros(len(rows), width, dtype=dtype)
-    for i, row in enumerate(rows):
-        out[i, :len(row)] = torch.tensor(row, dtype=out.dtype)
-    return out
+def _padded(rows, width: int, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu") -> torch.Tensor:
+    """(len(rows), width): each row's values, then zeros."""
+    return torch.tensor([[*row, *[0] * (width - len(row))] for row in rows], dtype=dtype, device=device)
 
 
 def _outputs(result: RolloutResult) -> list[tuple]:
