@@ -1,9 +1,9 @@
-# specroll: `make demo` runs the default rollout, `make test` runs the tests (both install first;
-# the tests also pull the real model smollm2, once, into ~/.cache/specroll or $SPECROLL_HOME).
+# specroll: `make demo` runs the default rollout, `make test` lints and runs the tests (both install
+# first; the tests also pull the real model smollm2, once, into ~/.cache/specroll or $SPECROLL_HOME).
 PYTHON ?= python3
 PYTEST_ARGS ?= -q
 
-.PHONY: install models demo bench test test-all
+.PHONY: install models demo bench lint test test-all
 
 install:
 	$(PYTHON) -m pip install -q torch==2.13.0
@@ -19,7 +19,11 @@ demo: install
 bench: install
 	$(PYTHON) -m specroll.cli bench
 
-test: models
+lint: install
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m ruff format --check .
+
+test: models lint
 	$(PYTHON) -m pytest $(PYTEST_ARGS) -m "not slow"
 
 test-all: models

@@ -47,8 +47,12 @@ class ArcticDrafter(BaseDrafter):
         cache = self._caches[self._group_of[query.request_id]]
         context = list(query.context[-self.max_depth :])
         draft = cache.speculate(
-            query.request_id, context, max_spec_tokens=query.budget if not self.tree_tokens else self.tree_tokens,
-            max_spec_factor=4.0, min_token_prob=0.1, use_tree_spec=bool(self.tree_tokens),
+            query.request_id,
+            context,
+            max_spec_tokens=query.budget if not self.tree_tokens else self.tree_tokens,
+            max_spec_factor=4.0,
+            min_token_prob=0.1,
+            use_tree_spec=bool(self.tree_tokens),
         )
         parents = list(draft.parents) if self.tree_tokens else None
         return Draft(query.request_id, list(draft.token_ids), parents, list(draft.probs))

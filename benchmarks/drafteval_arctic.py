@@ -39,13 +39,17 @@ def main() -> int:
     if args.mode == "grouped":
         groups = [_tokenize_group(g, encode) for g in load_groups(args.data)[:limit]]
     else:
-        problems = [_tokenize_history(h, encode) for h in load_histories(args.data, args.problem_order)[:limit]]
+        problems = [
+            _tokenize_history(h, encode) for h in load_histories(args.data, args.problem_order)[:limit]
+        ]
     for value in args.values:
         if args.mode == "grouped":
             stats = evaluate_grouped(groups, lambda: ArcticDrafter(None, tree_tokens), value, args.max_draft)
         else:
             stats = evaluate_history(problems, lambda: ArcticDrafter(value, tree_tokens), args.max_draft)
-        print(json.dumps({"mode": args.mode, "value": value, "tree": args.tree, **stats.as_dict()}), flush=True)
+        print(
+            json.dumps({"mode": args.mode, "value": value, "tree": args.tree, **stats.as_dict()}), flush=True
+        )
     return 0
 
 

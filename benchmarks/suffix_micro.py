@@ -71,7 +71,9 @@ def _timed_rounds(streams: list[list[int]], propose_every: int, append, propose)
     return append_seconds, propose_seconds
 
 
-def bench_specroll(streams: list[list[int]], max_depth: int, propose_every: int) -> tuple[float, float, float]:
+def bench_specroll(
+    streams: list[list[int]], max_depth: int, propose_every: int
+) -> tuple[float, float, float]:
     index = SuffixIndex(max_depth)
     for i in range(len(streams)):
         index.add(i)
@@ -81,11 +83,15 @@ def bench_specroll(streams: list[list[int]], max_depth: int, propose_every: int)
         if node is not None:
             index.propose(node, MAX_DRAFT)
 
-    append_seconds, propose_seconds = _timed_rounds(streams, propose_every, lambda i, t: index.extend(i, (t,)), propose)
+    append_seconds, propose_seconds = _timed_rounds(
+        streams, propose_every, lambda i, t: index.extend(i, (t,)), propose
+    )
     return _per_op(append_seconds, propose_seconds, streams, propose_every)
 
 
-def bench_drafters(streams: list[list[int]], max_depth: int, propose_every: int) -> tuple[float, float, float]:
+def bench_drafters(
+    streams: list[list[int]], max_depth: int, propose_every: int
+) -> tuple[float, float, float]:
     """The live sequences as one group's requests, each observed by three drafters, one token a round;
     the history drafter holds the group's previous step (as many responses, from another seed)."""
     history = HistoryDrafter(max_depth=max_depth)
@@ -93,12 +99,19 @@ def bench_drafters(streams: list[list[int]], max_depth: int, propose_every: int)
     for i, response in enumerate(token_streams(len(streams), len(streams[0]), seed=1)):
         feed(history, RequestInfo(-1 - i, 0, prompt), response)
     history.advance_step(1)
-    drafter = CombinedDrafter([GroupedDrafter(max_depth=max_depth), history, OwnContextDrafter(max_depth=max_depth)])
+    drafter = CombinedDrafter(
+        [GroupedDrafter(max_depth=max_depth), history, OwnContextDrafter(max_depth=max_depth)]
+    )
     for i in range(len(streams)):
         drafter.begin(RequestInfo(i, 0, prompt, step=1))
     observe_seconds, propose_seconds = _timed_rounds(
-        streams, propose_every, lambda i, t: drafter.observe(i, (t,)),
-        lambda i, position: drafter.propose([DraftQuery(i, 0, streams[i][: position + 1], len(prompt), MAX_DRAFT)]))
+        streams,
+        propose_every,
+        lambda i, t: drafter.observe(i, (t,)),
+        lambda i, position: drafter.propose(
+            [DraftQuery(i, 0, streams[i][: position + 1], len(prompt), MAX_DRAFT)]
+        ),
+    )
     return _per_op(observe_seconds, propose_seconds, streams, propose_every)
 
 
@@ -135,20 +148,32 @@ def _per_op(
     num_tokens = len(streams) * len(streams[0])
     num_proposals = len(streams) * (len(streams[0]) // propose_every) if propose_every > 0 else 0
     per_proposal = 1e6 * propose_seconds / num_proposals if num_proposals else 0.0
-    return 1e6 * append_seconds / num_tokens, per_proposal, 1e6 * (append_seconds + propose_seconds) / num_tokens
+    return (
+        1e6 * append_seconds / num_tokens,
+        per_proposal,
+        1e6 * (append_seconds + propose_seconds) / num_tokens,
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=128, help="tokens appended per sequence")
     parser.add_argument("--live", type=int, nargs="+", default=[1, 4, 16, 64, 256])
-    parser.add_argument("--depths", type=int, nargs="+", default=[DEFAULT_MAX_DEPTH], help="specroll index depths")
+    parser.add_argument(
+        "--depths", type=int, nargs="+", default=[DEFAULT_MAX_DEPTH], help="specroll index depths"
+    )
     parser.add_argument("--propose-every", type=int, default=1, help="rounds between drafts (0: never draft)")
     parser.add_argument("--drafters", action="store_true", help="through the drafters, not one index")
-    parser.add_argument("--repeats", type=int, default=1, help="report the fastest of this many runs (noisy machines)")
+    parser.add_argument(
+        "--repeats", type=int, default=1, help="report the fastest of this many runs (noisy machines)"
+    )
     args = parser.parse_args()
     with_arctic = SuffixDecodingCache is not None and not args.drafters and args.propose_every == 1
-    columns = [f"depth {d} {what}" for d in args.depths for what in ("append µs/token", "propose µs", "total µs/token")]
+    columns = [
+        f"depth {d} {what}"
+        for d in args.depths
+        for what in ("append µs/token", "propose µs", "total µs/token")
+    ]
     columns += ["ArcticInference append µs/token", "propose µs", "total µs/token"] if with_arctic else []
     print("| live sequences | " + " | ".join(columns) + " |")
     print("|---" * (1 + len(columns)) + "|")
@@ -157,7 +182,10 @@ def main() -> None:
         streams = token_streams(num_live, args.rounds)
         rows = [_fastest(args.repeats, bench, streams, depth, args.propose_every) for depth in args.depths]
         rows += [_fastest(args.repeats, bench_arctic, streams)] if with_arctic else []
-        print(f"| {num_live} | " + " | ".join(" | ".join(f"{x:.2f}" for x in row) for row in rows) + " |", flush=True)
+        print(
+            f"| {num_live} | " + " | ".join(" | ".join(f"{x:.2f}" for x in row) for row in rows) + " |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -55,10 +55,14 @@ class RolloutStats:
     fraction_groups_mixed_reward: float  # groups with both a correct and a wrong sample
 
 
-def generate(model, tokenizer, problems: list[Problem], num_samples: int, do_sample: bool, max_new_tokens: int):
+def generate(
+    model, tokenizer, problems: list[Problem], num_samples: int, do_sample: bool, max_new_tokens: int
+):
     """Responses (text, token count) for each problem, num_samples each, in problem order."""
     tokenizer.padding_side = "left"  # decoder-only: prompts end where generation starts
-    batch = tokenizer([p.prompt for p in problems], return_tensors="pt", padding=True, add_special_tokens=False)
+    batch = tokenizer(
+        [p.prompt for p in problems], return_tensors="pt", padding=True, add_special_tokens=False
+    )
     with torch.no_grad():
         output = model.generate(
             **batch,
@@ -79,7 +83,9 @@ def response_of(token_ids: torch.Tensor, tokenizer) -> tuple[str, int]:
     return tokenizer.decode(ids[:length], skip_special_tokens=True), length
 
 
-def sample_rollouts(model, tokenizer, problems, num_samples, prompts_per_batch, max_new_tokens) -> list[Rollout]:
+def sample_rollouts(
+    model, tokenizer, problems, num_samples, prompts_per_batch, max_new_tokens
+) -> list[Rollout]:
     task, rollouts = get_task(DEFAULT_TASK), []
     ordered = sorted(problems, key=lambda p: len(p.prompt))  # similar lengths share a batch
     for start in range(0, len(ordered), prompts_per_batch):
@@ -137,8 +143,11 @@ def mean_sibling_prefix(rollouts: list[Rollout]) -> float:
 def summarize(rollouts: list[Rollout], greedy: float, max_new_tokens: int) -> RolloutStats:
     lengths = np.array([r.lengths for r in rollouts], dtype=float)  # (num_prompts, num_samples)
     p50, p99 = np.percentile(lengths, 50), np.percentile(lengths, 99)
-    truncated = [n >= max_new_tokens and not text.rstrip().split("\n")[-1].startswith("answer")
-                 for r in rollouts for text, n in zip(r.responses, r.lengths)]
+    truncated = [
+        n >= max_new_tokens and not text.rstrip().split("\n")[-1].startswith("answer")
+        for r in rollouts
+        for text, n in zip(r.responses, r.lengths)
+    ]
     return RolloutStats(
         reward_mean=statistics.fmean(x for r in rollouts for x in r.rewards),
         greedy_reward_mean=greedy,
@@ -181,7 +190,10 @@ def main() -> None:
     )
     greedy = greedy_reward(model, tokenizer, problems, args.prompts_per_batch, args.max_new_tokens)
     for rollout in rollouts[: args.show]:
-        print(f"--- prompt {rollout.problem.prompt_id}: {rollout.problem.prompt!r} answer {rollout.problem.answer}")
+        print(
+            f"--- prompt {rollout.problem.prompt_id}: {rollout.problem.prompt!r} "
+            f"answer {rollout.problem.answer}"
+        )
         for text, reward in zip(rollout.responses[:3], rollout.rewards):
             print(f"[reward {reward}]\n{text}")
     stats = summarize(rollouts, greedy, args.max_new_tokens)

@@ -34,7 +34,8 @@ SPECIAL_TOKENS = [PAD, EOS, UNK]
 BASE_SYMBOLS = list("0123456789+=") + ["Ġ", "Ċ"] + sorted(set(PROMPT_WORD + ANSWER_WORD + TERM_LABELS))
 # Qwen2's pre-tokenizer: digits one by one, letters in runs, newlines apart (the Qwen2 pattern).
 QWEN2_PRETOKENIZE_REGEX = (
-    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+    r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
 )
 MAX_POSITIONS = 1024
 
@@ -141,7 +142,6 @@ def make_batches(
     examples = sorted(examples, key=lambda example: len(example[0]))
     batches, start = [], 0
     while start < len(examples):
-        longest = len(examples[min(start + 1, len(examples)) - 1][0])
         end = start + 1
         while end < len(examples) and (end - start + 1) * len(examples[end][0]) <= tokens_per_batch:
             end += 1
@@ -180,7 +180,9 @@ def batch_stream(tokenizer: PreTrainedTokenizerFast, config: TrainConfig, seed: 
         chunk += 1
 
 
-def train(model: Qwen2ForCausalLM, tokenizer: PreTrainedTokenizerFast, config: TrainConfig, label: str) -> float:
+def train(
+    model: Qwen2ForCausalLM, tokenizer: PreTrainedTokenizerFast, config: TrainConfig, label: str
+) -> float:
     """Train in place; returns the wall-clock seconds taken."""
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=config.learning_rate, betas=(0.9, 0.98), weight_decay=config.weight_decay
@@ -229,11 +231,10 @@ def main() -> None:
     args = parse_args()
     torch.set_num_threads(args.num_threads)
     tokenizer = build_tokenizer()
+    common = dict(tokens_per_batch=args.tokens_per_batch, learning_rate=args.learning_rate)
     runs = [
-        ("policy", replace(POLICY, num_steps=args.policy_steps, tokens_per_batch=args.tokens_per_batch,
-                           learning_rate=args.learning_rate)),
-        ("draft", replace(DRAFT, num_steps=args.draft_steps, tokens_per_batch=args.tokens_per_batch,
-                          learning_rate=args.learning_rate)),
+        ("policy", replace(POLICY, num_steps=args.policy_steps, **common)),
+        ("draft", replace(DRAFT, num_steps=args.draft_steps, **common)),
     ]
     for label, config in runs:
         torch.manual_seed(SEED)

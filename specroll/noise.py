@@ -66,5 +66,7 @@ def hash64(*keys: torch.Tensor | int, device: torch.device) -> torch.Tensor:
 def uniforms(seed: int, request_ids: torch.Tensor, positions: torch.Tensor, stream: int) -> torch.Tensor:
     """One float64 in the open interval (0, 1) per (request, position), on their device; the shape
     of the broadcast inputs."""
-    bits = _shift_right(hash64(seed, request_ids, positions, stream, device=request_ids.device), 11)  # 53 bits
+    bits = _shift_right(
+        hash64(seed, request_ids, positions, stream, device=request_ids.device), 11
+    )  # 53 bits
     return (bits.to(torch.float64) + 0.5) * 2.0**-53

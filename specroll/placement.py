@@ -10,10 +10,13 @@ def check_placement(device: str, dtype: str, batch_invariant: bool) -> None:
     """A resolved device, a known dtype, and batch-invariant numerics only on the CPU (they rest on
     probes of the CPU's BLAS and its in-order cumsum: elsewhere they are not proven)."""
     if device not in RESOLVED_DEVICES:
-        raise ValueError(f"device must be one of {', '.join(RESOLVED_DEVICES)} (resolve 'auto' first), "
-                         f"got {device!r}")
+        raise ValueError(
+            f"device must be one of {', '.join(RESOLVED_DEVICES)} (resolve 'auto' first), got {device!r}"
+        )
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     if batch_invariant and device != "cpu":
-        raise ValueError(f"batch-invariant numerics are built and proven for the CPU's kernels, not for "
-                         f"{device}: pass --fast-numerics there")
+        raise ValueError(
+            f"batch-invariant numerics are built and proven for the CPU's kernels, not for "
+            f"{device}: pass --fast-numerics there"
+        )

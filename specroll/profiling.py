@@ -19,11 +19,14 @@ from specroll.policies.cost_model import CostModel, LatencySample
 from specroll.policies.profile_grid import ForwardTimer, ProfileGrid, fit_on_grid
 
 
-def time_forward(runner: ModelRunner, batch_size: int, num_tokens: int, context_length: int,
-                 repeats: int, warmup: int) -> float:
+def time_forward(
+    runner: ModelRunner, batch_size: int, num_tokens: int, context_length: int, repeats: int, warmup: int
+) -> float:
     """Median seconds of one forward of `batch_size` rows x `num_tokens` after `context_length`."""
-    inputs = [SequenceInput(slot, context_length, [2] * num_tokens, num_logits=num_tokens)
-              for slot in range(batch_size)]
+    inputs = [
+        SequenceInput(slot, context_length, [2] * num_tokens, num_logits=num_tokens)
+        for slot in range(batch_size)
+    ]
     timings = []
     for i in range(warmup + repeats):
         started = time.perf_counter()
@@ -37,20 +40,37 @@ def time_forward(runner: ModelRunner, batch_size: int, num_tokens: int, context_
 
 def forward_timer(runner: ModelRunner, grid: ProfileGrid) -> ForwardTimer:
     """Median seconds of a forward on `runner`, timed as the grid says."""
-    return lambda batch, width, context: time_forward(runner, batch, width, context, grid.repeats,
-                                                      grid.warmup)
+    return lambda batch, width, context: time_forward(
+        runner, batch, width, context, grid.repeats, grid.warmup
+    )
 
 
-def build_runner(model_dir: str | Path, grid: ProfileGrid, dtype: torch.dtype = torch.float32,
-                 device: str = "cpu", batch_invariant: bool = False) -> ModelRunner:
-    return ModelRunner.from_pretrained(model_dir, num_slots=max(grid.batch_sizes), capacity=grid.capacity,
-                                       dtype=dtype, device=device, batch_invariant=batch_invariant)
+def build_runner(
+    model_dir: str | Path,
+    grid: ProfileGrid,
+    dtype: torch.dtype = torch.float32,
+    device: str = "cpu",
+    batch_invariant: bool = False,
+) -> ModelRunner:
+    return ModelRunner.from_pretrained(
+        model_dir,
+        num_slots=max(grid.batch_sizes),
+        capacity=grid.capacity,
+        dtype=dtype,
+        device=device,
+        batch_invariant=batch_invariant,
+    )
 
 
-def profile_checkpoint(model_dir: str | Path, grid: ProfileGrid, draft_model_dir: str | Path | None = None,
-                       device: str = "cpu", source: str = "",
-                       on_sample: Callable[[LatencySample], None] | None = None,
-                       dtype: torch.dtype = torch.float32) -> tuple[CostModel, list[LatencySample]]:
+def profile_checkpoint(
+    model_dir: str | Path,
+    grid: ProfileGrid,
+    draft_model_dir: str | Path | None = None,
+    device: str = "cpu",
+    source: str = "",
+    on_sample: Callable[[LatencySample], None] | None = None,
+    dtype: torch.dtype = torch.float32,
+) -> tuple[CostModel, list[LatencySample]]:
     """Profile the target (and the draft model, if given) and fit the cost model."""
     # the target as the engine runs it by default (batch-invariant on the CPU only); the draft
     # model's numerics never matter

@@ -31,6 +31,12 @@ DEFAULT_DRAFT_MODEL = CHECKPOINTS / "draft"
 PROFILES = CHECKPOINTS.parent / "profiles"
 
 
+_SPEC_FIELDS = (  # fields of both RolloutConfig and EngineSpec, carried over by name
+    "max_tokens max_batch_size max_draft verify seed batch_invariant draft_model_dir policy step threads "
+    "device dtype"
+).split()
+
+
 @dataclass(frozen=True)
 class RolloutConfig:
     model_dir: Path = DEFAULT_MODEL
@@ -74,8 +80,10 @@ class RolloutConfig:
         check_placement(self.device, self.dtype, self.batch_invariant)
         self.cluster  # validates
         if self.fastest_of_n and (self.verify != "exact" or not self.batch_invariant):
-            raise ValueError("fastest_of_n runs copies that must make the same tokens: it needs verify 'exact' "
-                             "and batch-invariant numerics")
+            raise ValueError(
+                "fastest_of_n runs copies that must make the same tokens: it needs verify 'exact' "
+                "and batch-invariant numerics"
+            )
 
     @property
     def drafter_name(self) -> str | None:
@@ -87,8 +95,9 @@ class RolloutConfig:
 
     @property
     def cluster(self) -> ClusterConfig:
-        return ClusterConfig(self.workers, self.dispatch, self.chunk_tokens, self.worker_backend, self.seed,
-                             self.fastest_of_n)
+        return ClusterConfig(
+            self.workers, self.dispatch, self.chunk_tokens, self.worker_backend, self.seed, self.fastest_of_n
+        )
 
     @property
     def has_matching_draft(self) -> bool:
@@ -100,12 +109,13 @@ class RolloutConfig:
 
     def engine_spec(self) -> EngineSpec:
         """What building this rollout's engine needs, here or in a worker (`specroll.engine.factory`)."""
-        return EngineSpec(model_dir=Path(self.model_dir), max_tokens=self.max_tokens,
-                          max_batch_size=self.max_batch_size, max_draft=self.max_draft, verify=self.verify,
-                          seed=self.seed, batch_invariant=self.batch_invariant, drafter=self.drafter_name,
-                          draft_model_dir=self.draft_model_dir, policy=self.policy,
-                          cost_model=cost_model_path(self), step=self.step, threads=self.threads,
-                          device=self.device, dtype=self.dtype)
+        same = {name: getattr(self, name) for name in _SPEC_FIELDS}
+        return EngineSpec(
+            model_dir=Path(self.model_dir),
+            drafter=self.drafter_name,
+            cost_model=cost_model_path(self),
+            **same,
+        )
 
 
 @dataclass
@@ -198,15 +208,22 @@ def load_problems(config: RolloutConfig) -> tuple[Task, dict[int, Problem]]:
     return task, by_id
 
 
-def encode_prompts(tokenizer: Tokenizer, task: Task, problems: dict[int, Problem]) -> dict[int, tuple[int, ...]]:
+def encode_prompts(
+    tokenizer: Tokenizer, task: Task, problems: dict[int, Problem]
+) -> dict[int, tuple[int, ...]]:
     """Each problem's prompt ids, in the checkpoint's chat template where it has one and the task uses it."""
-    return {prompt_id: tuple(tokenizer.encode_prompt(p.prompt, task.use_chat_template))
-            for prompt_id, p in problems.items()}
+    return {
+        prompt_id: tuple(tokenizer.encode_prompt(p.prompt, task.use_chat_template))
+        for prompt_id, p in problems.items()
+    }
 
 
-def run_rollout(config: RolloutConfig, progress: ProgressFn | None = None,
-                drafter: Drafter | None = None,
-                worker_progress: Callable[[int, int], None] | None = None) -> RolloutResult:
+def run_rollout(
+    config: RolloutConfig,
+    progress: ProgressFn | None = None,
+    drafter: Drafter | None = None,
+    worker_progress: Callable[[int, int], None] | None = None,
+) -> RolloutResult:
     """Run the rollout; `drafter` overrides the one `config.speculate` names (e.g. an oracle).
     With several workers, `worker_progress(finished requests, output tokens)` replaces `progress`."""
     config = replace(config, model_dir=resolve_model_dir(config.model_dir))  # a name such as "smollm2"
@@ -224,9 +241,15 @@ def run_rollout(config: RolloutConfig, progress: ProgressFn | None = None,
     return run_requests(engine, requests, tokenizer, task, problems, progress)
 
 
-def run_on_workers(config: RolloutConfig, requests: list[Request], tokenizer: Tokenizer, task: Task,
-                   problems: dict[int, Problem], on_report=None,
-                   progress: Callable[[int, int], None] | None = None) -> RolloutResult:
+def run_on_workers(
+    config: RolloutConfig,
+    requests: list[Request],
+    tokenizer: Tokenizer,
+    task: Task,
+    problems: dict[int, Problem],
+    on_report=None,
+    progress: Callable[[int, int], None] | None = None,
+) -> RolloutResult:
     """The rollout over `config.workers` engines (`specroll.cluster`); the same records."""
     longest = max(len(r.prompt_token_ids) for r in requests)
     outcome = run_cluster(config.cluster, config.engine_spec(), requests, longest, on_report, progress)
@@ -234,27 +257,57 @@ def run_on_workers(config: RolloutConfig, requests: list[Request], tokenizer: To
     rows = [row for t in outcome.telemetry for row in t.rows]
     decode_rows = sum(t.decode_rows for t in outcome.telemetry)
     finish_times = [*(s.finish_seconds for s in outcome.states), outcome.makespan_seconds]
-    summary = _summary(outcome.outputs, records, finish_times,
-                       sum(t.decode_emitted for t in outcome.telemetry) / decode_rows if decode_rows else 0.0,
-                       sum(t.num_forwards for t in outcome.telemetry))
-    cluster = {"workers": config.workers, "dispatch": config.dispatch, "reports": outcome.num_reports,
-               "lost_workers": outcome.num_lost_workers, "reprefills": outcome.num_reprefills,
-               "reprefill_tokens": float(outcome.reprefill_tokens), "worker_busy_seconds": outcome.worker_busy_seconds,
-               "copies": outcome.num_copies, "dropped_tokens": outcome.dropped_tokens}
+    summary = _summary(
+        outcome.outputs,
+        records,
+        finish_times,
+        sum(t.decode_emitted for t in outcome.telemetry) / decode_rows if decode_rows else 0.0,
+        sum(t.num_forwards for t in outcome.telemetry),
+    )
+    cluster = {
+        "workers": config.workers,
+        "dispatch": config.dispatch,
+        "reports": outcome.num_reports,
+        "lost_workers": outcome.num_lost_workers,
+        "reprefills": outcome.num_reprefills,
+        "reprefill_tokens": float(outcome.reprefill_tokens),
+        "worker_busy_seconds": outcome.worker_busy_seconds,
+        "copies": outcome.num_copies,
+        "dropped_tokens": outcome.dropped_tokens,
+    }
     return RolloutResult(records, summary, rows, cluster=cluster)
 
 
-def make_requests(config: RolloutConfig, tokenizer: Tokenizer, problems: Iterable[Problem],
-                  prompts: dict[int, tuple[int, ...]], first_id: int = 0) -> list[Request]:
+def make_requests(
+    config: RolloutConfig,
+    tokenizer: Tokenizer,
+    problems: Iterable[Problem],
+    prompts: dict[int, tuple[int, ...]],
+    first_id: int = 0,
+) -> list[Request]:
     """`config.n` requests per problem, ids from `first_id` (prompt_id * n + sample after it)."""
-    params = SamplingParams(config.max_tokens, config.temperature, config.top_k, config.top_p,
-                            stop_token_ids=tokenizer.stop_token_ids)
-    return [Request(first_id + p.prompt_id * config.n + s, p.prompt_id, s, prompts[p.prompt_id], params)
-            for p in problems for s in range(config.n)]
+    params = SamplingParams(
+        config.max_tokens,
+        config.temperature,
+        config.top_k,
+        config.top_p,
+        stop_token_ids=tokenizer.stop_token_ids,
+    )
+    return [
+        Request(first_id + p.prompt_id * config.n + s, p.prompt_id, s, prompts[p.prompt_id], params)
+        for p in problems
+        for s in range(config.n)
+    ]
 
 
-def run_requests(engine: Engine, requests: list[Request], tokenizer: Tokenizer, task: Task,
-                 problems: dict[int, Problem], progress: ProgressFn | None = None) -> RolloutResult:
+def run_requests(
+    engine: Engine,
+    requests: list[Request],
+    tokenizer: Tokenizer,
+    task: Task,
+    problems: dict[int, Problem],
+    progress: ProgressFn | None = None,
+) -> RolloutResult:
     """Run `requests` to completion on `engine` (which may have run others before: its telemetry is
     started afresh) and score them; a refused request gets a record with its error."""
     engine.telemetry.clear()
@@ -262,9 +315,12 @@ def run_requests(engine: Engine, requests: list[Request], tokenizer: Tokenizer, 
     finish_times = _run(engine, requests, progress)
     outputs = [r.output() for r in requests]
     records = [make_record(o, tokenizer, task, problems[o.group_id]) for o in outputs]
-    summary = _summary(outputs, records, finish_times, engine.telemetry.mean_acceptance_length,
-                       engine.telemetry.num_forwards)
-    return RolloutResult(records, summary, engine.telemetry.as_rows(), engine.telemetry.acceptance_by_source())
+    summary = _summary(
+        outputs, records, finish_times, engine.telemetry.mean_acceptance_length, engine.telemetry.num_forwards
+    )
+    return RolloutResult(
+        records, summary, engine.telemetry.as_rows(), engine.telemetry.acceptance_by_source()
+    )
 
 
 def _run(engine: Engine, requests: list[Request], progress: ProgressFn | None) -> list[float]:
@@ -285,13 +341,27 @@ def make_record(output: RequestOutput, tokenizer: Tokenizer, task: Task, problem
     """A finished request as a record: its decoded text scored by the task (None for a refused request)."""
     text = tokenizer.decode(output.token_ids)
     reward = None if output.error else task.reward(problem, text)
-    return RolloutRecord(output.request_id, output.group_id, output.sample_index, output.token_ids,
-                         output.logprobs, text, reward, output.finish_reason, output.num_preemptions,
-                         output.error)
+    return RolloutRecord(
+        output.request_id,
+        output.group_id,
+        output.sample_index,
+        output.token_ids,
+        output.logprobs,
+        text,
+        reward,
+        output.finish_reason,
+        output.num_preemptions,
+        output.error,
+    )
 
 
-def _summary(requests: list[RequestOutput], records: list[RolloutRecord], finish_times: list[float],
-             mean_acceptance_length: float, forward_passes: int) -> RolloutSummary:
+def _summary(
+    requests: list[RequestOutput],
+    records: list[RolloutRecord],
+    finish_times: list[float],
+    mean_acceptance_length: float,
+    forward_passes: int,
+) -> RolloutSummary:
     """`finish_times`: each request's, then the makespan."""
     makespan = finish_times[-1]
     output_tokens = sum(r.num_output_tokens for r in requests)

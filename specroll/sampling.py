@@ -28,12 +28,20 @@ class SamplingRows:
     has_greedy: bool  # some row is greedy
 
     @classmethod
-    def build(cls, temperature: Sequence[float], top_k: Sequence[int], top_p: Sequence[float],
-              device: torch.device | str = "cpu") -> "SamplingRows":
-        return cls(torch.tensor(temperature, dtype=torch.float32, device=device),
-                   torch.tensor(top_k, dtype=torch.long, device=device),
-                   torch.tensor(top_p, dtype=torch.float32, device=device),
-                   any(k > 0 for k in top_k) or any(p < 1 for p in top_p), any(t <= 0 for t in temperature))
+    def build(
+        cls,
+        temperature: Sequence[float],
+        top_k: Sequence[int],
+        top_p: Sequence[float],
+        device: torch.device | str = "cpu",
+    ) -> "SamplingRows":
+        return cls(
+            torch.tensor(temperature, dtype=torch.float32, device=device),
+            torch.tensor(top_k, dtype=torch.long, device=device),
+            torch.tensor(top_p, dtype=torch.float32, device=device),
+            any(k > 0 for k in top_k) or any(p < 1 for p in top_p),
+            any(t <= 0 for t in temperature),
+        )
 
 
 def sampling_logits(logits: torch.Tensor, rows: SamplingRows) -> torch.Tensor:
@@ -76,8 +84,9 @@ def sample_from(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     return tokens.clamp_(max=probs.shape[-1] - 1)
 
 
-def policy_logprobs(logits: torch.Tensor, tokens: torch.Tensor,
-                    temperature: torch.Tensor | float) -> torch.Tensor:
+def policy_logprobs(
+    logits: torch.Tensor, tokens: torch.Tensor, temperature: torch.Tensor | float
+) -> torch.Tensor:
     """Log-probability of each token under the policy: log_softmax(logits / temperature) over the
     whole vocabulary (temperature 0: the plain softmax, whose argmax a greedy row takes).
 

@@ -24,8 +24,9 @@ class Tokenizer:
         else, or when the task asks for raw text, the text alone."""
         if not (use_chat_template and self.has_chat_template):
             return self.encode(text)
-        ids = self.hf.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
-                                          tokenize=True, return_dict=False)
+        ids = self.hf.apply_chat_template(
+            [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True, return_dict=False
+        )
         return list(ids)
 
     def decode(self, token_ids: list[int]) -> str:

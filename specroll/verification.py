@@ -32,8 +32,9 @@ def accepted_prefix(is_accepted: torch.Tensor, num_drafts: torch.Tensor) -> torc
     return (is_accepted & valid).long().cumprod(dim=1).sum(dim=1)
 
 
-def verify_exact(draft_tokens: torch.Tensor, num_drafts: torch.Tensor,
-                 target_tokens: torch.Tensor) -> torch.Tensor:
+def verify_exact(
+    draft_tokens: torch.Tensor, num_drafts: torch.Tensor, target_tokens: torch.Tensor
+) -> torch.Tensor:
     """Exact mode for linear drafts.
 
     draft_tokens (B, K), num_drafts (B,), target_tokens (B, K+1): the target's own token at each of
@@ -42,7 +43,9 @@ def verify_exact(draft_tokens: torch.Tensor, num_drafts: torch.Tensor,
     return accepted_prefix(draft_tokens == target_tokens[:, :-1], num_drafts)
 
 
-def verify_exact_tree(tokens: Sequence[int], parents: Sequence[int], target_after: Sequence[int]) -> list[int]:
+def verify_exact_tree(
+    tokens: Sequence[int], parents: Sequence[int], target_after: Sequence[int]
+) -> list[int]:
     """Exact mode for one tree draft: the deepest path whose every token is the target's own token.
 
     tokens[i] has parent parents[i] (-1 = the context); target_after[0] is the target's token after
@@ -63,9 +66,14 @@ def verify_exact_tree(tokens: Sequence[int], parents: Sequence[int], target_afte
     return path[::-1]
 
 
-def verify_rejection(target_probs: torch.Tensor, draft_probs: torch.Tensor | None,
-                     draft_tokens: torch.Tensor, num_drafts: torch.Tensor,
-                     accept_u: torch.Tensor, sample_u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def verify_rejection(
+    target_probs: torch.Tensor,
+    draft_probs: torch.Tensor | None,
+    draft_tokens: torch.Tensor,
+    num_drafts: torch.Tensor,
+    accept_u: torch.Tensor,
+    sample_u: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Speculative sampling for linear drafts.
 
     target_probs (B, K+1, V): p at each draft position and the bonus position;
@@ -75,8 +83,11 @@ def verify_rejection(target_probs: torch.Tensor, draft_probs: torch.Tensor | Non
     """
     B, K = draft_tokens.shape
     p_draft = target_probs[:, :K].gather(2, draft_tokens[..., None]).squeeze(-1)  # (B, K)
-    q_draft = (torch.ones_like(p_draft) if draft_probs is None
-               else draft_probs.gather(2, draft_tokens[..., None]).squeeze(-1))
+    q_draft = (
+        torch.ones_like(p_draft)
+        if draft_probs is None
+        else draft_probs.gather(2, draft_tokens[..., None]).squeeze(-1)
+    )
     # accept with probability min(1, p/q), written without division: u * q < p
     num_accepted = accepted_prefix(accept_u.to(p_draft.dtype) * q_draft < p_draft, num_drafts)
     rows = torch.arange(B, device=draft_tokens.device)
@@ -85,8 +96,13 @@ def verify_rejection(target_probs: torch.Tensor, draft_probs: torch.Tensor | Non
     return num_accepted, sample_from(residual, sample_u[rows, num_accepted])
 
 
-def _residual(p_next: torch.Tensor, draft_probs: torch.Tensor | None, draft_tokens: torch.Tensor,
-              num_accepted: torch.Tensor, num_drafts: torch.Tensor) -> torch.Tensor:
+def _residual(
+    p_next: torch.Tensor,
+    draft_probs: torch.Tensor | None,
+    draft_tokens: torch.Tensor,
+    num_accepted: torch.Tensor,
+    num_drafts: torch.Tensor,
+) -> torch.Tensor:
     """max(0, p - q) at rejected rows, p itself at fully accepted rows (the bonus), unnormalised."""
     B, K = draft_tokens.shape
     is_rejected = num_accepted < num_drafts

@@ -7,7 +7,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from tiny_checkpoints import ARCHITECTURES, save_tiny_checkpoint  # noqa: E402
+from tiny_checkpoints import ARCHITECTURES, COMMON, save_tiny_checkpoint  # noqa: E402
 
 
 @pytest.fixture(scope="session", params=sorted(ARCHITECTURES))
@@ -23,7 +23,9 @@ def smollm2_dir():
     from specroll.model.catalog import model_cache_dir, pulled_manifest
 
     if pulled_manifest("smollm2") is None:
-        pytest.skip(f"smollm2 is not pulled into {model_cache_dir('smollm2')}: run `specroll models pull smollm2`")
+        pytest.skip(
+            f"smollm2 is not pulled into {model_cache_dir('smollm2')}: run `specroll models pull smollm2`"
+        )
     return model_cache_dir("smollm2")
 
 
@@ -43,9 +45,7 @@ def large_vocab_dir(tmp_path_factory):
     import transformers
 
     torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=49152, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                                      eos_token_id=1, tie_word_embeddings=False)
+    config = transformers.LlamaConfig(**{**COMMON, "vocab_size": 49152}, tie_word_embeddings=False)
     directory = tmp_path_factory.mktemp("large-vocab")
     transformers.AutoModelForCausalLM.from_config(config).save_pretrained(directory)
     return directory

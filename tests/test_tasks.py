@@ -95,7 +95,10 @@ def test_checkpoint_is_small_qwen2_with_matching_tokenizer(name):
     assert model.config.num_key_value_heads < model.config.num_attention_heads or name == "draft"
     assert model.config.vocab_size == len(tokenizer)
     assert model.config.eos_token_id == tokenizer.eos_token_id
-    assert json.loads((directory / "generation_config.json").read_text())["eos_token_id"] == tokenizer.eos_token_id
+    assert (
+        json.loads((directory / "generation_config.json").read_text())["eos_token_id"]
+        == tokenizer.eos_token_id
+    )
 
 
 @pytest.mark.parametrize("name", ["policy", "draft"])

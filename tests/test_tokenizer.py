@@ -11,7 +11,9 @@ from specroll.tasks import Problem, RunningSumTask, get_task
 from specroll.tokenizer import load_tokenizer
 
 QWEN2_TOKENIZER = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tokenizers" / "qwen2"
-needs_qwen2 = pytest.mark.skipif(not QWEN2_TOKENIZER.is_dir(), reason="shared Qwen2 tokenizer not beside the checkout")
+needs_qwen2 = pytest.mark.skipif(
+    not QWEN2_TOKENIZER.is_dir(), reason="shared Qwen2 tokenizer not beside the checkout"
+)
 
 
 def test_bundled_policy_has_no_template_so_prompts_stay_raw():
@@ -19,7 +21,9 @@ def test_bundled_policy_has_no_template_so_prompts_stay_raw():
     assert not tokenizer.has_chat_template
     for problem in get_task("running_sum").problems(10, seed=0):
         assert tokenizer.encode_prompt(problem.prompt) == tokenizer.encode(problem.prompt)
-        assert tokenizer.encode_prompt(problem.prompt, use_chat_template=False) == tokenizer.encode(problem.prompt)
+        assert tokenizer.encode_prompt(problem.prompt, use_chat_template=False) == tokenizer.encode(
+            problem.prompt
+        )
 
 
 @needs_qwen2
@@ -28,9 +32,13 @@ def test_chat_template_wraps_the_prompt_as_a_user_turn():
     assert tokenizer.has_chat_template
     ids = tokenizer.encode_prompt("What is 2+2?")
     assert all(isinstance(i, int) for i in ids)
-    assert tokenizer.hf.decode(ids) == ("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
-                                        "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n")
-    assert tokenizer.encode_prompt("What is 2+2?", use_chat_template=False) == tokenizer.encode("What is 2+2?")
+    assert tokenizer.hf.decode(ids) == (
+        "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+        "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert tokenizer.encode_prompt("What is 2+2?", use_chat_template=False) == tokenizer.encode(
+        "What is 2+2?"
+    )
 
 
 @needs_qwen2

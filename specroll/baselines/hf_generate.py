@@ -21,13 +21,27 @@ class GenerateRun:
     outputs: list[list[int]]
 
 
-def hf_generate(model_dir: Path, prompts: Sequence[Sequence[int]], max_tokens: int, temperature: float,
-                top_k: int, top_p: float, batch_size: int, seed: int, device: str = "cpu",
-                dtype: str = "float32") -> GenerateRun:
+def hf_generate(
+    model_dir: Path,
+    prompts: Sequence[Sequence[int]],
+    max_tokens: int,
+    temperature: float,
+    top_k: int,
+    top_p: float,
+    batch_size: int,
+    seed: int,
+    device: str = "cpu",
+    dtype: str = "float32",
+) -> GenerateRun:
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir), local_files_only=True,
-                                                 dtype=getattr(torch, dtype)).to(device).eval()
+    model = (
+        AutoModelForCausalLM.from_pretrained(
+            str(model_dir), local_files_only=True, dtype=getattr(torch, dtype)
+        )
+        .to(device)
+        .eval()
+    )
     eos = model.generation_config.eos_token_id
     eos_ids = {eos} if isinstance(eos, int) else set(eos or [])
     pad = next(iter(eos_ids), 0)
@@ -35,7 +49,9 @@ def hf_generate(model_dir: Path, prompts: Sequence[Sequence[int]], max_tokens: i
     start = time.perf_counter()
     outputs: list[list[int]] = []
     for i in range(0, len(prompts), batch_size):
-        outputs += _generate_batch(model, prompts[i: i + batch_size], max_tokens, temperature, top_k, top_p, pad, eos_ids)
+        outputs += _generate_batch(
+            model, prompts[i : i + batch_size], max_tokens, temperature, top_k, top_p, pad, eos_ids
+        )
     makespan = time.perf_counter() - start
     return GenerateRun(makespan, sum(map(len, outputs)), outputs)
 
@@ -45,14 +61,23 @@ def _generate_batch(model, prompts, max_tokens, temperature, top_k, top_p, pad, 
     input_ids = torch.full((len(prompts), width), pad, dtype=torch.long, device="cpu")
     mask = torch.zeros_like(input_ids)
     for row, prompt in enumerate(prompts):  # left padding
-        input_ids[row, width - len(prompt):] = torch.tensor(list(prompt), device="cpu")
-        mask[row, width - len(prompt):] = 1
+        input_ids[row, width - len(prompt) :] = torch.tensor(list(prompt), device="cpu")
+        mask[row, width - len(prompt) :] = 1
     input_ids, mask = input_ids.to(model.device), mask.to(model.device)
-    sampling = dict(do_sample=True, temperature=temperature, top_k=top_k or None, top_p=top_p) \
-        if temperature > 0 else dict(do_sample=False)
+    sampling = (
+        dict(do_sample=True, temperature=temperature, top_k=top_k or None, top_p=top_p)
+        if temperature > 0
+        else dict(do_sample=False)
+    )
     with torch.inference_mode():
-        out = model.generate(input_ids=input_ids, attention_mask=mask, max_new_tokens=max_tokens,
-                             eos_token_id=sorted(eos_ids) or None, pad_token_id=pad, **sampling)
+        out = model.generate(
+            input_ids=input_ids,
+            attention_mask=mask,
+            max_new_tokens=max_tokens,
+            eos_token_id=sorted(eos_ids) or None,
+            pad_token_id=pad,
+            **sampling,
+        )
     return [_until_stop(row[width:].tolist(), eos_ids) for row in out]
 
 

@@ -1,9 +1,9 @@
 """One worker of a multi-worker rollout: an engine that runs the coordinator's dispatches.
 
 `advance` drops the requests that moved away, adds the new ones and iterates the engine until some
-request finishes (or a time slice passes, so that progress reaches the coordinator often), then
-reports every request's new tokens. The same class runs inside a Ray actor (`ray_pool`) and in the coordinator's process
-(`inline_pool`). It builds its engine from a typed `EngineSpec` (`specroll.engine.factory`), the
+request finishes (or a time slice passes, so that progress reaches the coordinator often), then reports
+every request's new tokens. The same class runs inside a Ray actor (`ray_pool`) and in the coordinator's
+process (`inline_pool`). It builds its engine from a typed `EngineSpec` (`specroll.engine.factory`), the
 same way a one-process rollout does.
 """
 
@@ -34,8 +34,9 @@ class EngineWorker:
         """Answers once the engine is built: a worker that cannot start fails here, by name."""
         return self.index
 
-    def advance(self, items: Sequence[WorkItem], drop: Sequence[int] = (),
-                max_seconds: float = REPORT_SECONDS) -> WorkerReport:
+    def advance(
+        self, items: Sequence[WorkItem], drop: Sequence[int] = (), max_seconds: float = REPORT_SECONDS
+    ) -> WorkerReport:
         started = time.perf_counter()
         for request_id in drop:
             request = self._live.pop(request_id, None)
@@ -76,12 +77,21 @@ class EngineWorker:
         t = self.engine.telemetry
         rows = sum(s.batch_size for s in t.decode_forwards)
         emitted = sum(s.num_emitted for s in t.decode_forwards)
-        return WorkerTelemetry(self.index, t.num_forwards, rows, emitted,
-                               [{"worker": self.index, **row} for row in t.as_rows()])
+        return WorkerTelemetry(
+            self.index, t.num_forwards, rows, emitted, [{"worker": self.index, **row} for row in t.as_rows()]
+        )
 
 
 def _update(request: Request, start: int, ended: bool) -> Update:
     """What `request` generated from output position `start`, as its engine left it."""
-    return Update(request.request_id, start, tuple(request.output_token_ids[start:]),
-                  tuple(request.output_logprobs[start:]), ended, request.finish_reason, request.error,
-                  request.num_drafted, request.num_accepted)
+    return Update(
+        request.request_id,
+        start,
+        tuple(request.output_token_ids[start:]),
+        tuple(request.output_logprobs[start:]),
+        ended,
+        request.finish_reason,
+        request.error,
+        request.num_drafted,
+        request.num_accepted,
+    )

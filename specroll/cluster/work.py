@@ -34,19 +34,35 @@ class WorkItem:
 
     def __post_init__(self) -> None:
         if len(self.output_token_ids) >= self.params.max_tokens:
-            raise ValueError(f"request {self.request_id}: {len(self.output_token_ids)} tokens generated of "
-                             f"max_tokens {self.params.max_tokens}: nothing is left to run")
+            raise ValueError(
+                f"request {self.request_id}: {len(self.output_token_ids)} tokens generated of "
+                f"max_tokens {self.params.max_tokens}: nothing is left to run"
+            )
 
     @classmethod
     def first(cls, request: Request) -> WorkItem:
         """A request's first dispatch: its prompt and parameters, nothing generated yet."""
-        return cls(request.request_id, request.group_id, request.sample_index,
-                   tuple(request.prompt_token_ids), request.params, (), ())
+        return cls(
+            request.request_id,
+            request.group_id,
+            request.sample_index,
+            tuple(request.prompt_token_ids),
+            request.params,
+            (),
+            (),
+        )
 
     def to_request(self) -> Request:
         """An engine request that resumes from the generated tokens."""
-        return Request(self.request_id, self.group_id, self.sample_index, self.prompt_token_ids, self.params,
-                       list(self.output_token_ids), list(self.output_logprobs))
+        return Request(
+            self.request_id,
+            self.group_id,
+            self.sample_index,
+            self.prompt_token_ids,
+            self.params,
+            list(self.output_token_ids),
+            list(self.output_logprobs),
+        )
 
 
 @dataclass(frozen=True)
@@ -66,9 +82,11 @@ class Update:
     def __post_init__(self) -> None:
         is_error = self.finish_reason == "error"
         if self.ended != (self.finish_reason is not None) or (self.error is not None) != is_error:
-            raise ValueError(f"request {self.request_id}: an update that ends carries its finish reason (and "
-                             f"an error exactly when that is 'error'), got ended={self.ended}, "
-                             f"finish_reason={self.finish_reason!r}, error={self.error!r}")
+            raise ValueError(
+                f"request {self.request_id}: an update that ends carries its finish reason (and "
+                f"an error exactly when that is 'error'), got ended={self.ended}, "
+                f"finish_reason={self.finish_reason!r}, error={self.error!r}"
+            )
 
 
 @dataclass(frozen=True)

@@ -41,14 +41,30 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-verify", type=int, default=16, help="tree: at most this many drafted tokens")
     p.add_argument("--min-prob", type=float, default=0.0, help="cut paths below this estimated probability")
     p.add_argument("--max-depth", type=int, default=DEFAULT_MAX_DEPTH, help="suffix index depth")
-    p.add_argument("--short-match-discount", type=float, default=DEFAULT_SHORT_MATCH_DISCOUNT,
-                   help="scores scale a continuation after a d-token match by d / (d + this); 0: none")
-    p.add_argument("--drafter", choices=("combined", "own", "shared"), default="combined",
-                   help="own context, the group/history index alone, or both chosen by score")
-    p.add_argument("--max-groups", type=int, default=None,
-                   help="groups (grouped) or problems (history) used as targets; default 20 / 10")
-    p.add_argument("--problem-order", choices=PROBLEM_ORDERS, default="sorted",
-                   help="history: which problems come first, by prompt_id or in file order")
+    p.add_argument(
+        "--short-match-discount",
+        type=float,
+        default=DEFAULT_SHORT_MATCH_DISCOUNT,
+        help="scores scale a continuation after a d-token match by d / (d + this); 0: none",
+    )
+    p.add_argument(
+        "--drafter",
+        choices=("combined", "own", "shared"),
+        default="combined",
+        help="own context, the group/history index alone, or both chosen by score",
+    )
+    p.add_argument(
+        "--max-groups",
+        type=int,
+        default=None,
+        help="groups (grouped) or problems (history) used as targets; default 20 / 10",
+    )
+    p.add_argument(
+        "--problem-order",
+        choices=PROBLEM_ORDERS,
+        default="sorted",
+        help="history: which problems come first, by prompt_id or in file order",
+    )
     p.add_argument("--json", action="store_true", help="print one line of JSON")
     p.set_defaults(func=run)
 
@@ -62,7 +78,9 @@ def run(args: argparse.Namespace) -> int:
         groups = [_tokenize_group(g, encode) for g in load_groups(args.data)[:limit]]
         stats = evaluate_grouped(groups, make_drafter, args.refs, args.max_draft)
     else:
-        problems = [_tokenize_history(h, encode) for h in load_histories(args.data, args.problem_order)[:limit]]
+        problems = [
+            _tokenize_history(h, encode) for h in load_histories(args.data, args.problem_order)[:limit]
+        ]
         stats = evaluate_history(problems, make_drafter, args.max_draft)
     _print(stats, args)
     return 0
@@ -79,8 +97,11 @@ def _validate(args: argparse.Namespace) -> None:
 
 
 def _drafter_factory(args: argparse.Namespace) -> Callable[[], Drafter]:
-    shape = DraftShape(min_prob=args.min_prob, max_tree_tokens=args.max_verify if args.tree else 0,
-                       short_match_discount=args.short_match_discount)
+    shape = DraftShape(
+        min_prob=args.min_prob,
+        max_tree_tokens=args.max_verify if args.tree else 0,
+        short_match_discount=args.short_match_discount,
+    )
 
     def make() -> Drafter:
         # the shared index comes first: on equal scores its richer statistics win the tie

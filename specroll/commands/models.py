@@ -46,6 +46,8 @@ def run_pull(args: argparse.Namespace) -> int:
     if result.was_cached:
         print(f"{args.name} is already pulled: {result.directory} (use --model {args.name})")
     else:
-        print(f"pulled {args.name} from {result.manifest.source} in {result.seconds:.1f} s: {result.directory} "
-              f"(use --model {args.name})")
+        print(
+            f"pulled {args.name} from {result.manifest.source} in {result.seconds:.1f} s: {result.directory} "
+            f"(use --model {args.name})"
+        )
     return 0

@@ -29,7 +29,9 @@ def _ints(text: str) -> tuple[int, ...]:
 def register(parser: argparse.ArgumentParser) -> None:
     """Add this command's arguments to its parser and set `func`."""
     parser.add_argument("--model", type=str, required=True, help="target checkpoint directory or model name")
-    parser.add_argument("--draft-model", type=str, default=None, help="draft checkpoint or model name, for D(b)")
+    parser.add_argument(
+        "--draft-model", type=str, default=None, help="draft checkpoint or model name, for D(b)"
+    )
     parser.add_argument("--max-batch-size", type=int, default=32)
     parser.add_argument("--max-draft", type=int, default=8)
     parser.add_argument("--context-lengths", type=_ints, default=(64, 512), help="comma-separated")
@@ -53,7 +55,9 @@ def run(args: argparse.Namespace) -> int:
     grid = ProfileGrid.standard(args.max_batch_size, args.max_draft, args.context_lengths, args.repeats)
     device = resolve_device(args.device)
     source = f"{model_dir.resolve().name} on {platform.machine()} {device} {args.dtype}"
-    model, samples = profile_checkpoint(model_dir, grid, draft_dir, device, source, dtype=getattr(torch, args.dtype))
+    model, samples = profile_checkpoint(
+        model_dir, grid, draft_dir, device, source, dtype=getattr(torch, args.dtype)
+    )
     out = args.out or default_output(model_dir)
     model.save(out)
     print_fit(model, samples, out)
@@ -64,10 +68,15 @@ def print_fit(model: CostModel, samples: list[LatencySample], out: Path) -> None
     print(f"{'batch':>5} {'tokens':>6} {'context':>7} {'measured ms':>11} {'fitted ms':>9}")
     for s in samples:
         fitted = model.forward_seconds(s.batch_size, s.num_tokens, s.context_length)
-        print(f"{s.batch_size:5d} {s.num_tokens:6d} {s.context_length:7d} {s.seconds * 1e3:11.3f} {fitted * 1e3:9.3f}")
-    print(f"t = {model.c_base * 1e3:.4f} ms + {model.c_row * 1e6:.4f} us * rows"
-          f" + {model.c_row_ctx * 1e9:.4f} ns * rows * context + {model.c_tok * 1e6:.4f} us * tokens"
-          f" + {model.c_ctx * 1e9:.4f} ns * tokens * context")
+        print(
+            f"{s.batch_size:5d} {s.num_tokens:6d} {s.context_length:7d} "
+            f"{s.seconds * 1e3:11.3f} {fitted * 1e3:9.3f}"
+        )
+    print(
+        f"t = {model.c_base * 1e3:.4f} ms + {model.c_row * 1e6:.4f} us * rows"
+        f" + {model.c_row_ctx * 1e9:.4f} ns * rows * context + {model.c_tok * 1e6:.4f} us * tokens"
+        f" + {model.c_ctx * 1e9:.4f} ns * tokens * context"
+    )
     if model.draft_base or model.draft_row:
         print(f"D(b) = {model.draft_base * 1e3:.4f} ms + {model.draft_row * 1e6:.4f} us * b per draft token")
     print(f"mean relative error {model.fit_error:.1%} over {len(samples)} samples; wrote {out}")

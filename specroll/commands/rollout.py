@@ -17,16 +17,33 @@ DEFAULTS = RolloutConfig()
 
 def add_rollout_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags shared by `rollout` and `bench`: the workload and the engine."""
-    parser.add_argument("--model", type=str, default=DEFAULTS.model_dir, help="checkpoint directory or model name")
+    parser.add_argument(
+        "--model", type=str, default=DEFAULTS.model_dir, help="checkpoint directory or model name"
+    )
     parser.add_argument("--draft-model", type=str, default=DEFAULTS.draft_model_dir)
-    parser.add_argument("--task", default=DEFAULTS.task, help=f"a registered task ({', '.join(known_tasks())})")
-    parser.add_argument("--prompts", type=Path, default=None, metavar="FILE.jsonl",
-                        help="prompts from a JSONL file, one object per line, in place of --task")
-    parser.add_argument("--prompt-field", default=DEFAULTS.prompt_field, help="the --prompts field holding the prompt")
-    parser.add_argument("--answer-field", default=DEFAULTS.answer_field,
-                        help="the --prompts field holding the answer (a record without it gets no reward)")
-    parser.add_argument("--reward", default=DEFAULTS.reward_name,
-                        help=f"how --prompts responses are scored against the answer ({', '.join(known_rewards())})")
+    parser.add_argument(
+        "--task", default=DEFAULTS.task, help=f"a registered task ({', '.join(known_tasks())})"
+    )
+    parser.add_argument(
+        "--prompts",
+        type=Path,
+        default=None,
+        metavar="FILE.jsonl",
+        help="prompts from a JSONL file, one object per line, in place of --task",
+    )
+    parser.add_argument(
+        "--prompt-field", default=DEFAULTS.prompt_field, help="the --prompts field holding the prompt"
+    )
+    parser.add_argument(
+        "--answer-field",
+        default=DEFAULTS.answer_field,
+        help="the --prompts field holding the answer (a record without it gets no reward)",
+    )
+    parser.add_argument(
+        "--reward",
+        default=DEFAULTS.reward_name,
+        help=f"how --prompts responses are scored against the answer ({', '.join(known_rewards())})",
+    )
     parser.add_argument("--num-prompts", type=int, default=DEFAULTS.num_prompts)
     parser.add_argument("--n", type=int, default=DEFAULTS.n, help="samples per prompt (group size)")
     parser.add_argument("--max-tokens", type=int, default=DEFAULTS.max_tokens)
@@ -39,49 +56,78 @@ def add_rollout_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-batch-size", type=int, default=DEFAULTS.max_batch_size)
     parser.add_argument("--max-draft", type=int, default=DEFAULTS.max_draft)
     parser.add_argument("--threads", type=int, default=DEFAULTS.threads, help="CPU threads (0 = auto)")
-    parser.add_argument("--fast-numerics", action="store_true",
-                        help="skip batch-invariant numerics: faster, but exact-mode tokens may then depend on "
-                             "the batch on large vocabularies (always so off the CPU, where they are not proven)")
+    parser.add_argument(
+        "--fast-numerics",
+        action="store_true",
+        help="skip batch-invariant numerics: faster, but exact-mode tokens may then depend on "
+        "the batch on large vocabularies (always so off the CPU, where they are not proven)",
+    )
     add_device_arguments(parser)
 
 
 def add_device_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--device", choices=DEVICES, default="auto",
-                        help="where the model runs (auto: cuda where torch sees a GPU, else cpu)")
+    parser.add_argument(
+        "--device",
+        choices=DEVICES,
+        default="auto",
+        help="where the model runs (auto: cuda where torch sees a GPU, else cpu)",
+    )
     parser.add_argument("--dtype", choices=DTYPES, default="float32", help="the model's precision")
 
 
+# flags named as RolloutConfig's fields; the worker flags only where the command has them
+_SAME_NAMED = (
+    "task num_prompts n max_tokens temperature top_k top_p seed policy verify max_batch_size max_draft "
+    "threads dtype prompts prompt_field answer_field"
+).split()
+_WORKER_FLAGS = ("workers", "dispatch", "chunk_tokens", "worker_backend", "fastest_of_n")
+
+
 def config_from_args(args: argparse.Namespace, **overrides) -> RolloutConfig:
-    values = dict(model_dir=resolve_model_dir(args.model), draft_model_dir=resolve_model_dir(args.draft_model),
-                  task=args.task, num_prompts=args.num_prompts, n=args.n, max_tokens=args.max_tokens,
-                  temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
-                  speculate=getattr(args, "speculate", "on"), policy=args.policy, verify=args.verify,
-                  max_batch_size=args.max_batch_size, max_draft=args.max_draft, threads=args.threads,
-                  device=(device := resolve_device(args.device)), dtype=args.dtype,
-                  batch_invariant=not args.fast_numerics and device == "cpu",
-                  prompts=args.prompts, prompt_field=args.prompt_field, answer_field=args.answer_field,
-                  reward_name=args.reward, workers=getattr(args, "workers", 1),
-                  dispatch=getattr(args, "dispatch", DEFAULTS.dispatch),
-                  chunk_tokens=getattr(args, "chunk_tokens", 0),
-                  worker_backend=getattr(args, "worker_backend", DEFAULTS.worker_backend),
-                  fastest_of_n=getattr(args, "fastest_of_n", False))
+    device = resolve_device(args.device)
+    values = {name: getattr(args, name) for name in _SAME_NAMED}
+    values |= {name: getattr(args, name) for name in _WORKER_FLAGS if hasattr(args, name)}
+    values |= dict(
+        model_dir=resolve_model_dir(args.model),
+        draft_model_dir=resolve_model_dir(args.draft_model),
+        speculate=getattr(args, "speculate", "on"),
+        reward_name=args.reward,
+        device=device,
+        batch_invariant=not args.fast_numerics and device == "cpu",
+    )
     return RolloutConfig(**{**values, **overrides})
 
 
 def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of a rollout over several engines (`specroll.cluster`)."""
-    parser.add_argument("--workers", type=int, default=1,
-                        help="engines, each its own process on Ray (local, loopback) when more than one")
-    parser.add_argument("--dispatch", choices=DISPATCHES, default=DEFAULTS.dispatch,
-                        help="with --workers: static groups per worker (veRL), divided rollout (Seer: chunks to "
-                             "the least-loaded worker) or context-aware (divided, probes first, then longest first)")
-    parser.add_argument("--chunk-tokens", type=int, default=0,
-                        help="divided dispatch: tokens per chunk (0 = max-tokens / 4)")
-    parser.add_argument("--fastest-of-n", action="store_true",
-                        help="with --workers: once nothing waits, idle workers run copies of the stragglers "
-                             "(SpecActor); each request ends with its first copy (same tokens in exact mode)")
-    parser.add_argument("--worker-backend", choices=("ray", "inline"), default=DEFAULTS.worker_backend,
-                        help="ray: one process per worker; inline: every worker in this process, in turn")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="engines, each its own process on Ray (local, loopback) when more than one",
+    )
+    parser.add_argument(
+        "--dispatch",
+        choices=DISPATCHES,
+        default=DEFAULTS.dispatch,
+        help="with --workers: static groups per worker (veRL), divided rollout (Seer: chunks to "
+        "the least-loaded worker) or context-aware (divided, probes first, then longest first)",
+    )
+    parser.add_argument(
+        "--chunk-tokens", type=int, default=0, help="divided dispatch: tokens per chunk (0 = max-tokens / 4)"
+    )
+    parser.add_argument(
+        "--fastest-of-n",
+        action="store_true",
+        help="with --workers: once nothing waits, idle workers run copies of the stragglers "
+        "(SpecActor); each request ends with its first copy (same tokens in exact mode)",
+    )
+    parser.add_argument(
+        "--worker-backend",
+        choices=("ray", "inline"),
+        default=DEFAULTS.worker_backend,
+        help="ray: one process per worker; inline: every worker in this process, in turn",
+    )
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -90,8 +136,12 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--speculate", default="on", help="off | on (default drafter) | a drafter's name")
     add_worker_arguments(parser)
     parser.add_argument("--out", type=Path, default=Path("rollout.jsonl"))
-    parser.add_argument("--telemetry", type=Path, default=None,
-                        help="also write per-forward telemetry as JSONL (default: OUT with .telemetry.jsonl)")
+    parser.add_argument(
+        "--telemetry",
+        type=Path,
+        default=None,
+        help="also write per-forward telemetry as JSONL (default: OUT with .telemetry.jsonl)",
+    )
     parser.add_argument("--no-progress", action="store_true")
     parser.set_defaults(func=run)
 
@@ -109,20 +159,29 @@ def run_with_progress(config: RolloutConfig, show: bool = True) -> RolloutResult
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     total = len(load_problems(config)[1]) * config.n  # a prompts file may hold fewer than num_prompts
-    columns = [TextColumn("rollout"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TextColumn("{task.fields[status]}")]
+    columns = [
+        TextColumn("rollout"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[status]}"),
+    ]
     with Progress(*columns, disable=not show, transient=False) as bar:
         task = bar.add_task("rollout", total=total, status="")
 
         def update(engine, finished: int, tokens: int) -> None:
             elapsed = bar.tasks[0].elapsed or 1e-9
-            status = (f"active {len(engine.scheduler.running):4d}  {tokens / elapsed:7.0f} tok/s  "
-                      f"accept {engine.telemetry.mean_acceptance_length:.2f}")
+            status = (
+                f"active {len(engine.scheduler.running):4d}  {tokens / elapsed:7.0f} tok/s  "
+                f"accept {engine.telemetry.mean_acceptance_length:.2f}"
+            )
             bar.update(task, completed=finished, status=status)
 
         def update_workers(finished: int, tokens: int) -> None:
             elapsed = bar.tasks[0].elapsed or 1e-9
-            bar.update(task, completed=finished, status=f"{config.workers} workers  {tokens / elapsed:7.0f} tok/s")
+            bar.update(
+                task, completed=finished, status=f"{config.workers} workers  {tokens / elapsed:7.0f} tok/s"
+            )
 
         result = run_rollout(config, update, worker_progress=update_workers)
         bar.update(task, completed=len(result.records))
@@ -134,16 +193,21 @@ def print_summary(result: RolloutResult, config: RolloutConfig, out: Path | None
     from rich.table import Table
 
     s = result.summary
-    table = Table(title=f"rollout: {s.num_requests // config.n} prompts x {config.n} samples, "
-                        f"speculate={config.speculate}, policy={config.policy}, verify={config.verify}")
+    table = Table(
+        title=f"rollout: {s.num_requests // config.n} prompts x {config.n} samples, "
+        f"speculate={config.speculate}, policy={config.policy}, verify={config.verify}"
+    )
     table.add_column("metric")
     table.add_column("value", justify="right")
-    for name, value in [("makespan (s)", f"{s.makespan_seconds:.2f}"), ("output tokens", f"{s.output_tokens}"),
-                        ("output tokens/s", f"{s.tokens_per_second:.1f}"),
-                        ("mean acceptance length", f"{s.mean_acceptance_length:.2f}"),
-                        ("forward passes", f"{s.forward_passes}"),
-                        ("time on last 10% of requests (s)", f"{s.tail_seconds:.2f}"),
-                        ("mean reward", f"{s.mean_reward:.3f}")]:
+    for name, value in [
+        ("makespan (s)", f"{s.makespan_seconds:.2f}"),
+        ("output tokens", f"{s.output_tokens}"),
+        ("output tokens/s", f"{s.tokens_per_second:.1f}"),
+        ("mean acceptance length", f"{s.mean_acceptance_length:.2f}"),
+        ("forward passes", f"{s.forward_passes}"),
+        ("time on last 10% of requests (s)", f"{s.tail_seconds:.2f}"),
+        ("mean reward", f"{s.mean_reward:.3f}"),
+    ]:
         table.add_row(name, value)
     if result.cluster is not None:
         c = result.cluster

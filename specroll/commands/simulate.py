@@ -26,8 +26,11 @@ OVERRIDES = {  # flag -> (Preset field, type)
 def register(parser: argparse.ArgumentParser) -> None:
     """Add this command's arguments to its parser and set `func`."""
     parser.add_argument("--preset", default="DAPO-32B-20K", choices=sorted(PRESETS))
-    parser.add_argument("--systems", default="verl,vanilla-spec,specactor,divided,divided+context,seer,das,tlt,auto",
-                        help=f"comma-separated, from: {', '.join(SYSTEMS)}")
+    parser.add_argument(
+        "--systems",
+        default="verl,vanilla-spec,specactor,divided,divided+context,seer,das,tlt,auto",
+        help=f"comma-separated, from: {', '.join(SYSTEMS)}",
+    )
     parser.add_argument("--reproduce", action="store_true", help="the papers' headline comparisons")
     parser.add_argument("--best", action="store_true", help="rank every combination of options on the preset")
     parser.add_argument("--json", action="store_true", help="one line of JSON")
@@ -40,9 +43,11 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", choices=sorted(MODELS))
     parser.add_argument("--gpu", choices=sorted(GPUS))
     parser.add_argument("--seed", type=int)
-    parser.add_argument("--cost-model", type=Path, default=None, metavar="FILE.json",
-                        help="a `specroll profile` fit: every worker's forwards cost this instead of the "
-                             "preset's roofline, and the engine's policies reason with it (not with --reproduce)")
+    cost_help = (
+        "a `specroll profile` fit: every worker's forwards cost this instead of the preset's roofline, "
+        "and the engine's policies reason with it (not with --reproduce)"
+    )
+    parser.add_argument("--cost-model", type=Path, default=None, metavar="FILE.json", help=cost_help)
     parser.set_defaults(func=run)
 
 
@@ -82,8 +87,14 @@ def _run_systems(preset: Preset, args: argparse.Namespace) -> int:
         start = time.perf_counter()
         metrics = simulate(preset, SYSTEMS[name])[0]
         baseline = baseline or metrics
-        rows.append({"system": name, **metrics.__dict__, "speedup": baseline.makespan_seconds / metrics.makespan_seconds,
-                     "wall_seconds": time.perf_counter() - start})
+        rows.append(
+            {
+                "system": name,
+                **metrics.__dict__,
+                "speedup": baseline.makespan_seconds / metrics.makespan_seconds,
+                "wall_seconds": time.perf_counter() - start,
+            }
+        )
     _print_rows(preset, rows, args.json, first=names[0])
     return 0
 
@@ -92,12 +103,16 @@ def _print_rows(preset: Preset, rows: list[dict], as_json: bool, first: str) -> 
     if as_json:
         print(json.dumps({"preset": preset.name, "systems": rows}))
         return
-    print(f"{preset.name}: {preset.num_workers} workers x {preset.gpus_per_worker} {preset.gpu}, "
-          f"{preset.num_requests} requests, max {preset.lengths.max_tokens} tokens (ratios vs {first})")
+    print(
+        f"{preset.name}: {preset.num_workers} workers x {preset.gpus_per_worker} {preset.gpu}, "
+        f"{preset.num_requests} requests, max {preset.lengths.max_tokens} tokens (ratios vs {first})"
+    )
     print(f"{'system':20} {'makespan s':>10} {'tok/s':>10} {'tail s':>8} {'idle':>6} {'speedup':>8}")
     for row in rows:
-        print(f"{row['system']:20} {row['makespan_seconds']:10.1f} {row['tokens_per_second']:10.0f} "
-              f"{row['tail_seconds']:8.1f} {row['idle_gpu_fraction']:6.2f} {row['speedup']:7.2f}x")
+        print(
+            f"{row['system']:20} {row['makespan_seconds']:10.1f} {row['tokens_per_second']:10.0f} "
+            f"{row['tail_seconds']:8.1f} {row['idle_gpu_fraction']:6.2f} {row['speedup']:7.2f}x"
+        )
 
 
 def _run_reproduce(args: argparse.Namespace) -> int:
@@ -105,12 +120,25 @@ def _run_reproduce(args: argparse.Namespace) -> int:
 
     checks = reproduce()
     if args.json:
-        print(json.dumps({"checks": [{k: c.as_dict()[k] for k in ("name", "simulated", "paper_low", "paper_high", "within")}
-                                     for c in checks]}))
+        print(
+            json.dumps(
+                {
+                    "checks": [
+                        {
+                            k: c.as_dict()[k]
+                            for k in ("name", "simulated", "paper_low", "paper_high", "within")
+                        }
+                        for c in checks
+                    ]
+                }
+            )
+        )
         return 0
     print(f"{'comparison':62} {'simulated':>9} {'paper':>11} {'±25%':>5}  source")
     for c in checks:
-        paper = f"{c.paper_low:.3g}" if c.paper_low == c.paper_high else f"{c.paper_low:.3g}-{c.paper_high:.3g}"
+        paper = (
+            f"{c.paper_low:.3g}" if c.paper_low == c.paper_high else f"{c.paper_low:.3g}-{c.paper_high:.3g}"
+        )
         print(f"{c.name:62} {c.simulated:9.3f} {paper:>11} {'yes' if c.within else 'no':>5}  {c.source}")
     return 0
 
@@ -120,9 +148,14 @@ def _run_best(preset: Preset, args: argparse.Namespace) -> int:
 
     ranked = best_combination(preset)
     if args.json:
-        print(json.dumps({"preset": preset.name, "ranking": [{"options": l, **m.__dict__} for l, m in ranked]}))
+        print(
+            json.dumps({"preset": preset.name, "ranking": [{"options": l, **m.__dict__} for l, m in ranked]})
+        )
         return 0
     print(f"{preset.name}: all combinations, fastest first")
     for label, metrics in ranked:
-        print(f"{label:45} {metrics.makespan_seconds:10.1f} s  tail {metrics.tail_seconds:8.1f} s  idle {metrics.idle_gpu_fraction:.2f}")
+        print(
+            f"{label:45} {metrics.makespan_seconds:10.1f} s  tail {metrics.tail_seconds:8.1f} s  "
+            f"idle {metrics.idle_gpu_fraction:.2f}"
+        )
     return 0

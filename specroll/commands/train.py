@@ -23,25 +23,48 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(num_prompts=16, n=8)
     parser.add_argument("--speculate", default="on", help="off | on (default drafter) | a drafter's name")
     parser.add_argument("--steps", type=int, default=8)
-    parser.add_argument("--dataset-size", type=int, default=0,
-                        help="problems drawn once and visited epoch by epoch (default: --num-prompts, so every "
-                             "step prompts every problem)")
+    parser.add_argument(
+        "--dataset-size",
+        type=int,
+        default=0,
+        help="problems drawn once and visited epoch by epoch (default: --num-prompts, so every "
+        "step prompts every problem)",
+    )
     parser.add_argument("--lr", type=float, default=1e-5)
     parser.add_argument("--clip-eps", type=float, default=0.2)
-    parser.add_argument("--kl-coef", type=float, default=0.0, help="KL penalty to the initial policy (0: none)")
+    parser.add_argument(
+        "--kl-coef", type=float, default=0.0, help="KL penalty to the initial policy (0: none)"
+    )
     parser.add_argument("--micro-batch-size", type=int, default=8)
-    parser.add_argument("--shadow-plain", action="store_true",
-                        help="also run every step's rollout without speculation: its time, and whether it matched")
-    parser.add_argument("--out", type=Path, default=None,
-                        help=f"the run's directory (default {DEFAULT_OUT}); it must not hold a run already")
-    parser.add_argument("--save-every", type=int, default=1, metavar="N",
-                        help="write the training state (weights, optimizer, step) every N steps; "
-                             "0: at the end only")
-    parser.add_argument("--keep-states", type=int, default=1, metavar="K",
-                        help="training states kept (the newest)")
-    parser.add_argument("--resume", type=Path, default=None, metavar="DIR",
-                        help="go on with the run in DIR from its latest training state; flags left at their "
-                             "defaults keep the run's values, --steps may extend it")
+    parser.add_argument(
+        "--shadow-plain",
+        action="store_true",
+        help="also run every step's rollout without speculation: its time, and whether it matched",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help=f"the run's directory (default {DEFAULT_OUT}); it must not hold a run already",
+    )
+    parser.add_argument(
+        "--save-every",
+        type=int,
+        default=1,
+        metavar="N",
+        help="write the training state (weights, optimizer, step) every N steps; 0: at the end only",
+    )
+    parser.add_argument(
+        "--keep-states", type=int, default=1, metavar="K", help="training states kept (the newest)"
+    )
+    parser.add_argument(
+        "--resume",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="go on with the run in DIR from its latest training state; flags left at their "
+        "defaults keep the run's values, --steps may extend it",
+    )
     parser.set_defaults(func=run)
 
 
@@ -51,18 +74,26 @@ def run(args: argparse.Namespace) -> int:
     from specroll.train.weights import save_checkpoint
 
     if args.save_every < 0 or args.keep_states < 1:
-        raise ValueError(f"need --save-every >= 0 and --keep-states >= 1, "
-                         f"got {args.save_every}, {args.keep_states}")
+        raise ValueError(
+            f"need --save-every >= 0 and --keep-states >= 1, got {args.save_every}, {args.keep_states}"
+        )
     out, trainer = _resumed(args) if args.resume is not None else _fresh(args)
     metrics_path = out / "metrics.jsonl"
     steps = trainer.config.steps
 
     def report(m) -> None:
         append_metrics(metrics_path, m)
-        plain = "" if m.plain_rollout_seconds is None else f"  plain {m.plain_rollout_seconds:.2f}s same={m.same_as_plain}"
-        print(f"step {m.step}: reward {m.reward_mean:.3f}  rollout {m.rollout_seconds:.2f}s{plain}  train {m.train_seconds:.2f}s  "
-              f"tokens {m.output_tokens}  accept {m.mean_acceptance_length:.2f}  weights {m.weights_sha256[:12]}",
-              flush=True)
+        plain = (
+            ""
+            if m.plain_rollout_seconds is None
+            else f"  plain {m.plain_rollout_seconds:.2f}s same={m.same_as_plain}"
+        )
+        print(
+            f"step {m.step}: reward {m.reward_mean:.3f}  rollout {m.rollout_seconds:.2f}s{plain}  "
+            f"train {m.train_seconds:.2f}s  tokens {m.output_tokens}  "
+            f"accept {m.mean_acceptance_length:.2f}  weights {m.weights_sha256[:12]}",
+            flush=True,
+        )
         if args.save_every and trainer.next_step % args.save_every == 0 and trainer.next_step < steps:
             save_state(out, trainer.state(), args.keep_states)
 
@@ -77,9 +108,16 @@ def run(args: argparse.Namespace) -> int:
 def _train_config(args: argparse.Namespace):
     from specroll.train.trainer import TrainConfig
 
-    return TrainConfig(config_from_args(args), steps=args.steps, dataset_size=args.dataset_size, lr=args.lr,
-                       clip_eps=args.clip_eps, kl_coef=args.kl_coef, micro_batch_size=args.micro_batch_size,
-                       shadow_plain=args.shadow_plain)
+    return TrainConfig(
+        config_from_args(args),
+        steps=args.steps,
+        dataset_size=args.dataset_size,
+        lr=args.lr,
+        clip_eps=args.clip_eps,
+        kl_coef=args.kl_coef,
+        micro_batch_size=args.micro_batch_size,
+        shadow_plain=args.shadow_plain,
+    )
 
 
 def _fresh(args: argparse.Namespace):
@@ -92,8 +130,10 @@ def _fresh(args: argparse.Namespace):
     run_files = ("metrics.jsonl", "metrics.png", "checkpoint", STATE_DIR)
     found = [name for name in run_files if (out / name).exists()]
     if found:
-        raise ValueError(f"{out} already holds a run ({', '.join(found)}): pass --resume {out} to go on "
-                         f"with it, or another --out")
+        raise ValueError(
+            f"{out} already holds a run ({', '.join(found)}): pass --resume {out} to go on "
+            f"with it, or another --out"
+        )
     out.mkdir(parents=True, exist_ok=True)
     return out, GRPOTrainer(config)
 
@@ -114,8 +154,9 @@ def _resumed(args: argparse.Namespace):
     state = load_state(state_dir)
     config = _resumed_config(args, state.config)
     if config.steps <= state.next_step:
-        raise ValueError(f"the run in {out} has done {state.next_step} steps: "
-                         f"pass --steps above that to go on")
+        raise ValueError(
+            f"the run in {out} has done {state.next_step} steps: pass --steps above that to go on"
+        )
     trainer = GRPOTrainer(config)
     trainer.restore(state)
     dropped = keep_metrics_before(out / "metrics.jsonl", state.next_step)
@@ -137,6 +178,8 @@ def _resumed_config(args: argparse.Namespace, saved):
     config = config_from_dict(values)
     changes = future_changes(saved, config)
     if changes:
-        raise ValueError(f"cannot resume {args.resume}: {describe_changes(saved, config, changes)} would "
-                         f"change the run's future (only --steps and speed-only flags may change)")
+        raise ValueError(
+            f"cannot resume {args.resume}: {describe_changes(saved, config, changes)} would "
+            f"change the run's future (only --steps and speed-only flags may change)"
+        )
     return config

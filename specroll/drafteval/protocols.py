@@ -40,7 +40,9 @@ def evaluate_grouped(
             drafter = make_drafter()
             others = [i for i in range(len(group.responses)) if i != target][:num_refs]
             for ref in others:
-                total.observe_seconds += feed(drafter, RequestInfo(ref, group_id, group.prompt), group.responses[ref])
+                total.observe_seconds += feed(
+                    drafter, RequestInfo(ref, group_id, group.prompt), group.responses[ref]
+                )
             info = RequestInfo(target, group_id, group.prompt)
             total.add(replay(drafter, info, group.responses[target], max_draft))
     return total

@@ -1,9 +1,10 @@
 """Replay one recorded response through a drafter, the recorded tokens standing in for the target model.
 
 Each simulated verification forward the drafter proposes up to `max_draft` tokens after the context
-(prompt + the recorded tokens so far). The accepted length is the deepest drafted path equal to the recorded next tokens; the context
-then advances by it plus one bonus token (the target's own token), as in lossless speculative decoding
-with a greedy target. Mean acceptance length = target tokens / forwards, bonus included (Seer, Table 2).
+(prompt + the recorded tokens so far). The accepted length is the deepest drafted path equal to the
+recorded next tokens; the context then advances by it plus one bonus token (the target's own token), as
+in lossless speculative decoding with a greedy target. Mean acceptance length = target tokens / forwards,
+bonus included (Seer, Table 2).
 """
 
 from __future__ import annotations
@@ -45,7 +46,11 @@ class ReplayStats:
     @property
     def us_per_forward(self) -> float:
         """All drafter time per forward: proposing, and taking in targets' and references' tokens."""
-        return 1e6 * (self.propose_seconds + self.observe_seconds) / self.num_forwards if self.num_forwards else 0.0
+        return (
+            1e6 * (self.propose_seconds + self.observe_seconds) / self.num_forwards
+            if self.num_forwards
+            else 0.0
+        )
 
     def as_dict(self) -> dict[str, float | int]:
         return {

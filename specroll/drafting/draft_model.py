@@ -28,7 +28,9 @@ from specroll.sampling import sample_from
 class DraftModelDrafter(BaseDrafter):
     name = "draft-model"
 
-    def __init__(self, runner: ModelRunner, sample: bool = False, seed: int = 0, min_split_saving: int = 1024) -> None:
+    def __init__(
+        self, runner: ModelRunner, sample: bool = False, seed: int = 0, min_split_saving: int = 1024
+    ) -> None:
         self.runner = runner
         self.min_split_saving = min_split_saving  # padded tokens a catch-up must save to be split
         self.sample = sample
@@ -39,13 +41,21 @@ class DraftModelDrafter(BaseDrafter):
         self.known: dict[int, int] = {}  # leading cached tokens known to be committed context
 
     @classmethod
-    def from_pretrained(cls, model_dir: Path, max_batch_size: int, capacity: int, sample: bool = False,
-                        seed: int = 0, device: str = "cpu",
-                        dtype: torch.dtype = torch.float32) -> "DraftModelDrafter":
+    def from_pretrained(
+        cls,
+        model_dir: Path,
+        max_batch_size: int,
+        capacity: int,
+        sample: bool = False,
+        seed: int = 0,
+        device: str = "cpu",
+        dtype: torch.dtype = torch.float32,
+    ) -> "DraftModelDrafter":
         # one attention chunk: a draft model's attention is too small for a cut to repay its extra call
         # (1-layer bundled draft at batch 32: 2.2 ms a forward unchunked, 2.3-2.4 ms in 2-4 chunks)
-        runner = ModelRunner.from_pretrained(model_dir, max_batch_size, capacity, dtype, device,
-                                             max_attention_chunks=1)
+        runner = ModelRunner.from_pretrained(
+            model_dir, max_batch_size, capacity, dtype, device, max_attention_chunks=1
+        )
         return cls(runner, sample, seed)
 
     def begin(self, info: RequestInfo) -> None:
@@ -69,8 +79,12 @@ class DraftModelDrafter(BaseDrafter):
             if not active:
                 break
             feed = [self._pending(q, tokens[q.request_id]) for q in active]
-            logits = self._forward([SequenceInput(self.slots[q.request_id], len(self.cached[q.request_id]), f)
-                                    for q, f in zip(active, feed)])  # (B, V)
+            logits = self._forward(
+                [
+                    SequenceInput(self.slots[q.request_id], len(self.cached[q.request_id]), f)
+                    for q, f in zip(active, feed)
+                ]
+            )  # (B, V)
             for q, f in zip(active, feed):
                 self.cached[q.request_id] += f
                 if depth == 0:  # the whole context is cached now, and committed tokens never change
@@ -78,19 +92,24 @@ class DraftModelDrafter(BaseDrafter):
             for q, token, dist in zip(active, *self._choose(active, logits, depth)):
                 tokens[q.request_id].append(token)
                 probs[q.request_id].append(dist)
-        return [self._draft(q.request_id, tokens.get(q.request_id, []), probs.get(q.request_id, [])) for q in queries]
+        return [
+            self._draft(q.request_id, tokens.get(q.request_id, []), probs.get(q.request_id, []))
+            for q in queries
+        ]
 
     def _forward(self, inputs: list[SequenceInput]) -> torch.Tensor:
         """Last-token logits (B, V). A catch-up (requests new to the drafter, or back after steps
         without drafts) feeds rows of very different lengths: it runs in forwards of similar lengths,
         as the engine's prefill does, rather than padding every row to the longest."""
         order = sorted(range(len(inputs)), key=lambda i: -len(inputs[i].token_ids))
-        chunks = plan_chunks([len(inputs[i].token_ids) for i in order], max_chunks=4, min_saving=self.min_split_saving)
+        chunks = plan_chunks(
+            [len(inputs[i].token_ids) for i in order], max_chunks=4, min_saving=self.min_split_saving
+        )
         if len(chunks) == 1:
             return self.runner.forward(inputs).logits[:, 0]
         logits = None
         for chunk in chunks:
-            rows = order[chunk.first: chunk.end]
+            rows = order[chunk.first : chunk.end]
             part = self.runner.forward([inputs[i] for i in rows]).logits[:, 0]
             logits = part.new_empty(len(inputs), part.shape[-1]) if logits is None else logits
             logits[rows] = part
@@ -113,8 +132,11 @@ class DraftModelDrafter(BaseDrafter):
         target = {rid: order.get(rid, s if s >= len(order) else None) for rid, s in self.slots.items()}
         target = {rid: next(spare) if t is None else t for rid, t in target.items()}
         moved = [rid for rid in target if target[rid] != self.slots[rid]]
-        self.runner.cache.move_slots([self.slots[rid] for rid in moved], [target[rid] for rid in moved],
-                                     max((len(self.cached[rid]) for rid in moved), default=0))
+        self.runner.cache.move_slots(
+            [self.slots[rid] for rid in moved],
+            [target[rid] for rid in moved],
+            max((len(self.cached[rid]) for rid in moved), default=0),
+        )
         self.slots = target
         self.free_slots = sorted(set(range(self.runner.cache.num_slots)) - set(target.values()))
 

@@ -15,7 +15,9 @@ from specroll.drafting.protocol import BaseDrafter, Draft, DraftQuery
 class OracleDrafter(BaseDrafter):
     name = "oracle"
 
-    def __init__(self, outputs: Mapping[int, Sequence[int]], corrupt_every: int = 0, vocab_size: int = 2) -> None:
+    def __init__(
+        self, outputs: Mapping[int, Sequence[int]], corrupt_every: int = 0, vocab_size: int = 2
+    ) -> None:
         self.outputs = {k: list(v) for k, v in outputs.items()}
         self.corrupt_every = corrupt_every
         self.vocab_size = vocab_size
@@ -25,8 +27,10 @@ class OracleDrafter(BaseDrafter):
 
     def _propose(self, query: DraftQuery) -> Draft:
         done = len(query.context) - query.num_prompt_tokens
-        tokens = self.outputs.get(query.request_id, [])[done: done + query.budget]
+        tokens = self.outputs.get(query.request_id, [])[done : done + query.budget]
         if self.corrupt_every:
-            tokens = [(t + 1) % self.vocab_size if (done + i) % self.corrupt_every == self.corrupt_every - 1 else t
-                      for i, t in enumerate(tokens)]
+            tokens = [
+                (t + 1) % self.vocab_size if (done + i) % self.corrupt_every == self.corrupt_every - 1 else t
+                for i, t in enumerate(tokens)
+            ]
         return Draft(query.request_id, tokens)

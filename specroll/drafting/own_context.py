@@ -34,7 +34,9 @@ class OwnContextDrafter(BaseDrafter):
 
     def _propose_one(self, query: DraftQuery) -> Draft:
         index = self._indexes[query.request_id]
-        return draft_from_match(index, index.followed_suffix(_SEQUENCE), query.request_id, query.budget, self.shape)
+        return draft_from_match(
+            index, index.followed_suffix(_SEQUENCE), query.request_id, query.budget, self.shape
+        )
 
     def finish(self, request_id: int) -> None:
         del self._indexes[request_id]

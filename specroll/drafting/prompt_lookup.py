@@ -29,7 +29,7 @@ class NgramTable:
             end = len(self.tokens) - 1  # the new token continues n-grams ending just before it
             for n in range(self.min_n, self.max_n + 1):
                 if end - n >= 0:
-                    self.follows[tuple(self.tokens[end - n: end])] = end
+                    self.follows[tuple(self.tokens[end - n : end])] = end
 
     def propose(self, k: int) -> list[int]:
         for n in range(self.max_n, self.min_n - 1, -1):
@@ -37,7 +37,7 @@ class NgramTable:
                 continue
             start = self.follows.get(tuple(self.tokens[-n:]))
             if start is not None:
-                return self.tokens[start: start + k]
+                return self.tokens[start : start + k]
         return []
 
 

@@ -37,10 +37,15 @@ def _draft_model(ctx: DrafterContext) -> Drafter:
 
     if ctx.draft_model_dir is None:
         raise ValueError("the draft-model drafter needs a draft checkpoint (--draft-model DIR)")
-    return DraftModelDrafter.from_pretrained(ctx.draft_model_dir, ctx.max_batch_size,
-                                             ctx.max_model_len + ctx.max_draft + 1,
-                                             sample=ctx.verify == "rejection", seed=ctx.seed, device=ctx.device,
-                                             dtype=getattr(torch, ctx.dtype))
+    return DraftModelDrafter.from_pretrained(
+        ctx.draft_model_dir,
+        ctx.max_batch_size,
+        ctx.max_model_len + ctx.max_draft + 1,
+        sample=ctx.verify == "rejection",
+        seed=ctx.seed,
+        device=ctx.device,
+        dtype=getattr(torch, ctx.dtype),
+    )
 
 
 def _suffix(tree_tokens: int) -> Callable[[DrafterContext], Drafter]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specroll.drafting.protocol import Draft
-from specroll.drafting.suffix_index import DEFAULT_SHORT_MATCH_DISCOUNT, Node, SuffixIndex
+from specroll.drafting.suffix_index import DEFAULT_SHORT_MATCH_DISCOUNT, Node, Scoring, SuffixIndex
 
 RESPONSE_START = -1  # marks where a response begins in group and history indexes; never drafted
 
@@ -40,19 +40,25 @@ class DraftShape:
             raise ValueError(f"short_match_discount must be >= 0, got {self.short_match_discount}")
 
     @property
+    def scoring(self) -> Scoring:
+        return Scoring(self.min_prob, self.short_match_discount)
+
+    @property
     def is_tree(self) -> bool:
         return self.max_tree_tokens > 0
 
 
-def draft_from_match(index: SuffixIndex, node: Node | None, request_id: int, budget: int, shape: DraftShape) -> Draft:
+def draft_from_match(
+    index: SuffixIndex, node: Node | None, request_id: int, budget: int, shape: DraftShape
+) -> Draft:
     """Draft up to `budget` tokens deep after the context whose longest indexed suffix is `node`."""
     start = None if node is None else index.continuation_point(node, shape.min_match)
     if start is None:
         return Draft(request_id, scores=[])
     if shape.is_tree:
-        tree = index.propose_tree(start, budget, shape.max_tree_tokens, shape.min_prob, shape.short_match_discount)
+        tree = index.propose_tree(start, budget, shape.max_tree_tokens, shape.scoring)
         return Draft(request_id, tree.token_ids, tree.parents, tree.scores)
-    chain = index.propose(start, budget, shape.min_prob, short_match_discount=shape.short_match_discount)
+    chain = index.propose(start, budget, shape.scoring)
     return Draft(request_id, chain.token_ids, None, chain.scores)
 
 

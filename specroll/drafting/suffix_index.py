@@ -38,6 +38,19 @@ ROOT: Node = 0
 _NONE = -1
 
 
+@dataclass(frozen=True)
+class Scoring:
+    """How proposals are scored and cut: a continuation found after a match of d tokens has its
+    frequency scaled by d / (d + short_match_discount) (0: frequencies alone), and a path stops once
+    its probability (the product along it) falls below `min_prob`."""
+
+    min_prob: float = 0.0
+    short_match_discount: float = DEFAULT_SHORT_MATCH_DISCOUNT
+
+
+DEFAULT_SCORING = Scoring()
+
+
 @dataclass
 class LinearProposal:
     """A chain of drafted tokens; scores[i] is the estimated probability that tokens 0..i all match."""
@@ -254,12 +267,15 @@ class SuffixIndex:
         self._add_weight(node, token, weight)
         return first if depth[first] < self.max_depth else link[first]
 
+    def _node_arrays(self) -> tuple[list, list, list, list, list, list]:
+        """The per-node arrays a walk up the suffix links reads and writes (bound to locals there:
+        it is the hot loop)."""
+        return self._children, self._count, self._weight, self._out, self._best, self._link
+
     def _add_weight(self, node: Node, token: int, weight: float) -> None:
         """Count one more occurrence of `token` after `node` and after each of its suffixes, all of
         which were followed by `token` before."""
-        children, count, weights, out, best, link = (
-            self._children, self._count, self._weight, self._out, self._best, self._link
-        )
+        children, count, weights, out, best, link = self._node_arrays()
         while node != _NONE:
             child = children[node][token]
             count[child] += 1
@@ -272,9 +288,7 @@ class SuffixIndex:
 
     def _unappend(self, tail: Node, token: int, weight: float) -> Node:
         """Undo one `_append` of a sequence being replayed from its start."""
-        children, count, weights, out, best, link = (
-            self._children, self._count, self._weight, self._out, self._best, self._link
-        )
+        children, count, weights, out, best, link = self._node_arrays()
         node, new_tail = tail, _NONE
         while node != _NONE:
             child = children[node][token]
@@ -353,12 +367,9 @@ class SuffixIndex:
         depth = self._depth[node]
         return depth / (depth + discount)
 
-    def propose(
-        self, node: Node, max_tokens: int, min_prob: float = 0.0, min_depth: int = 1,
-        short_match_discount: float = DEFAULT_SHORT_MATCH_DISCOUNT,
-    ) -> LinearProposal:
+    def propose(self, node: Node, max_tokens: int, scoring: Scoring = DEFAULT_SCORING) -> LinearProposal:
         """Greedy chain after `node`: each token is the most frequent continuation of the longest
-        suffix (of at least `min_depth` tokens) of the context plus the tokens drafted so far.
+        suffix of the context plus the tokens drafted so far.
 
         A token's score is its path probability: the product of the continuation frequencies along
         the path, each discounted by the match length it was drawn from (`_match_confidence`).
@@ -370,12 +381,12 @@ class SuffixIndex:
         weights, out, token_of = self._weight, self._out, self._token
         prob = 1.0
         while len(tokens) < max_tokens:
-            node = self._continuation_point(node, min_depth)
+            node = self._continuation_point(node)
             if node is None:
                 break
             child = self._best_child(node)
-            prob *= weights[child] / out[node] * self._match_confidence(node, short_match_discount)
-            if prob < min_prob:
+            prob *= weights[child] / out[node] * self._match_confidence(node, scoring.short_match_discount)
+            if prob < scoring.min_prob:
                 break
             tokens.append(token_of[child])
             scores.append(prob)
@@ -383,8 +394,7 @@ class SuffixIndex:
         return proposal
 
     def propose_tree(
-        self, node: Node, max_depth: int, max_nodes: int, min_prob: float = 0.0,
-        short_match_discount: float = DEFAULT_SHORT_MATCH_DISCOUNT,
+        self, node: Node, max_depth: int, max_nodes: int, scoring: Scoring = DEFAULT_SCORING
     ) -> TreeProposal:
         """Best-first tree from `node`: repeatedly add the most probable path extension.
 
@@ -395,11 +405,11 @@ class SuffixIndex:
         proposal = TreeProposal()
         order = itertools.count()  # heap tie-breaker: earlier pushes first
         frontier: list[tuple[float, int, int, int, Node]] = []  # (-prob, order, parent, depth, node)
-        push = functools.partial(self._push_children, frontier, order, discount=short_match_discount)
+        push = functools.partial(self._push_children, frontier, order, discount=scoring.short_match_discount)
         push(node, 1.0, -1, 1)
         while frontier and len(proposal.token_ids) < max_nodes:
             neg_prob, _, parent, depth, child = heapq.heappop(frontier)
-            if -neg_prob < min_prob:
+            if -neg_prob < scoring.min_prob:
                 break
             index = len(proposal.token_ids)
             proposal.token_ids.append(self._token[child])
@@ -410,7 +420,13 @@ class SuffixIndex:
         return proposal
 
     def _push_children(
-        self, frontier: list, order: itertools.count, node: Node, prob: float, index: int, depth: int,
+        self,
+        frontier: list,
+        order: itertools.count,
+        node: Node,
+        prob: float,
+        index: int,
+        depth: int,
         discount: float,
     ) -> None:
         node = self._continuation_point(node)

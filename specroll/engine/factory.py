@@ -26,7 +26,7 @@ def cpu_threads(spec: EngineSpec) -> int:
     if spec.threads > 0:
         return spec.threads
     model = read_config(spec.model_dir)
-    params = model.num_layers * (4 * model.hidden_size ** 2 + 3 * model.hidden_size * model.intermediate_size)
+    params = model.num_layers * (4 * model.hidden_size**2 + 3 * model.hidden_size * model.intermediate_size)
     return 1 if params < 50_000_000 else (os.cpu_count() or 1)
 
 
@@ -53,15 +53,26 @@ def build_engine(spec: EngineSpec, longest_prompt: int, drafter: Drafter | None 
     """An engine whose cache fits the longest prompt plus max_tokens (within the model's positions);
     `drafter` replaces the one the spec names (an object made in this process, such as an oracle)."""
     engine_config = _engine_config(spec, longest_prompt)
-    runner = ModelRunner.from_pretrained(spec.model_dir, engine_config.max_batch_size,
-                                         engine_config.cache_capacity, torch_dtype(engine_config.dtype),
-                                         engine_config.device, batch_invariant=engine_config.batch_invariant)
+    runner = ModelRunner.from_pretrained(
+        spec.model_dir,
+        engine_config.max_batch_size,
+        engine_config.cache_capacity,
+        torch_dtype(engine_config.dtype),
+        engine_config.device,
+        batch_invariant=engine_config.batch_invariant,
+    )
     if drafter is None and spec.drafter is not None:
-        context = DrafterContext(runner.config.vocab_size, spec.draft_model_dir, spec.device, spec.dtype,
-                                 seed=spec.seed,
-                                 max_batch_size=spec.max_batch_size,
-                                 max_model_len=engine_config.max_model_len, max_draft=spec.max_draft,
-                                 verify=spec.verify)
+        context = DrafterContext(
+            runner.config.vocab_size,
+            spec.draft_model_dir,
+            spec.device,
+            spec.dtype,
+            seed=spec.seed,
+            max_batch_size=spec.max_batch_size,
+            max_model_len=engine_config.max_model_len,
+            max_draft=spec.max_draft,
+            verify=spec.verify,
+        )
         drafter = make_drafter(spec.drafter, context)
     policy = make_policy(spec.policy if drafter is not None else "none", policy_cost_model(spec))
     return Engine(runner, engine_config, drafter, policy, training_step=spec.step)
@@ -69,7 +80,13 @@ def build_engine(spec: EngineSpec, longest_prompt: int, drafter: Drafter | None 
 
 def _engine_config(spec: EngineSpec, longest_prompt: int) -> EngineConfig:
     max_positions = read_config(spec.model_dir).max_position_embeddings
-    return EngineConfig(max_batch_size=spec.max_batch_size, max_draft=spec.max_draft,
-                        max_model_len=min(max_positions, longest_prompt + spec.max_tokens),
-                        verify=spec.verify, seed=spec.seed, device=spec.device, dtype=spec.dtype,
-                        batch_invariant=spec.batch_invariant)
+    return EngineConfig(
+        max_batch_size=spec.max_batch_size,
+        max_draft=spec.max_draft,
+        max_model_len=min(max_positions, longest_prompt + spec.max_tokens),
+        verify=spec.verify,
+        seed=spec.seed,
+        device=spec.device,
+        dtype=spec.dtype,
+        batch_invariant=spec.batch_invariant,
+    )

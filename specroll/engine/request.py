@@ -100,8 +100,8 @@ class Request:
         (On the decode path this slices the output only, not a copy of the whole context.)"""
         num_prompt = len(self.prompt_token_ids)
         if self.num_cached >= num_prompt:
-            return self.output_token_ids[self.num_cached - num_prompt:]
-        return self.context()[self.num_cached:]
+            return self.output_token_ids[self.num_cached - num_prompt :]
+        return self.context()[self.num_cached :]
 
     def commit(self, token_ids: list[int], logprobs: list[float], eos_token_ids: frozenset[int]) -> list[int]:
         """Append emitted tokens up to a stop token or max_tokens; returns the tokens kept. The one
@@ -125,8 +125,16 @@ class Request:
         self.finish_reason, self.error = "error", error
 
     def output(self) -> RequestOutput:
-        return RequestOutput(self.request_id, self.group_id, self.sample_index, list(self.output_token_ids),
-                             list(self.output_logprobs), self.finish_reason, self.error, self.num_preemptions)
+        return RequestOutput(
+            self.request_id,
+            self.group_id,
+            self.sample_index,
+            list(self.output_token_ids),
+            list(self.output_logprobs),
+            self.finish_reason,
+            self.error,
+            self.num_preemptions,
+        )
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,9 @@ class EngineSpec:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.max_draft < 0 or self.threads < 0 or self.step < 0:
-            raise ValueError(f"max_draft, threads and step must be >= 0, got {self.max_draft}, "
-                             f"{self.threads}, {self.step}")
+            raise ValueError(
+                f"max_draft, threads and step must be >= 0, got {self.max_draft}, {self.threads}, {self.step}"
+            )
         if self.verify not in VERIFY_MODES:
             raise ValueError(f"verify mode must be one of {', '.join(VERIFY_MODES)}, got {self.verify!r}")
         if self.drafter is not None and self.drafter not in known_drafters():

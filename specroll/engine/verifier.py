@@ -39,20 +39,28 @@ class VerifyResult:
     accepted_nodes: list[list[int] | None]
 
 
-def build_drafts(drafter: Drafter, requests: Sequence[Request], budgets: Sequence[int], vocab_size: int,
-                 allow_trees: bool) -> list[Draft]:
-    queries = [DraftQuery(r.request_id, r.group_id, r.context(), len(r.prompt_token_ids), k, r.params.temperature)
-               for r, k in zip(requests, budgets) if k > 0]
+def build_drafts(
+    drafter: Drafter, requests: Sequence[Request], budgets: Sequence[int], vocab_size: int, allow_trees: bool
+) -> list[Draft]:
+    queries = [
+        DraftQuery(r.request_id, r.group_id, r.context(), len(r.prompt_token_ids), k, r.params.temperature)
+        for r, k in zip(requests, budgets)
+        if k > 0
+    ]
     try:
         proposed = {d.request_id: d for d in drafter.propose(queries)}
     except Exception:  # a failing drafter costs this forward's speed-up, never the rollout
         log.exception("drafter %s failed; this forward verifies no drafts", getattr(drafter, "name", drafter))
         proposed = {}
-    return [_sanitised(proposed.get(r.request_id), r.request_id, k, vocab_size, allow_trees)
-            for r, k in zip(requests, budgets)]
+    return [
+        _sanitised(proposed.get(r.request_id), r.request_id, k, vocab_size, allow_trees)
+        for r, k in zip(requests, budgets)
+    ]
 
 
-def _sanitised(draft: Draft | None, request_id: int, budget: int, vocab_size: int, allow_trees: bool) -> Draft:
+def _sanitised(
+    draft: Draft | None, request_id: int, budget: int, vocab_size: int, allow_trees: bool
+) -> Draft:
     """At most `budget` nodes, none outside the vocabulary (nor below such a node); trees only if
     allowed, else the main chain. Probabilities are kept for linear drafts only."""
     if draft is None or budget <= 0 or not draft.token_ids:
@@ -66,8 +74,13 @@ def _sanitised(draft: Draft | None, request_id: int, budget: int, vocab_size: in
         probs = draft.probs[: len(tokens)] if draft.probs is not None and tokens else None
         return Draft(request_id, tokens, probs=probs, source=draft.source)
     if not allow_trees:
-        return _sanitised(Draft(request_id, draft.token_ids[: _chain_length(draft)], source=draft.source),
-                          request_id, budget, vocab_size, allow_trees)
+        return _sanitised(
+            Draft(request_id, draft.token_ids[: _chain_length(draft)], source=draft.source),
+            request_id,
+            budget,
+            vocab_size,
+            allow_trees,
+        )
     return _pruned_tree(draft, request_id, budget, vocab_size)
 
 
@@ -113,27 +126,34 @@ class VerifyInputs:
     draft_probs: torch.Tensor | None  # (B, K, V) q, or None when every draft is deterministic
 
 
-def verify_batch(requests: Sequence[Request], drafts: Sequence[Draft], logits: torch.Tensor,
-                 seed: int, mode: str) -> VerifyResult:
+def verify_batch(
+    requests: Sequence[Request], drafts: Sequence[Draft], logits: torch.Tensor, seed: int, mode: str
+) -> VerifyResult:
     """logits (B, Tl, V): row 0 follows the fed token, row i + 1 follows draft node i."""
     inputs = verify_inputs(requests, drafts, logits.shape[1], logits.shape[2], logits.device)
     packed = verify_on_device(logits, inputs, seed, mode).cpu()  # the step's one device-to-host copy
     return _per_request(drafts, *unpack(packed))
 
 
-def verify_inputs(requests: Sequence[Request], drafts: Sequence[Draft], Tl: int, V: int,
-                  device: torch.device) -> VerifyInputs:
+def verify_inputs(
+    requests: Sequence[Request], drafts: Sequence[Draft], Tl: int, V: int, device: torch.device
+) -> VerifyInputs:
     params = [r.params for r in requests for _ in range(Tl)]
-    rows = SamplingRows.build([p.temperature for p in params], [p.top_k for p in params],
-                              [p.top_p for p in params], device)
+    rows = SamplingRows.build(
+        [p.temperature for p in params], [p.top_k for p in params], [p.top_p for p in params], device
+    )
     draft_tokens = [[*d.token_ids, *[0] * (Tl - 1 - len(d.token_ids))] for d in drafts]
-    positions = [[r.num_output_tokens + depth for depth in _row_depths(d, Tl)] for r, d in zip(requests, drafts)]
-    return VerifyInputs(rows,
-                        torch.tensor(draft_tokens, dtype=torch.long, device=device).view(len(drafts), Tl - 1),
-                        torch.tensor([len(d.token_ids) for d in drafts], dtype=torch.long, device=device),
-                        torch.tensor([[r.request_id] for r in requests], dtype=torch.long, device=device),
-                        torch.tensor(positions, dtype=torch.long, device=device),
-                        _draft_probs(drafts, draft_tokens, V, device))
+    positions = [
+        [r.num_output_tokens + depth for depth in _row_depths(d, Tl)] for r, d in zip(requests, drafts)
+    ]
+    return VerifyInputs(
+        rows,
+        torch.tensor(draft_tokens, dtype=torch.long, device=device).view(len(drafts), Tl - 1),
+        torch.tensor([len(d.token_ids) for d in drafts], dtype=torch.long, device=device),
+        torch.tensor([[r.request_id] for r in requests], dtype=torch.long, device=device),
+        torch.tensor(positions, dtype=torch.long, device=device),
+        _draft_probs(drafts, draft_tokens, V, device),
+    )
 
 
 def verify_on_device(logits: torch.Tensor, inputs: VerifyInputs, seed: int, mode: str) -> torch.Tensor:
@@ -150,8 +170,9 @@ def verify_on_device(logits: torch.Tensor, inputs: VerifyInputs, seed: int, mode
         num_accepted = verify_exact(inputs.draft_tokens, inputs.num_drafts, emitted)
     else:
         accept_u = uniforms(seed, inputs.request_ids, inputs.positions[:, :-1], STREAM_ACCEPT)  # (B, K)
-        num_accepted, next_token = verify_rejection(probs, inputs.draft_probs, inputs.draft_tokens,
-                                                    inputs.num_drafts, accept_u, sample_u)
+        num_accepted, next_token = verify_rejection(
+            probs, inputs.draft_probs, inputs.draft_tokens, inputs.num_drafts, accept_u, sample_u
+        )
         emitted = torch.cat([inputs.draft_tokens, inputs.draft_tokens.new_zeros(B, 1)], 1)
         emitted = emitted.scatter(1, num_accepted[:, None], next_token[:, None])
     logprobs = policy_logprobs(flat, emitted.view(-1), inputs.rows.temperature).view(B, Tl)
@@ -162,8 +183,11 @@ def unpack(packed: torch.Tensor) -> tuple[list[list[int]], list[list[float]], li
     """`verify_on_device`'s output, on the host: tokens, log-probabilities, accepted counts per row."""
     Tl = (packed.shape[1] - 1) // 2
     values = packed.tolist()
-    return ([[int(t) for t in row[:Tl]] for row in values], [row[Tl:2 * Tl] for row in values],
-            [int(row[-1]) for row in values])
+    return (
+        [[int(t) for t in row[:Tl]] for row in values],
+        [row[Tl : 2 * Tl] for row in values],
+        [int(row[-1]) for row in values],
+    )
 
 
 def _row_depths(draft: Draft, Tl: int) -> list[int]:
@@ -176,8 +200,9 @@ def _row_depths(draft: Draft, Tl: int) -> list[int]:
     return depths + list(range(len(depths), Tl))
 
 
-def _draft_probs(drafts: Sequence[Draft], draft_tokens: list[list[int]], V: int,
-                 device: torch.device) -> torch.Tensor | None:
+def _draft_probs(
+    drafts: Sequence[Draft], draft_tokens: list[list[int]], V: int, device: torch.device
+) -> torch.Tensor | None:
     """(B, K, V) q: the drafter's probabilities, or one-hot rows for deterministic drafts."""
     if all(d.probs is None for d in drafts):
         return None
@@ -185,12 +210,15 @@ def _draft_probs(drafts: Sequence[Draft], draft_tokens: list[list[int]], V: int,
     q = torch.zeros(*tokens.shape, V, device=device).scatter_(2, tokens[..., None], 1.0)
     for b, d in enumerate(drafts):
         if d.probs is not None and d.num_tokens:
-            q[b, : d.num_tokens] = torch.as_tensor(d.probs, dtype=torch.float32, device=device)[: d.num_tokens]
+            q[b, : d.num_tokens] = torch.as_tensor(d.probs, dtype=torch.float32, device=device)[
+                : d.num_tokens
+            ]
     return q
 
 
-def _per_request(drafts: Sequence[Draft], tokens: list[list[int]], values: list[list[float]],
-                 accepted: list[int]) -> VerifyResult:
+def _per_request(
+    drafts: Sequence[Draft], tokens: list[list[int]], values: list[list[float]], accepted: list[int]
+) -> VerifyResult:
     """Each request's emitted rows: 0..n for a chain; for a tree, the root row and the row after each
     accepted node (a row's sample is the target's token there, and accepted tokens equal it)."""
     nodes: list[list[int] | None] = []

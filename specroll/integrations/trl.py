@@ -105,9 +105,11 @@ class SpecrollRollout:
             self._follow(trainer, engine)
             requests = self._requests(prompt_ids, params, engine, trainer.accelerator)
             run(engine, requests)
-        return {"prompt_ids": prompt_ids,
-                "completion_ids": [list(r.output_token_ids) for r in requests],
-                "logprobs": [list(r.output_logprobs) for r in requests]}
+        return {
+            "prompt_ids": prompt_ids,
+            "completion_ids": [list(r.output_token_ids) for r in requests],
+            "logprobs": [list(r.output_logprobs) for r in requests],
+        }
 
     def _engine(self, longest_prompt: int) -> Engine:
         if self.engine is None:
@@ -122,14 +124,19 @@ class SpecrollRollout:
             engine.advance_step(step)
             self.weights_step = step
 
-    def _requests(self, prompt_ids: list[list[int]], params: SamplingParams, engine: Engine,
-                  accelerator: Any) -> list[Request]:
+    def _requests(
+        self, prompt_ids: list[list[int]], params: SamplingParams, engine: Engine, accelerator: Any
+    ) -> list[Request]:
         check_room(prompt_ids, params, engine)
         rank, num_processes = accelerator.process_index, accelerator.num_processes
-        ids = [(self.num_requests + i) * num_processes + rank for i in range(len(prompt_ids))]  # unique everywhere
+        ids = [
+            (self.num_requests + i) * num_processes + rank for i in range(len(prompt_ids))
+        ]  # unique everywhere
         self.num_requests += len(prompt_ids)
-        return [Request(request_id, self._group_id(prompt), sample, tuple(prompt), params)
-                for request_id, prompt, sample in zip(ids, prompt_ids, sample_indices(prompt_ids))]
+        return [
+            Request(request_id, self._group_id(prompt), sample, tuple(prompt), params)
+            for request_id, prompt, sample in zip(ids, prompt_ids, sample_indices(prompt_ids))
+        ]
 
     def _group_id(self, prompt_ids: Sequence[int]) -> int:
         return self._group_ids.setdefault(tuple(prompt_ids), len(self._group_ids))
@@ -157,9 +164,11 @@ def check_room(prompt_ids: list[list[int]], params: SamplingParams, engine: Engi
     room = engine.config.max_model_len - params.max_tokens
     longest = max(map(len, prompt_ids))
     if longest > room:
-        raise ValueError(f"a prompt of {longest} tokens plus max_completion_length ({params.max_tokens}) exceeds "
-                         f"the engine's {engine.config.max_model_len} positions: pass a larger max_prompt_length "
-                         f"to make_rollout_func (at most the model's positions minus max_completion_length)")
+        raise ValueError(
+            f"a prompt of {longest} tokens plus max_completion_length ({params.max_tokens}) exceeds "
+            f"the engine's {engine.config.max_model_len} positions: pass a larger max_prompt_length "
+            f"to make_rollout_func (at most the model's positions minus max_completion_length)"
+        )
 
 
 # ----- reading the trainer
@@ -173,9 +182,15 @@ def encode_prompts(prompts: list, trainer: GRPOTrainerLike) -> list[list[int]]:
         return [list(ids) for ids in processing(text=prompts)["input_ids"]]
     if trainer.chat_template is None and not Tokenizer(text_tokenizer(trainer)).has_chat_template:
         raise ValueError("the prompts are conversations but the tokenizer has no chat template")
-    rendered = processing.apply_chat_template(conversation=prompts, tools=trainer.tools or None,
-                                              chat_template=trainer.chat_template, add_generation_prompt=True,
-                                              tokenize=True, return_dict=True, **(trainer.chat_template_kwargs or {}))
+    rendered = processing.apply_chat_template(
+        conversation=prompts,
+        tools=trainer.tools or None,
+        chat_template=trainer.chat_template,
+        add_generation_prompt=True,
+        tokenize=True,
+        return_dict=True,
+        **(trainer.chat_template_kwargs or {}),
+    )
     return [list(ids) for ids in rendered["input_ids"]]
 
 
@@ -194,11 +209,18 @@ def sampling_params(trainer: GRPOTrainerLike) -> SamplingParams:
     since sampling otherwise than the trainer asks would be silently off-policy."""
     unsupported = unsupported_settings(trainer)
     if unsupported:
-        raise ValueError(f"specroll's engine does not implement {', '.join(unsupported)}: unset them in GRPOConfig")
+        raise ValueError(
+            f"specroll's engine does not implement {', '.join(unsupported)}: unset them in GRPOConfig"
+        )
     if trainer.max_completion_length is None:
         raise ValueError("set GRPOConfig.max_completion_length: the engine sizes its cache by it")
-    return SamplingParams(trainer.max_completion_length, trainer.temperature, trainer.top_k or 0,
-                          trainer.top_p or 1.0, stop_token_ids=Tokenizer(text_tokenizer(trainer)).stop_token_ids)
+    return SamplingParams(
+        trainer.max_completion_length,
+        trainer.temperature,
+        trainer.top_k or 0,
+        trainer.top_p or 1.0,
+        stop_token_ids=Tokenizer(text_tokenizer(trainer)).stop_token_ids,
+    )
 
 
 def unsupported_settings(trainer: GRPOTrainerLike) -> list[str]:
@@ -212,17 +234,29 @@ def unsupported_settings(trainer: GRPOTrainerLike) -> list[str]:
     return found
 
 
-def rollout_config(config: TrlRolloutConfig, trainer: GRPOTrainerLike, params: SamplingParams) -> RolloutConfig:
+def rollout_config(
+    config: TrlRolloutConfig, trainer: GRPOTrainerLike, params: SamplingParams
+) -> RolloutConfig:
     """The engine's settings: the checkpoint and speculation from `config`, sampling from the trainer."""
     model = trainer.accelerator.unwrap_model(trainer.model)
     model_dir = config.model_dir or model.name_or_path
     seed = config.seed if config.seed is not None else trainer.args.seed
     device = next(model.parameters()).device.type  # the engine runs beside the trainer's model
-    return RolloutConfig(model_dir=resolve_model_dir(model_dir), max_tokens=params.max_tokens,
-                         temperature=params.temperature, top_k=params.top_k, top_p=params.top_p, seed=seed,
-                         speculate=config.speculate, policy=config.policy, max_batch_size=config.max_batch_size,
-                         step=trainer.state.global_step, threads=config.threads, device=device,
-                         batch_invariant=config.batch_invariant and device == "cpu")
+    return RolloutConfig(
+        model_dir=resolve_model_dir(model_dir),
+        max_tokens=params.max_tokens,
+        temperature=params.temperature,
+        top_k=params.top_k,
+        top_p=params.top_p,
+        seed=seed,
+        speculate=config.speculate,
+        policy=config.policy,
+        max_batch_size=config.max_batch_size,
+        step=trainer.state.global_step,
+        threads=config.threads,
+        device=device,
+        batch_invariant=config.batch_invariant and device == "cpu",
+    )
 
 
 @contextmanager

@@ -9,12 +9,12 @@ copy as costly as the read it saves. Engine slots come roughly in admission orde
 requests sit together and few cuts recover most of the padding (4 chunks: 65%, the optimum of any
 4 contiguous chunks is 64.9%).
 
-Cuts are chosen greedily: repeatedly make the single cut that saves the most row-positions, while
-it saves at least `min_saving` of them (each chunk costs one more attention call per layer). No cut
-can save more than rows x (longest - shortest), so a batch of near-equal rows (every one-token draft
-forward, most decode steps) is answered without a search; the search itself is vectorised, as it
-runs on every forward. Imports no torch. The same planner, over lengths sorted longest first, splits the engine's prefills and the
-draft model's catch-ups into forwards of similar lengths, where the padding is whole tokens' compute.
+Cuts are chosen greedily: repeatedly make the single cut that saves the most row-positions, while it
+saves at least `min_saving` of them (each chunk costs one more attention call per layer). No cut can save
+more than rows x (longest - shortest), so a batch of near-equal rows (every one-token draft forward, most
+decode steps) is answered without a search; the search itself is vectorised, as it runs on every forward.
+Imports no torch. The same planner, over lengths sorted longest first, splits the engine's prefills and
+the draft model's catch-ups into forwards of similar lengths, where the padding is whole tokens' compute.
 """
 
 from __future__ import annotations
@@ -57,14 +57,14 @@ def plan_chunks(lengths: Sequence[int], max_chunks: int = 4, min_saving: int = 5
         if saving < max(min_saving, 1):
             break
         at = chunks.index(chunk)
-        chunks[at: at + 1] = [left, right]
+        chunks[at : at + 1] = [left, right]
         cuts.update({left: _best_cut(lengths, left), right: _best_cut(lengths, right)})
     return chunks
 
 
 def _best_cut(lengths: np.ndarray, chunk: Chunk) -> tuple[int, Chunk | None, Chunk | None]:
     """The one cut of `chunk` that saves the most positions read: (saving, left, right)."""
-    rows = lengths[chunk.first: chunk.end]
+    rows = lengths[chunk.first : chunk.end]
     if len(rows) < 2:
         return 0, None, None
     prefix_max = np.maximum.accumulate(rows)
@@ -73,5 +73,8 @@ def _best_cut(lengths: np.ndarray, chunk: Chunk) -> tuple[int, Chunk | None, Chu
     costs = m * prefix_max[:-1] + (len(rows) - m) * suffix_max[1:]  # cut before row m of the chunk
     best = int(np.argmin(costs))  # the first of equal costs: the shortest left part
     at = chunk.first + best + 1
-    return (chunk.positions_read - int(costs[best]), Chunk(chunk.first, at, int(prefix_max[best])),
-            Chunk(at, chunk.end, int(suffix_max[best + 1])))
+    return (
+        chunk.positions_read - int(costs[best]),
+        Chunk(chunk.first, at, int(prefix_max[best])),
+        Chunk(at, chunk.end, int(suffix_max[best + 1])),
+    )

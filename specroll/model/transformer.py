@@ -12,7 +12,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from specroll.model.batch_invariant import block_attention, invariant_query_rows, invariant_row_sizes, padded_linear
+from specroll.model.batch_invariant import (
+    block_attention,
+    invariant_query_rows,
+    invariant_row_sizes,
+    padded_linear,
+)
 from specroll.model.config import ModelConfig
 from specroll.model.kv_cache import KVCache
 from specroll.model.rope import RotaryTable, apply_rotary, inverse_frequencies
@@ -72,7 +77,11 @@ class Attention(nn.Module):
     def __init__(self, config: ModelConfig, layer: int) -> None:
         super().__init__()
         self.layer = layer
-        self.num_heads, self.num_kv_heads, self.head_dim = config.num_heads, config.num_kv_heads, config.head_dim
+        self.num_heads, self.num_kv_heads, self.head_dim = (
+            config.num_heads,
+            config.num_kv_heads,
+            config.head_dim,
+        )
         bias = config.has_qkv_bias
         self.q_proj = Linear(config.hidden_size, self.num_heads * self.head_dim, bias=bias)
         self.k_proj = Linear(config.hidden_size, self.num_kv_heads * self.head_dim, bias=bias)
@@ -84,8 +93,9 @@ class Attention(nn.Module):
         self.has_qk_norm = config.has_qk_norm
         self.invariant_rows = 0  # > 0: batch-invariant block attention with at least this many query rows
 
-    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor],
-                cache: KVCache, batch: ForwardBatch) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], cache: KVCache, batch: ForwardBatch
+    ) -> torch.Tensor:
         B, T, _ = x.shape
         q = self.q_proj(x).view(B, T, self.num_heads, self.head_dim)
         k = self.k_proj(x).view(B, T, self.num_kv_heads, self.head_dim)
@@ -106,8 +116,9 @@ class Attention(nn.Module):
         keys, values = cache.read(self.layer, span.slots, span.read_length)  # (b, Hkv, L, D)
         if self.invariant_rows:
             return block_attention(q, keys, values, span.attn_mask, self.invariant_rows)
-        return F.scaled_dot_product_attention(q, keys, values, attn_mask=span.attn_mask,
-                                              enable_gqa=self.num_heads != self.num_kv_heads)
+        return F.scaled_dot_product_attention(
+            q, keys, values, attn_mask=span.attn_mask, enable_gqa=self.num_heads != self.num_kv_heads
+        )
 
 
 class MLP(nn.Module):

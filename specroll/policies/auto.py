@@ -27,9 +27,13 @@ from specroll.policies.cost_model import CostModel
 from specroll.policies.speculation_math import expected_tokens
 
 
-def padded_draft_lengths(model: CostModel, alphas: Sequence[float], limits: Sequence[int],
-                         context_length: float = 0.0,
-                         time_scale: Callable[[int], float] = lambda cap: 1.0) -> list[int]:
+def padded_draft_lengths(
+    model: CostModel,
+    alphas: Sequence[float],
+    limits: Sequence[int],
+    context_length: float = 0.0,
+    time_scale: Callable[[int], float] = lambda cap: 1.0,
+) -> list[int]:
     """The best common cap c; request i drafts min(c, limits[i]). Ties go to the shorter cap.
     time_scale(c) corrects the model's forward time for cap c (`ForwardTimeCalibration`)."""
     limit = np.asarray(limits, dtype=np.int64)
@@ -86,7 +90,9 @@ class AutoPolicy:
     _rng: random.Random = field(init=False, repr=False)
     _decided: tuple[int, int, float] | None = field(default=None, init=False, repr=False)  # b, cap, predicted
     _context: float = field(default=0.0, init=False, repr=False)  # mean context of the last decision
-    _probe_plain: float | None = field(default=None, init=False, repr=False)  # a probe's seconds had it run plain
+    _probe_plain: float | None = field(
+        default=None, init=False, repr=False
+    )  # a probe's seconds had it run plain
     _probe_extra_seconds: float = field(default=0.0, init=False, repr=False)  # measured, over all probes
     _plain_seconds: float = field(default=0.0, init=False, repr=False)  # measured, over plain forwards
 
@@ -102,14 +108,26 @@ class AutoPolicy:
         draw = self._rng.random()
         is_probe_step = draw * self.probe_every < 1.0
         b = batch.batch_size
-        if not any(lengths) and (self.tracker.pooled_trials < self.warmup_trials
-                                 or (draw < self._probe_rate(b) and self._within_probe_budget())):
-            self._probe_plain = self.cost_model.step_seconds(b, 0, self._context) * self.calibration.scale(b, 0)
+        if not any(lengths) and (
+            self.tracker.pooled_trials < self.warmup_trials
+            or (draw < self._probe_rate(b) and self._within_probe_budget())
+        ):
+            self._probe_plain = self.cost_model.step_seconds(b, 0, self._context) * self.calibration.scale(
+                b, 0
+            )
             return batch.clip([self.probe_length] * b)
-        if any(lengths) and is_probe_step and not self.calibration.is_measured(batch.batch_size, is_drafting=False):
+        if (
+            any(lengths)
+            and is_probe_step
+            and not self.calibration.is_measured(batch.batch_size, is_drafting=False)
+        ):
             lengths = [0] * len(lengths)
         cap = max(lengths, default=0)
-        self._decided = (batch.batch_size, cap, self.cost_model.step_seconds(batch.batch_size, cap, self._context))
+        self._decided = (
+            batch.batch_size,
+            cap,
+            self.cost_model.step_seconds(batch.batch_size, cap, self._context),
+        )
         return lengths
 
     def _within_probe_budget(self) -> bool:
@@ -120,7 +138,11 @@ class AutoPolicy:
         predicted extra time would make probing cost more than `max_probe_overhead`."""
         plain = self.cost_model.step_seconds(batch_size, 0, self._context)
         extra = self.cost_model.step_seconds(batch_size, self.probe_length, self._context) / plain - 1.0
-        return min(1.0 / self.probe_every, self.max_probe_overhead / extra) if extra > 0 else 1.0 / self.probe_every
+        return (
+            min(1.0 / self.probe_every, self.max_probe_overhead / extra)
+            if extra > 0
+            else 1.0 / self.probe_every
+        )
 
     def _best_lengths(self, batch: BatchView) -> list[int]:
         self.tracker.update(batch)
@@ -129,8 +151,9 @@ class AutoPolicy:
         contexts = [float(v.num_context_tokens or v.num_output_tokens) for v in batch.requests]
         self._context = sum(contexts) / len(contexts) if contexts else 0.0
         b = batch.batch_size
-        return padded_draft_lengths(self.cost_model, alphas, limits, self._context,
-                                    lambda cap: self.calibration.scale(b, cap))
+        return padded_draft_lengths(
+            self.cost_model, alphas, limits, self._context, lambda cap: self.calibration.scale(b, cap)
+        )
 
     def observe(self, stats: ForwardStats) -> None:
         seconds = stats.forward_seconds + stats.draft_seconds

@@ -35,7 +35,9 @@ class ForwardTimeCalibration:
 
     def __post_init__(self) -> None:
         if self.window < 1 or not 1 <= self.min_samples <= self.window:
-            raise ValueError(f"need window >= 1 and 1 <= min_samples <= window, got {self.window}, {self.min_samples}")
+            raise ValueError(
+                f"need window >= 1 and 1 <= min_samples <= window, got {self.window}, {self.min_samples}"
+            )
 
     def record(self, batch_size: int, cap: int, predicted_seconds: float, measured_seconds: float) -> None:
         if predicted_seconds <= 0 or measured_seconds <= 0:
@@ -55,5 +57,8 @@ class ForwardTimeCalibration:
         return statistics.mean(borrowed) if borrowed else 1.0
 
     def _measured(self, bucket: int, is_drafting: bool) -> list[float]:
-        return [statistics.median(r) for (b, c), r in self._ratios.items()
-                if b == bucket and (c > 0) == is_drafting and len(r) >= self.min_samples]
+        return [
+            statistics.median(r)
+            for (b, c), r in self._ratios.items()
+            if b == bucket and (c > 0) == is_drafting and len(r) >= self.min_samples
+        ]

@@ -6,12 +6,13 @@ draft; rows are padded to the widest one), reading `context_length` cached posit
     t = c_base + c_row * b + c_row_ctx * (b * ctx) + c_tok * (b * n) + c_ctx * (b * n * ctx)
 
 the token terms being DAS eq. 1. c_base is the per-forward cost (weights streamed once, launches,
-Python), c_row the cost of one row whatever its width, c_row_ctx reading one row's cached position
-once, c_tok the cost of one token, c_ctx the attention cost of one token against one cached position.
-The row terms let a forward's cost grow more slowly with its width than the token terms alone would
-(a row's fixed work is shared by its tokens). Drafting with a draft model costs, per draft token, D(b) = d_base + d_row * b (SpecActor §4.1, affine in b); a drafter
-that needs no model (prompt lookup) has D = 0. For a fixed width n and context the verification
-time is itself affine in b, V(b) = c_base + b * n * (c_tok + c_ctx * ctx) (`verify_affine`).
+Python), c_row the cost of one row whatever its width, c_row_ctx reading one row's cached position once,
+c_tok the cost of one token, c_ctx the attention cost of one token against one cached position. The row
+terms let a forward's cost grow more slowly with its width than the token terms alone would (a row's
+fixed work is shared by its tokens). Drafting with a draft model costs, per draft token, D(b) = d_base +
+d_row * b (SpecActor §4.1, affine in b); a drafter that needs no model (prompt lookup) has D = 0. For a
+fixed width n and context the verification time is itself affine in b, V(b) = c_base + b * n * (c_tok +
+c_ctx * ctx) (`verify_affine`).
 
 Speculation math uses one per-token acceptance probability alpha (acceptance of draft token i is
 independent given the ones before it were accepted, Leviathan et al. 2023): a draft of k tokens
@@ -89,8 +90,9 @@ class CostModel:
 
     def step_seconds(self, batch_size: int, draft_length: int, context_length: float = 0.0) -> float:
         """Draft then verify, every row padded to `draft_length`."""
-        return (self.draft_seconds(batch_size, draft_length)
-                + self.forward_seconds(batch_size, draft_length + 1, context_length))
+        return self.draft_seconds(batch_size, draft_length) + self.forward_seconds(
+            batch_size, draft_length + 1, context_length
+        )
 
     def verify_affine(self, num_tokens: int, context_length: float = 0.0) -> Affine:
         """SpecActor's V(b) for one width: the same model read as affine in the batch size."""
@@ -124,8 +126,9 @@ def speedup(model: CostModel, alpha: float, k: int, batch_size: int, context_len
     return expected_tokens(alpha, k) * plain / model.step_seconds(batch_size, k, context_length)
 
 
-def best_draft_length(model: CostModel, alpha: float, batch_size: int, max_draft: int,
-                      context_length: float = 0.0) -> int:
+def best_draft_length(
+    model: CostModel, alpha: float, batch_size: int, max_draft: int, context_length: float = 0.0
+) -> int:
     """The k in 0..max_draft with the highest tokens per second for a uniform batch (0 on ties)."""
     return max(range(max_draft + 1), key=lambda k: (speedup(model, alpha, k, batch_size, context_length), -k))
 
@@ -136,8 +139,16 @@ _FEATURES = ("c_base", "c_tok", "c_ctx", "c_row", "c_row_ctx")
 
 
 def _design(samples: Sequence[LatencySample]) -> np.ndarray:
-    rows = [(1.0, s.batch_size * s.num_tokens, s.batch_size * s.num_tokens * s.context_length,
-             s.batch_size, s.batch_size * s.context_length) for s in samples]
+    rows = [
+        (
+            1.0,
+            s.batch_size * s.num_tokens,
+            s.batch_size * s.num_tokens * s.context_length,
+            s.batch_size,
+            s.batch_size * s.context_length,
+        )
+        for s in samples
+    ]
     return np.asarray(rows, dtype=np.float64)  # (num_samples, 5), columns in _FEATURES order
 
 
@@ -177,11 +188,11 @@ def fit_affine(xs: Sequence[float], ys: Sequence[float]) -> Affine:
 
 
 def mean_relative_error(model: CostModel, samples: Sequence[LatencySample]) -> float:
-    errors = [abs(model.forward_seconds(s.batch_size, s.num_tokens, s.context_length) - s.seconds) / s.seconds
-              for s in samples]
+    errors = [
+        abs(model.forward_seconds(s.batch_size, s.num_tokens, s.context_length) - s.seconds) / s.seconds
+        for s in samples
+    ]
     return float(np.mean(errors))
-
-
 
 
 # Measured with `specroll profile` (median of 7, one torch thread) on a random Qwen2 of hidden 128,
@@ -190,6 +201,11 @@ def mean_relative_error(model: CostModel, samples: Sequence[LatencySample]) -> f
 # 1.5x a one-token forward at batch 1 and ~7x at batch 64. See docs/policies.md.
 # The default carries no drafting cost: model-free drafters cost next to nothing; a profile taken
 # with `--draft-model` carries the draft model's D(b).
-DEFAULT_COST_MODEL = CostModel(c_base=1.590e-3, c_tok=1.071e-4, c_ctx=0.0, fit_error=0.283,
-                               source="qwen2 h128 l4 (random), 2-core CPU, shared, 2026-11-22")
+DEFAULT_COST_MODEL = CostModel(
+    c_base=1.590e-3,
+    c_tok=1.071e-4,
+    c_ctx=0.0,
+    fit_error=0.283,
+    source="qwen2 h128 l4 (random), 2-core CPU, shared, 2026-11-22",
+)
 DEFAULT_DRAFT_MODEL_COST = Affine(7.05e-4, 2.90e-5)  # D(b) of the draft model above, per draft token

@@ -67,8 +67,11 @@ def cost(requests: Sequence[DasRequest], num_forwards: float, c_base: float, c_t
 
 
 def _slope(requests: Sequence[DasRequest], num_forwards: float, c_base: float, c_tok: float) -> float:
-    terms = (1.0 / (r.efficiency * (r.capacity - 1.0 + num_forwards / r.length))
-             for r in requests if r.length > num_forwards)
+    terms = (
+        1.0 / (r.efficiency * (r.capacity - 1.0 + num_forwards / r.length))
+        for r in requests
+        if r.length > num_forwards
+    )
     return c_base - c_tok * sum(terms)
 
 
@@ -89,12 +92,14 @@ def solve(requests: Sequence[DasRequest], c_base: float, c_tok: float, iteration
 
 def per_forward_drafts(solution: DasSolution, max_draft: int) -> list[int]:
     """round(p_i / N*) per forward, capped; an unbounded budget drafts max_draft."""
+
     def per_forward(p: float) -> int:
         if p <= 0:
             return 0
         if math.isinf(p) or solution.num_forwards <= 0:
             return max_draft
         return min(max_draft, round(p / solution.num_forwards))
+
     return [per_forward(p) for p in solution.budgets]
 
 
@@ -113,12 +118,18 @@ class DasPolicy:
     def decide(self, batch: BatchView) -> DraftDecision:
         self.tracker.update(batch)
         requests = [self._request(v) for v in batch.requests]
-        context = sum(v.num_context_tokens or v.num_output_tokens for v in batch.requests) / max(1, batch.batch_size)
+        context = sum(v.num_context_tokens or v.num_output_tokens for v in batch.requests) / max(
+            1, batch.batch_size
+        )
         c_tok = self.cost_model.c_tok + self.cost_model.c_ctx * context
-        return DraftDecision(tuple(per_forward_drafts(solve(requests, self.cost_model.c_base, c_tok), batch.max_draft)))
+        return DraftDecision(
+            tuple(per_forward_drafts(solve(requests, self.cost_model.c_base, c_tok), batch.max_draft))
+        )
 
     def _request(self, view: RequestView) -> DasRequest:
-        predicted = self.lengths.predict(self.tracker.finished_lengths, view.num_output_tokens, view.num_remaining)
+        predicted = self.lengths.predict(
+            self.tracker.finished_lengths, view.num_output_tokens, view.num_remaining
+        )
         return DasRequest(predicted.num_remaining, self.tracker.alpha(view.request_id), self.efficiency)
 
     def observe(self, stats: ForwardStats) -> None:

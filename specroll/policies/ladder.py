@@ -57,18 +57,26 @@ class DraftLadder:
         if not names or len(set(names)) != len(names):
             raise ValueError(f"a ladder needs rungs with distinct names, got {names}")
 
-    def evaluate(self, rung: Rung, alpha: float, batch_size: int, max_draft: int,
-                 context_length: float = 0.0) -> Choice:
+    def evaluate(
+        self, rung: Rung, alpha: float, batch_size: int, max_draft: int, context_length: float = 0.0
+    ) -> Choice:
         model = self.cost_model.with_draft(rung.draft)
         k = best_draft_length(model, alpha, batch_size, max_draft, context_length)
         return Choice(rung, k, speedup(model, alpha, k, batch_size, context_length))
 
-    def choose(self, batch_size: int, max_draft: int, alphas: dict[str, float] | None = None,
-               context_length: float = 0.0) -> Choice:
+    def choose(
+        self,
+        batch_size: int,
+        max_draft: int,
+        alphas: dict[str, float] | None = None,
+        context_length: float = 0.0,
+    ) -> Choice:
         """The fastest rung; `alphas` overrides profiled acceptance by rung name."""
         alphas = alphas or {}
-        choices = [self.evaluate(r, alphas.get(r.name, r.alpha), batch_size, max_draft, context_length)
-                   for r in self.rungs]
+        choices = [
+            self.evaluate(r, alphas.get(r.name, r.alpha), batch_size, max_draft, context_length)
+            for r in self.rungs
+        ]
         return max(choices, key=lambda c: c.speedup)
 
 
@@ -81,14 +89,20 @@ class LadderPolicy:
     seed: int = 0
     name: str = "ladder"
     _estimates: dict[str, RecentAcceptance] = field(init=False, repr=False)
-    _last_drafted: dict[str, int] = field(init=False, repr=False)  # rung -> the decision that last drafted with it
+    _last_drafted: dict[str, int] = field(
+        init=False, repr=False
+    )  # rung -> the decision that last drafted with it
     _num_decisions: int = field(default=0, init=False, repr=False)
     _rng: random.Random = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.probe_every < 1 or self.probe_length < 1:
-            raise ValueError(f"probe_every and probe_length must be >= 1, got {self.probe_every}, {self.probe_length}")
-        self._estimates = {r.name: RecentAcceptance(r.alpha, half_life=self.half_life) for r in self.ladder.rungs}
+            raise ValueError(
+                f"probe_every and probe_length must be >= 1, got {self.probe_every}, {self.probe_length}"
+            )
+        self._estimates = {
+            r.name: RecentAcceptance(r.alpha, half_life=self.half_life) for r in self.ladder.rungs
+        }
         self._last_drafted = {r.name: -1 for r in self.ladder.rungs}
         self._rng = random.Random(self.seed)
 

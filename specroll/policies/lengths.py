@@ -32,7 +32,9 @@ class LengthPredictor:
         if self.min_history < 1:
             raise ValueError(f"min_history must be >= 1, got {self.min_history}")
 
-    def predict(self, finished_lengths: Sequence[int], num_output_tokens: int, num_remaining: int) -> LengthPrediction:
+    def predict(
+        self, finished_lengths: Sequence[int], num_output_tokens: int, num_remaining: int
+    ) -> LengthPrediction:
         longer = [L for L in finished_lengths if L > num_output_tokens]
         if len(finished_lengths) < self.min_history or not longer:
             return LengthPrediction("unknown", float(num_remaining))

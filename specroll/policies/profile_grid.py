@@ -35,8 +35,13 @@ class ProfileGrid:
             raise ValueError("repeats must be >= 1 and warmup >= 0")
 
     @classmethod
-    def standard(cls, max_batch_size: int, max_draft: int, context_lengths: tuple[int, ...] = (64, 512),
-                 repeats: int = 3) -> "ProfileGrid":
+    def standard(
+        cls,
+        max_batch_size: int,
+        max_draft: int,
+        context_lengths: tuple[int, ...] = (64, 512),
+        repeats: int = 3,
+    ) -> "ProfileGrid":
         """Powers of two up to max_batch_size; widths 1, 2, 3, 5, 9, ... up to max_draft + 1."""
         batches = powers_of_two(max_batch_size)
         widths = sorted({1, 2, *(w + 1 for w in powers_of_two(max_draft))})
@@ -56,9 +61,13 @@ def powers_of_two(limit: int) -> tuple[int, ...]:
     return tuple(values)
 
 
-def fit_on_grid(grid: ProfileGrid, target: ForwardTimer, draft: ForwardTimer | None = None, source: str = "",
-                on_sample: Callable[[LatencySample], None] | None = None,
-                ) -> tuple[CostModel, list[LatencySample]]:
+def fit_on_grid(
+    grid: ProfileGrid,
+    target: ForwardTimer,
+    draft: ForwardTimer | None = None,
+    source: str = "",
+    on_sample: Callable[[LatencySample], None] | None = None,
+) -> tuple[CostModel, list[LatencySample]]:
     """The cost model of `target`'s forwards on the grid (and the samples it was fitted to). With a
     draft model, its one-token forwards at the shortest context give D(b); without one, drafting is
     free (a model-free drafter's lookup costs next to nothing beside a forward)."""

@@ -28,8 +28,10 @@ def default_ladder(model: CostModel) -> DraftLadder:
     """Prompt lookup (free to draft) and the draft model (D(b) as profiled, else the default's)."""
     draft_cost = model.draft_affine if model.has_draft_model else DEFAULT_DRAFT_MODEL_COST
     target = model.with_draft(Affine(0.0, 0.0))  # each rung brings its own drafting cost
-    return DraftLadder((Rung("prompt-lookup", PROMPT_LOOKUP_ALPHA),
-                        Rung("draft-model", DRAFT_MODEL_ALPHA, draft_cost)), target)
+    return DraftLadder(
+        (Rung("prompt-lookup", PROMPT_LOOKUP_ALPHA), Rung("draft-model", DRAFT_MODEL_ALPHA, draft_cost)),
+        target,
+    )
 
 
 _FACTORIES: dict[str, Callable[[CostModel], SpeculationPolicy]] = {

@@ -15,8 +15,9 @@ from specroll.policies.base import BatchView, DraftDecision, ForwardStats
 from specroll.policies.cost_model import CostModel, speedup
 
 
-def solve_threshold(model: CostModel, k: int, alpha: float, max_batch_size: int,
-                    context_length: float = 0.0) -> int:
+def solve_threshold(
+    model: CostModel, k: int, alpha: float, max_batch_size: int, context_length: float = 0.0
+) -> int:
     """The largest b in 1..max_batch_size with predicted speedup > 1 (0 if speculation never pays).
 
     With an affine cost model the speedup falls as b grows, so this is the crossover point."""
@@ -35,8 +36,14 @@ class BatchThreshold:
             raise ValueError(f"threshold and k must be >= 0, got {self.threshold}, {self.k}")
 
     @classmethod
-    def from_cost_model(cls, model: CostModel, k: int = 4, alpha: float = 0.6, max_batch_size: int = 1024,
-                        context_length: float = 0.0) -> "BatchThreshold":
+    def from_cost_model(
+        cls,
+        model: CostModel,
+        k: int = 4,
+        alpha: float = 0.6,
+        max_batch_size: int = 1024,
+        context_length: float = 0.0,
+    ) -> "BatchThreshold":
         return cls(solve_threshold(model, k, alpha, max_batch_size, context_length), k)
 
     def decide(self, batch: BatchView) -> DraftDecision:

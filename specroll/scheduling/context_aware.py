@@ -120,7 +120,12 @@ class ContextAwareOrder:
         """Push the group's current priority; its older heap entries become stale."""
         self._stamp[group] += 1
         if self._num_waiting[group] > 0:
-            entry = (-float(self._estimate[group]), float(self._executed[group]), int(group), int(self._stamp[group]))
+            entry = (
+                -float(self._estimate[group]),
+                float(self._executed[group]),
+                int(group),
+                int(self._stamp[group]),
+            )
             heapq.heappush(self._groups, entry)
 
     def on_progress(self, request_id: int, num_tokens: int) -> None:

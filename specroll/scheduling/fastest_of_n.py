@@ -61,7 +61,9 @@ def assign_fastest_of_n(
     return assignments
 
 
-def _min_load_worker(load: dict[int, int], serving: dict[int, int], drafter: int, max_batch: int) -> int | None:
+def _min_load_worker(
+    load: dict[int, int], serving: dict[int, int], drafter: int, max_batch: int
+) -> int | None:
     """GetMinLoadWorker(W_d, b_max) over workers serving this drafter or none yet."""
     eligible = [w for w, n in load.items() if n < max_batch and serving.get(w, drafter) == drafter]
     return min(eligible, key=lambda w: (load[w], w)) if eligible else None

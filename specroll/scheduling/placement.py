@@ -125,7 +125,9 @@ def reconfigure(
     mean = float(np.mean(probabilities)) if len(probabilities) else 0.0
     result: list[RequestPlan | None] = []
     for p in probabilities:
-        result.append(_best_request_plan(float(p), plan.window, draft, verify_by_window) if p < mean else None)
+        result.append(
+            _best_request_plan(float(p), plan.window, draft, verify_by_window) if p < mean else None
+        )
     return result
 
 

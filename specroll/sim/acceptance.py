@@ -53,6 +53,8 @@ class AcceptanceModel:
         """(num_drafters, num_requests) base acceptance probability per drafter and request."""
         return np.stack([d.sample(num_requests, rng) for d in self.drafters])
 
-    def at_position(self, drafter: int, base: np.ndarray, position: np.ndarray, max_tokens: int) -> np.ndarray:
+    def at_position(
+        self, drafter: int, base: np.ndarray, position: np.ndarray, max_tokens: int
+    ) -> np.ndarray:
         drift = self.drafters[drafter].drift
         return np.clip(base + drift * position / max_tokens, 0.0, 0.99)

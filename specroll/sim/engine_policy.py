@@ -32,7 +32,9 @@ _MAX_ALPHA = 1.0 - 1e-9  # a geometric draw needs a failure probability above 0
 
 
 class EnginePolicySpeculation:
-    def __init__(self, costs: SpecCosts, make_policy: Callable[[], SpeculationPolicy], max_draft: int, seed: int = 0):
+    def __init__(
+        self, costs: SpecCosts, make_policy: Callable[[], SpeculationPolicy], max_draft: int, seed: int = 0
+    ):
         self.costs = costs
         self.make_policy = make_policy
         self.max_draft = max_draft
@@ -74,8 +76,14 @@ class EnginePolicySpeculation:
         """The engine's view of the running batch; output tokens are the fluid positions, floored."""
         self._grow(int(view.request_ids.max()) + 1)
         outputs = view.positions.astype(np.int64)
-        columns = (view.request_ids, view.group_ids, outputs, view.max_tokens - outputs,
-                   *self._counters[:, view.request_ids], outputs + view.prompt_tokens)
+        columns = (
+            view.request_ids,
+            view.group_ids,
+            outputs,
+            view.max_tokens - outputs,
+            *self._counters[:, view.request_ids],
+            outputs + view.prompt_tokens,
+        )
         requests = [RequestView(*fields) for fields in zip(*(np.asarray(c).tolist() for c in columns))]
         return BatchView(requests, self.max_draft)
 

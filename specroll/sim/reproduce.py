@@ -46,15 +46,31 @@ def _speedup(preset: str, system: str, over: str) -> float:
 
 def _specactor_checks() -> list[Check]:
     checks = [
-        Check(f"SpecActor {name}: rollout speedup over veRL", _speedup(name, "specactor", "verl"), 2.0, 2.4,
-              "SpecActor §5.2")
+        Check(
+            f"SpecActor {name}: rollout speedup over veRL",
+            _speedup(name, "specactor", "verl"),
+            2.0,
+            2.4,
+            "SpecActor §5.2",
+        )
         for name in ("GRPO-32B-20K", "DAPO-32B-20K", "PPO-32B-20K")
     ]
-    steps = (("vanilla-spec", "verl", 1.026), ("decoupled", "vanilla-spec", 1.3),
-             ("decoupled+reconfig", "decoupled", 1.2), ("specactor", "decoupled+reconfig", 1.2))
+    steps = (
+        ("vanilla-spec", "verl", 1.026),
+        ("decoupled", "vanilla-spec", 1.3),
+        ("decoupled+reconfig", "decoupled", 1.2),
+        ("specactor", "decoupled+reconfig", 1.2),
+    )
     for system, over, paper in steps:
-        checks.append(Check(f"SpecActor ablation DAPO-32B-20K: {system} over {over}",
-                            _speedup("DAPO-32B-20K", system, over), paper, paper, "SpecActor §5.5, Fig. 15"))
+        checks.append(
+            Check(
+                f"SpecActor ablation DAPO-32B-20K: {system} over {over}",
+                _speedup("DAPO-32B-20K", system, over),
+                paper,
+                paper,
+                "SpecActor §5.5, Fig. 15",
+            )
+        )
     return checks
 
 
@@ -63,15 +79,26 @@ def _seer_checks() -> list[Check]:
     steps = (("divided", 1.27, 1.35), ("divided+context", 1.33, 1.47), ("seer", 1.77, 1.87))
     for name in ("Moonlight", "Qwen2-VL-72B", "Kimi-K2"):
         for system, low, high in steps:
-            checks.append(Check(f"Seer {name}: {system} throughput over veRL", _speedup(name, system, "verl"),
-                                low, high, "Seer §6.3, Table 6"))
+            checks.append(
+                Check(
+                    f"Seer {name}: {system} throughput over veRL",
+                    _speedup(name, system, "verl"),
+                    low,
+                    high,
+                    "Seer §6.3, Table 6",
+                )
+            )
         reduction = 1 - run_system(name, "seer").tail_seconds / run_system(name, "verl").tail_seconds
         checks.append(Check(f"Seer {name}: tail-time reduction", reduction, 0.75, 0.93, "Seer §6.2.2"))
     return checks
 
 
 def _das_checks() -> list[Check]:
-    reduction = 1 - run_system("DeepScaleR-7B", "das").makespan_seconds / run_system("DeepScaleR-7B", "verl").makespan_seconds
+    reduction = (
+        1
+        - run_system("DeepScaleR-7B", "das").makespan_seconds
+        / run_system("DeepScaleR-7B", "verl").makespan_seconds
+    )
     return [Check("DAS DeepScaleR-7B: rollout-time reduction", reduction, 0.5, 0.5, "DAS §5.1, Fig. 10")]
 
 
@@ -83,9 +110,12 @@ def reproduce() -> list[Check]:
 
 
 BEST_SPECULATION = (
-    dict(speculation="none"), dict(speculation="fixed-4"),
+    dict(speculation="none"),
+    dict(speculation="fixed-4"),
     dict(speculation="decoupled", reconfigure=True, fastest_of_n=True),
-    dict(speculation="grouped"), dict(speculation="das"), dict(speculation="bandit"),
+    dict(speculation="grouped"),
+    dict(speculation="das"),
+    dict(speculation="bandit"),
     dict(speculation="auto"),
 )
 

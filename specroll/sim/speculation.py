@@ -1,9 +1,9 @@
 """How a worker's running batch turns into tokens per iteration and seconds per iteration.
 
-Every strategy decides, for a `RunningBatch`, an `IterationPlan`: the expected output tokens each
-running copy gains per iteration, and the iteration latency as a function of the batch's KV context (the loop evaluates it
-at the segment's mid-point context). Acceptance is i.i.d. per token, so a copy drafting k tokens gains
-`specroll.policies.speculation_math.expected_tokens(alpha, k)` per iteration.
+Every strategy decides, for a `RunningBatch`, an `IterationPlan`: the expected output tokens each running
+copy gains per iteration, and the iteration latency as a function of the batch's KV context (the loop
+evaluates it at the segment's mid-point context). Acceptance is i.i.d. per token, so a copy drafting k
+tokens gains `specroll.policies.speculation_math.expected_tokens(alpha, k)` per iteration.
 
 The strategies here are the ones with no engine counterpart (plain decoding, SpecActor's decoupled
 speculation, Seer's grouped drafts); every policy the engine runs drives a worker through
@@ -78,7 +78,9 @@ class SpecCosts:
         for drafter in np.unique(drafters[draft_len > 0]):
             mine = drafters == drafter
             steps = int(draft_len[mine].max()) if self.drafters[drafter] is not None else 1
-            total += steps * self.draft_forward_seconds(int(drafter), int(mine.sum()), context * mine.sum() / b)
+            total += steps * self.draft_forward_seconds(
+                int(drafter), int(mine.sum()), context * mine.sum() / b
+            )
         return total
 
 
@@ -98,10 +100,14 @@ class PlainDecoding(_NoFeedback):
 
     def decide(self, view: RunningBatch) -> IterationPlan:
         b = view.num_running
-        return IterationPlan(np.ones(b), np.zeros(b, dtype=np.int64), lambda ctx: self.costs.target.forward_seconds(b, 1, ctx))
+        return IterationPlan(
+            np.ones(b), np.zeros(b, dtype=np.int64), lambda ctx: self.costs.target.forward_seconds(b, 1, ctx)
+        )
 
 
-def coupled_plan(costs: SpecCosts, view: RunningBatch, draft_len: np.ndarray, acceptance: np.ndarray) -> IterationPlan:
+def coupled_plan(
+    costs: SpecCosts, view: RunningBatch, draft_len: np.ndarray, acceptance: np.ndarray
+) -> IterationPlan:
     """Each copy drafts draft_len[i] tokens, then the batch verifies them in one forward."""
     tokens = expected_tokens(acceptance, draft_len)
     return IterationPlan(tokens, draft_len, lambda ctx: costs.coupled_latency(draft_len, view.drafters, ctx))
@@ -144,7 +150,9 @@ class DecoupledSpeculation(_NoFeedback):
     def _request_plan(self, p: float) -> RequestPlan:
         key = int(round(p * 100))  # Algorithm 2 re-run on a 1% grid of acceptance rates, cached
         if key not in self._table:
-            found = reconfigure(np.array([key / 100.0, 1.0]), self.plan, self.draft_affine, self.verify_affine)
+            found = reconfigure(
+                np.array([key / 100.0, 1.0]), self.plan, self.draft_affine, self.verify_affine
+            )
             self._table[key] = found[0] or RequestPlan(self.plan.window, False)
         return self._table[key]
 
@@ -175,7 +183,9 @@ class GroupedAdaptiveSpeculation(_NoFeedback):
         return coupled_plan(self.costs, view, k, acceptance)
 
 
-def group_bonus_from_table(ref_counts: Sequence[int], acceptance: Sequence[float]) -> Callable[[np.ndarray], np.ndarray]:
+def group_bonus_from_table(
+    ref_counts: Sequence[int], acceptance: Sequence[float]
+) -> Callable[[np.ndarray], np.ndarray]:
     """Piecewise-linear gain in acceptance over zero references, from (ref count, acceptance) points."""
     xs, ys = np.asarray(ref_counts, dtype=np.float64), np.asarray(acceptance, dtype=np.float64)
     return lambda refs: np.interp(refs, xs, ys) - ys[0]

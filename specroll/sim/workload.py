@@ -80,8 +80,14 @@ class Workload:
         return cls(lengths.reshape(-1), groups, prompt_tokens, max_tokens)
 
     @classmethod
-    def sample(cls, dist: LengthDistribution, num_groups: int, group_size: int, prompt_tokens: int,
-               rng: np.random.Generator) -> "Workload":
+    def sample(
+        cls,
+        dist: LengthDistribution,
+        num_groups: int,
+        group_size: int,
+        prompt_tokens: int,
+        rng: np.random.Generator,
+    ) -> "Workload":
         return cls.from_groups(dist.sample(num_groups, group_size, rng), prompt_tokens, dist.max_tokens)
 
     @classmethod

@@ -7,5 +7,17 @@ from specroll.tasks.registry import DEFAULT_TASK, get_task, known_tasks, registe
 from specroll.tasks.rewards import get_reward, known_rewards, register_reward
 from specroll.tasks.running_sum import RunningSumTask
 
-__all__ = ["DEFAULT_TASK", "Gsm8kTask", "JsonlTask", "Problem", "RunningSumTask", "Task", "get_reward",
-           "get_task", "known_rewards", "known_tasks", "register_reward", "register_task"]
+__all__ = [
+    "DEFAULT_TASK",
+    "Gsm8kTask",
+    "JsonlTask",
+    "Problem",
+    "RunningSumTask",
+    "Task",
+    "get_reward",
+    "get_task",
+    "known_rewards",
+    "known_tasks",
+    "register_reward",
+    "register_task",
+]

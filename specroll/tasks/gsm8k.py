@@ -33,8 +33,10 @@ def gsm8k_path(path: str | Path | None = None) -> Path:
     """The GSM8K file to read: `path`, else $SPECROLL_GSM8K, else the bundled test set."""
     chosen = Path(path) if path is not None else Path(os.environ.get(ENV_VAR) or DEFAULT_PATH)
     if not chosen.is_file():
-        raise FileNotFoundError(f"GSM8K data not found at {chosen}; set {ENV_VAR} to the path of "
-                                "gsm8k_test.jsonl (fields question, answer)")
+        raise FileNotFoundError(
+            f"GSM8K data not found at {chosen}; set {ENV_VAR} to the path of "
+            "gsm8k_test.jsonl (fields question, answer)"
+        )
     return chosen
 
 
@@ -60,11 +62,15 @@ class Gsm8kTask:
     use_chat_template: bool = True
 
     def problems(self, num_problems: int, seed: int) -> list[Problem]:
-        records = sample_problems(read_problems(gsm8k_path(self.path), "question", "answer"), num_problems, seed)
+        records = sample_problems(
+            read_problems(gsm8k_path(self.path), "question", "answer"), num_problems, seed
+        )
         return [self.make_problem(r.prompt_id, r.prompt, r.answer or "") for r in records]
 
     def make_problem(self, prompt_id: int, question: str, solution: str) -> Problem:
-        return Problem(prompt_id, format_prompt(question), gold_answer(solution), _CALCULATOR.sub("", solution))
+        return Problem(
+            prompt_id, format_prompt(question), gold_answer(solution), _CALCULATOR.sub("", solution)
+        )
 
     def reward(self, problem: Problem, response_text: str) -> float:
         """1.0 when the response's final number equals the answer, else 0.0."""

@@ -19,7 +19,9 @@ from specroll.tasks.base import Problem
 from specroll.tasks.rewards import DEFAULT_REWARD, get_reward
 
 
-def read_problems(path: str | Path, prompt_field: str = "prompt", answer_field: str = "answer") -> list[Problem]:
+def read_problems(
+    path: str | Path, prompt_field: str = "prompt", answer_field: str = "answer"
+) -> list[Problem]:
     """Every record of the file as a problem; a bad line raises ValueError naming its number."""
     path = Path(path)
     if not path.is_file():
@@ -27,8 +29,11 @@ def read_problems(path: str | Path, prompt_field: str = "prompt", answer_field: 
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8") as f:
         lines = f.read().splitlines()
-    problems = [_problem(path, index, line, prompt_field, answer_field)
-                for index, line in enumerate(lines) if line.strip()]
+    problems = [
+        _problem(path, index, line, prompt_field, answer_field)
+        for index, line in enumerate(lines)
+        if line.strip()
+    ]
     if not problems:
         raise ValueError(f"prompts file {path} holds no records")
     return problems
@@ -43,10 +48,14 @@ def _problem(path: Path, index: int, line: str, prompt_field: str, answer_field:
     if not isinstance(record, dict):
         raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
     if prompt_field not in record:
-        raise ValueError(f"{where}: no prompt field {prompt_field!r} (the record has: {', '.join(record) or 'nothing'})")
+        raise ValueError(
+            f"{where}: no prompt field {prompt_field!r} (the record has: {', '.join(record) or 'nothing'})"
+        )
     prompt = record[prompt_field]
     if not isinstance(prompt, str):
-        raise ValueError(f"{where}: prompt field {prompt_field!r} must be a string, got {type(prompt).__name__}")
+        raise ValueError(
+            f"{where}: prompt field {prompt_field!r} must be a string, got {type(prompt).__name__}"
+        )
     if not prompt.strip():
         raise ValueError(f"{where}: empty prompt")
     return Problem(index, prompt, _answer(where, record.get(answer_field), answer_field))
@@ -56,8 +65,9 @@ def _answer(where: str, value: object, answer_field: str) -> str | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise ValueError(f"{where}: answer field {answer_field!r} must be a string or a number, "
-                         f"got {type(value).__name__}")
+        raise ValueError(
+            f"{where}: answer field {answer_field!r} must be a string or a number, got {type(value).__name__}"
+        )
     return str(value)
 
 
@@ -90,7 +100,9 @@ class JsonlTask:
         get_reward(self.reward_name)  # an unknown name fails here, before any generation
 
     def problems(self, num_problems: int, seed: int) -> list[Problem]:
-        return sample_problems(read_problems(self.path, self.prompt_field, self.answer_field), num_problems, seed)
+        return sample_problems(
+            read_problems(self.path, self.prompt_field, self.answer_field), num_problems, seed
+        )
 
     def reward(self, problem: Problem, response_text: str) -> float | None:
         if problem.answer is None:

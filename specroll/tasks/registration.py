@@ -5,8 +5,14 @@ from __future__ import annotations
 from typing import Any, Callable
 
 
-def add_entry(registry: dict[str, Callable[..., Any]], kind: str, name: str, entry: Callable[..., Any],
-              usage: str, replace: bool) -> None:
+def add_entry(
+    registry: dict[str, Callable[..., Any]],
+    kind: str,
+    name: str,
+    entry: Callable[..., Any],
+    usage: str,
+    replace: bool,
+) -> None:
     """Store `entry` as `name`; `usage` completes "<kind> <name> ..." when `entry` is not callable."""
     if not name or not isinstance(name, str):
         raise ValueError(f"a {kind}'s name must be a non-empty string, got {name!r}")

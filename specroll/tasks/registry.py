@@ -1,7 +1,7 @@
 """Tasks by name. Built-in tasks are entries in `_TASK_FACTORIES`; users add theirs with `register_task`:
 
-    register_task("my_qa", lambda: JsonlTask(Path("qa.jsonl"), reward_name="numeric"))
-    run_rollout(RolloutConfig(task="my_qa"))
+register_task("my_qa", lambda: JsonlTask(Path("qa.jsonl"), reward_name="numeric"))
+run_rollout(RolloutConfig(task="my_qa"))
 """
 
 from __future__ import annotations
@@ -15,10 +15,7 @@ from specroll.tasks.registration import add_entry
 
 TaskFactory = Callable[[], Task]
 
-_TASK_FACTORIES: dict[str, TaskFactory] = {
-    "running_sum": RunningSumTask,
-    "gsm8k": Gsm8kTask,
-}
+_TASK_FACTORIES: dict[str, TaskFactory] = {"running_sum": RunningSumTask, "gsm8k": Gsm8kTask}
 
 DEFAULT_TASK = "running_sum"
 _TASK_MEMBERS = ("name", "use_chat_template", "problems", "reward")
@@ -35,8 +32,10 @@ def get_task(name: str) -> Task:
     task = _TASK_FACTORIES[name]()
     missing = [member for member in _TASK_MEMBERS if not hasattr(task, member)]
     if missing:
-        raise ValueError(f"task {name!r} lacks {', '.join(missing)}: a task needs "
-                         f"{', '.join(_TASK_MEMBERS)} (see specroll.tasks.base.Task)")
+        raise ValueError(
+            f"task {name!r} lacks {', '.join(missing)}: a task needs "
+            f"{', '.join(_TASK_MEMBERS)} (see specroll.tasks.base.Task)"
+        )
     return task
 
 

@@ -29,11 +29,7 @@ def numeric_match(answer: str, response_text: str) -> float:
     return 1.0 if is_same_number(response_text, answer) else 0.0
 
 
-_REWARDS: dict[str, RewardFn] = {
-    "exact": exact_match,
-    "numeric": numeric_match,
-    "gsm8k": numeric_match,
-}
+_REWARDS: dict[str, RewardFn] = {"exact": exact_match, "numeric": numeric_match, "gsm8k": numeric_match}
 
 DEFAULT_REWARD = "exact"
 

@@ -68,8 +68,10 @@ def load_state(state_dir: str | Path) -> TrainState:
     meta = json.loads((state_dir / "state.json").read_text())
     if meta.get("format") != FORMAT:
         raise ValueError(f"{state_dir}: training state format {meta.get('format')!r}, expected {FORMAT}")
-    optimizer = {"state": _nested(load_file(state_dir / "optimizer.safetensors")),
-                 "param_groups": [_group_from_json(group) for group in meta["param_groups"]]}
+    optimizer = {
+        "state": _nested(load_file(state_dir / "optimizer.safetensors")),
+        "param_groups": [_group_from_json(group) for group in meta["param_groups"]],
+    }
     return TrainState(
         next_step=meta["next_step"],
         config=config_from_dict(meta["config"]),
@@ -84,17 +86,27 @@ def load_state(state_dir: str | Path) -> TrainState:
 
 # ---- writing --------------------------------------------------------------------------------------
 
+
 def _write(folder: Path, state: TrainState) -> None:
     _write_policy(folder / "policy", state.policy, Path(state.config.rollout.model_dir))
-    flat = {f"{index}/{name}": value.contiguous() for index, named in state.optimizer["state"].items()
-            for name, value in named.items()}
+    flat = {
+        f"{index}/{name}": value.contiguous()
+        for index, named in state.optimizer["state"].items()
+        for name, value in named.items()
+    }
     _save_tensors(flat, folder / "optimizer.safetensors")
-    meta = {"format": FORMAT, "next_step": state.next_step, "config": config_to_dict(state.config),
-            "weights_sha256": state.weights_sha256, "initial_weights_sha256": state.initial_weights_sha256,
-            "param_groups": state.optimizer["param_groups"],
-            "torch_rng": state.torch_rng.numpy().tobytes().hex(),
-            "recent_responses": [[r.step, r.request_id, r.group_id, list(r.token_ids)]
-                                 for r in state.recent_responses]}
+    meta = {
+        "format": FORMAT,
+        "next_step": state.next_step,
+        "config": config_to_dict(state.config),
+        "weights_sha256": state.weights_sha256,
+        "initial_weights_sha256": state.initial_weights_sha256,
+        "param_groups": state.optimizer["param_groups"],
+        "torch_rng": state.torch_rng.numpy().tobytes().hex(),
+        "recent_responses": [
+            [r.step, r.request_id, r.group_id, list(r.token_ids)] for r in state.recent_responses
+        ],
+    }
     _write_synced(folder / "state.json", json.dumps(meta).encode())
     _sync(folder)
 
@@ -161,13 +173,17 @@ def _prune(root: Path, keep: int) -> None:
 
 # ---- reading --------------------------------------------------------------------------------------
 
+
 def _saved_states(root: Path) -> list[Path]:
     """Complete states (partial ones carry another prefix), oldest first."""
     if not root.is_dir():
         return []
-    found = [p for p in root.glob(f"{_PREFIX}*")
-             if p.name[len(_PREFIX):].isdigit() and (p / "state.json").is_file()]
-    return sorted(found, key=lambda p: int(p.name[len(_PREFIX):]))
+    found = [
+        p
+        for p in root.glob(f"{_PREFIX}*")
+        if p.name[len(_PREFIX) :].isdigit() and (p / "state.json").is_file()
+    ]
+    return sorted(found, key=lambda p: int(p.name[len(_PREFIX) :]))
 
 
 def _nested(flat: dict[str, torch.Tensor]) -> dict[int, dict[str, torch.Tensor]]:
@@ -180,5 +196,7 @@ def _nested(flat: dict[str, torch.Tensor]) -> dict[int, dict[str, torch.Tensor]]
 
 def _group_from_json(group: dict) -> dict:
     """JSON turned AdamW's `betas` tuple into a list; give it back as torch wrote it."""
-    return {name: tuple(value) if isinstance(value, list) and name != "params" else value
-            for name, value in group.items()}
+    return {
+        name: tuple(value) if isinstance(value, list) and name != "params" else value
+        for name, value in group.items()
+    }

@@ -37,9 +37,15 @@ class LossTerms:
     max_log_ratio: float  # the largest |log pi_theta - log pi_rollout| over the given tokens
 
 
-def policy_loss(new_logprobs: torch.Tensor, rollout_logprobs: torch.Tensor, advantages: torch.Tensor,
-                mask: torch.Tensor, clip_eps: float = 0.2, ref_logprobs: torch.Tensor | None = None,
-                kl_coef: float = 0.0) -> LossTerms:
+def policy_loss(
+    new_logprobs: torch.Tensor,
+    rollout_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    clip_eps: float = 0.2,
+    ref_logprobs: torch.Tensor | None = None,
+    kl_coef: float = 0.0,
+) -> LossTerms:
     """new/rollout/ref logprobs and mask (B, T), advantages (B,) -> summed clipped surrogate loss."""
     ratio = torch.exp(new_logprobs - rollout_logprobs)
     adv = advantages[:, None]

@@ -27,15 +27,21 @@ class StepMetrics:
     loss: float
     clip_fraction: float  # tokens whose importance ratio was clipped
     kl: float  # mean per-token KL estimate to the reference (0 without one)
-    max_log_ratio: float  # largest |log pi_trainer - log pi_rollout| of a token before the update: rounding only
+    max_log_ratio: (
+        float  # largest |log pi_trainer - log pi_rollout| of a token before the update: rounding only
+    )
     num_problems: int
     acceptance_by_drafter: dict[str, float] = field(default_factory=dict)  # tokens accepted per draft
     plain_rollout_seconds: float | None = None  # the same rollout without speculation (--shadow-plain)
     same_as_plain: bool | None = None  # its tokens and log-probabilities equal the speculative ones
 
 
-FILE_KEYS = {"rollout_seconds": "rollout_s", "train_seconds": "train_s", "sync_seconds": "sync_s",
-             "plain_rollout_seconds": "plain_rollout_s"}
+FILE_KEYS = {
+    "rollout_seconds": "rollout_s",
+    "train_seconds": "train_s",
+    "sync_seconds": "sync_s",
+    "plain_rollout_seconds": "plain_rollout_s",
+}
 
 
 def append_metrics(path: str | Path, metrics: StepMetrics) -> None:
@@ -90,7 +96,9 @@ def plot_metrics(rows: list[dict], path: str | Path) -> Path:
     axes[1].legend()
     axes[2].plot(steps, [r["mean_acceptance_length"] for r in rows], marker="o", label="all drafts")
     for name in sorted({k for r in rows for k in r.get("acceptance_by_drafter", {})}):
-        axes[2].plot(steps, [r.get("acceptance_by_drafter", {}).get(name) for r in rows], marker=".", label=name)
+        axes[2].plot(
+            steps, [r.get("acceptance_by_drafter", {}).get(name) for r in rows], marker=".", label=name
+        )
     axes[2].set_ylabel("acceptance")
     axes[2].set_xlabel("training step")
     axes[2].legend()

@@ -39,8 +39,11 @@ class RecentResponses:
 
     def add_step(self, step: int, records: Sequence[RolloutRecord]) -> None:
         """Keep step `step`'s responses (a refused request has none) and forget steps out of the window."""
-        self.responses += [FinishedResponse(step, r.request_id, r.prompt_id, tuple(r.token_ids))
-                           for r in records if r.error is None]
+        self.responses += [
+            FinishedResponse(step, r.request_id, r.prompt_id, tuple(r.token_ids))
+            for r in records
+            if r.error is None
+        ]
         self.responses = [r for r in self.responses if r.step > step - self.num_steps]
 
     def replay(self, drafter: Drafter, prompts: Mapping[int, Sequence[int]]) -> None:

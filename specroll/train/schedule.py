@@ -20,8 +20,10 @@ class EpochSchedule:
 
     def __post_init__(self) -> None:
         if not 0 < self.num_prompts <= len(self.problem_ids):
-            raise ValueError(f"a step takes 1..{len(self.problem_ids)} problems of the dataset, "
-                             f"got num_prompts={self.num_prompts}")
+            raise ValueError(
+                f"a step takes 1..{len(self.problem_ids)} problems of the dataset, "
+                f"got num_prompts={self.num_prompts}"
+            )
 
     def step_problems(self, step: int) -> list[int]:
         """The prompt_ids of step `step` (0-based); an epoch's remainder carries into the next."""

@@ -29,8 +29,14 @@ import torch
 from specroll.engine.engine import Engine
 from specroll.engine.factory import apply_threads, build_engine
 from specroll.model.catalog import resolve_model_dir
-from specroll.rollout import (RolloutConfig, RolloutResult, encode_prompts, make_requests, make_task,
-                              run_requests)
+from specroll.rollout import (
+    RolloutConfig,
+    RolloutResult,
+    encode_prompts,
+    make_requests,
+    make_task,
+    run_requests,
+)
 from specroll.tokenizer import load_tokenizer
 from specroll.sampling import policy_logprobs
 from specroll.train.grpo import group_advantages, policy_loss
@@ -58,7 +64,9 @@ class TrainConfig:
         if self.steps < 1:
             raise ValueError(f"steps must be >= 1, got {self.steps}")
         if self.dataset_size and self.dataset_size < self.rollout.num_prompts:
-            raise ValueError(f"dataset_size ({self.dataset_size}) must be >= num_prompts ({self.rollout.num_prompts})")
+            raise ValueError(
+                f"dataset_size ({self.dataset_size}) must be >= num_prompts ({self.rollout.num_prompts})"
+            )
         if self.lr <= 0 or not 0 < self.clip_eps < 1 or self.kl_coef < 0 or self.micro_batch_size < 1:
             raise ValueError("need lr > 0, 0 < clip_eps < 1, kl_coef >= 0 and micro_batch_size >= 1")
 
@@ -73,7 +81,9 @@ class GRPOTrainer:
         self.task = make_task(rollout)
         pool = self.task.problems(config.dataset_size or rollout.num_prompts, rollout.seed)
         self.problems = {p.prompt_id: p for p in pool}
-        self.schedule = EpochSchedule(tuple(sorted(self.problems)), min(rollout.num_prompts, len(pool)), rollout.seed)
+        self.schedule = EpochSchedule(
+            tuple(sorted(self.problems)), min(rollout.num_prompts, len(pool)), rollout.seed
+        )
         self.tokenizer = load_tokenizer(rollout.model_dir)
         self.prompts = encode_prompts(self.tokenizer, self.task, self.problems)
         spec = rollout.engine_spec()
@@ -84,7 +94,9 @@ class GRPOTrainer:
         self.plain_engine = build_engine(plain, longest) if config.shadow_plain else None
         self.policy = load_trainable(rollout.model_dir, rollout.device)
         self.reference = copy.deepcopy(self.policy).requires_grad_(False) if config.kl_coef > 0 else None
-        self.optimizer = torch.optim.AdamW(self.policy.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        self.optimizer = torch.optim.AdamW(
+            self.policy.parameters(), lr=config.lr, weight_decay=config.weight_decay
+        )
         self.initial_weights_sha256 = weights_sha256(self.policy)
         self._ids_per_step = (max(self.problems) + 1) * rollout.n  # request ids never repeat across steps
         self.next_step = 0  # steps done; `run` goes on from here
@@ -104,9 +116,16 @@ class GRPOTrainer:
     def state(self) -> TrainState:
         """The run as it stands, for `restore`; its tensors are the live ones: write them before the
         next step."""
-        return TrainState(self.next_step, self.config, self.policy.state_dict(), self.optimizer.state_dict(),
-                          torch.get_rng_state(), weights_sha256(self.policy), self.initial_weights_sha256,
-                          list(self.recent.responses))
+        return TrainState(
+            self.next_step,
+            self.config,
+            self.policy.state_dict(),
+            self.optimizer.state_dict(),
+            torch.get_rng_state(),
+            weights_sha256(self.policy),
+            self.initial_weights_sha256,
+            list(self.recent.responses),
+        )
 
     def restore(self, state: TrainState) -> None:
         """Go on with the run `state` was taken from: its weights (here and in the engines), AdamW's
@@ -129,11 +148,15 @@ class GRPOTrainer:
 
         changes = future_changes(state.config, self.config)
         if changes:
-            raise ValueError(f"the run's config differs where it sets its future: "
-                             f"{describe_changes(state.config, self.config, changes)}")
+            raise ValueError(
+                f"the run's config differs where it sets its future: "
+                f"{describe_changes(state.config, self.config, changes)}"
+            )
         if state.initial_weights_sha256 != self.initial_weights_sha256:
-            raise ValueError(f"{self.rollout.model_dir} no longer holds the run's initial policy (sha256 "
-                             f"{self.initial_weights_sha256[:12]}, the run's {state.initial_weights_sha256[:12]})")
+            raise ValueError(
+                f"{self.rollout.model_dir} no longer holds the run's initial policy (sha256 "
+                f"{self.initial_weights_sha256[:12]}, the run's {state.initial_weights_sha256[:12]})"
+            )
 
     def train_step(self, step: int) -> StepMetrics:
         result, rollout_seconds = self._rollout(self.engine, step)
@@ -149,14 +172,32 @@ class GRPOTrainer:
         self._sync_weights()
         sync_seconds = time.perf_counter() - start
         s = result.summary
-        return StepMetrics(step, s.mean_reward, rollout_seconds, train_seconds, sync_seconds, s.output_tokens, s.mean_acceptance_length,
-                           s.forward_passes, weights_sha256(self.policy), loss, clip_fraction, kl,
-                           max_log_ratio, len({r.prompt_id for r in result.records}), result.acceptance_by_drafter, plain_seconds, same)
+        return StepMetrics(
+            step,
+            s.mean_reward,
+            rollout_seconds,
+            train_seconds,
+            sync_seconds,
+            s.output_tokens,
+            s.mean_acceptance_length,
+            s.forward_passes,
+            weights_sha256(self.policy),
+            loss,
+            clip_fraction,
+            kl,
+            max_log_ratio,
+            len({r.prompt_id for r in result.records}),
+            result.acceptance_by_drafter,
+            plain_seconds,
+            same,
+        )
 
     def _rollout(self, engine: Engine, step: int) -> tuple[RolloutResult, float]:
         engine.advance_step(step)
         chosen = [self.problems[i] for i in self.schedule.step_problems(step)]
-        requests = make_requests(self.rollout, self.tokenizer, chosen, self.prompts, first_id=step * self._ids_per_step)
+        requests = make_requests(
+            self.rollout, self.tokenizer, chosen, self.prompts, first_id=step * self._ids_per_step
+        )
         start = time.perf_counter()
         result = run_requests(engine, requests, self.tokenizer, self.task, self.problems)
         return result, time.perf_counter() - start
@@ -173,10 +214,14 @@ class GRPOTrainer:
         loss, clipped, kl, gap = 0.0, 0, 0.0, 0.0
         size = self.config.micro_batch_size
         for start in range(0, len(records), size):
-            chunk = records[start:start + size]
-            terms = self._chunk_loss(chunk, advantages[start:start + size].to(self.rollout.device))
+            chunk = records[start : start + size]
+            terms = self._chunk_loss(chunk, advantages[start : start + size].to(self.rollout.device))
             (terms.loss / num_tokens).backward()
-            loss, clipped, kl = loss + terms.loss.item() / num_tokens, clipped + terms.clipped, kl + terms.kl_sum
+            loss, clipped, kl = (
+                loss + terms.loss.item() / num_tokens,
+                clipped + terms.clipped,
+                kl + terms.kl_sum,
+            )
             gap = max(gap, terms.max_log_ratio)
         torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.config.max_grad_norm)
         self.optimizer.step()
@@ -227,7 +272,9 @@ def sequence_logprobs(model, prompts, completions, temperature: float) -> tuple[
     return policy_logprobs(picked, tokens, temperature) * mask, mask.float()
 
 
-def _padded(rows, width: int, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu") -> torch.Tensor:
+def _padded(
+    rows, width: int, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu"
+) -> torch.Tensor:
     """(len(rows), width): each row's values, then zeros."""
     return torch.tensor([[*row, *[0] * (width - len(row))] for row in rows], dtype=dtype, device=device)
 

@@ -7,8 +7,14 @@ from dataclasses import replace
 
 import pytest
 
-from specroll.rollout import (RolloutConfig, encode_prompts, load_problems, make_requests, run_on_workers,
-                              run_rollout)
+from specroll.rollout import (
+    RolloutConfig,
+    encode_prompts,
+    load_problems,
+    make_requests,
+    run_on_workers,
+    run_rollout,
+)
 from specroll.engine.request import Request, SamplingParams
 from specroll.tokenizer import load_tokenizer
 
@@ -32,9 +38,16 @@ def on_workers(config: RolloutConfig, on_report=None, extra: list[Request] = ())
 
 
 def assert_same_tokens(expected, got):
-    assert [r.request_id for r in got.records[:len(expected.records)]] == [r.request_id for r in expected.records]
+    assert [r.request_id for r in got.records[: len(expected.records)]] == [
+        r.request_id for r in expected.records
+    ]
     for a, b in zip(expected.records, got.records):
-        assert (a.token_ids, a.logprobs, a.finish_reason, a.text) == (b.token_ids, b.logprobs, b.finish_reason, b.text)
+        assert (a.token_ids, a.logprobs, a.finish_reason, a.text) == (
+            b.token_ids,
+            b.logprobs,
+            b.finish_reason,
+            b.text,
+        )
 
 
 @pytest.mark.parametrize("dispatch", ["static", "divided", "context-aware"])

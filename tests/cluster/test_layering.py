@@ -23,7 +23,7 @@ def imported_modules(source: str, package: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                parent = package.split(".")[:len(package.split(".")) - node.level + 1]
+                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*parent, *([node.module] if node.module else [])])
             found |= {base, *(f"{base}.{alias.name}" for alias in node.names)}
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):  # importlib.import_module(...)
@@ -36,9 +36,11 @@ def forbidden(modules: set[str]) -> set[str]:
 
 
 def test_the_check_sees_imports_inside_functions_and_relative_ones():
-    source = ("def build():\n    from specroll.rollout import build_engine\n"
-              "def other():\n    from .. import rollout\n"
-              "def by_name():\n    return importlib.import_module('specroll.rollout')\n")
+    source = (
+        "def build():\n    from specroll.rollout import build_engine\n"
+        "def other():\n    from .. import rollout\n"
+        "def by_name():\n    return importlib.import_module('specroll.rollout')\n"
+    )
     assert forbidden(imported_modules(source, "specroll.cluster")) == {FORBIDDEN, f"{FORBIDDEN}.build_engine"}
     assert forbidden(imported_modules("from specroll.cluster import rollout", "specroll.cluster")) == set()
 

@@ -33,10 +33,27 @@ def read_jsonl(path):
 def test_two_workers_write_one_processs_records(tmp_path, capsys):
     one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
     assert main(["rollout", *SMALL, "--out", str(one)]) == 0
-    assert main(["rollout", *SMALL, "--workers", "2", "--dispatch", "context-aware", "--chunk-tokens", "16",
-                 "--out", str(two)]) == 0
+    assert (
+        main(
+            [
+                "rollout",
+                *SMALL,
+                "--workers",
+                "2",
+                "--dispatch",
+                "context-aware",
+                "--chunk-tokens",
+                "16",
+                "--out",
+                str(two),
+            ]
+        )
+        == 0
+    )
     assert "2, context-aware" in capsys.readouterr().out
-    assert read_jsonl(one) == read_jsonl(two)  # every field, in order: tokens, log-probabilities, text, reward
+    assert read_jsonl(one) == read_jsonl(
+        two
+    )  # every field, in order: tokens, log-probabilities, text, reward
 
 
 def test_a_killed_worker_loses_no_request():
@@ -60,5 +77,8 @@ def test_a_worker_that_cannot_start_names_the_cause(tmp_path):
     shutil.copytree(DEFAULT_MODEL, broken)
     (broken / "model.safetensors").write_bytes(b"not a safetensors file")
     config = RolloutConfig(model_dir=broken, num_prompts=2, n=2, max_tokens=8, workers=2, speculate="off")
-    with pytest.raises(WorkerStartError, match="worker 0 could not start: ValueError: checkpoint .*cannot read model.safetensors"):
+    with pytest.raises(
+        WorkerStartError,
+        match="worker 0 could not start: ValueError: checkpoint .*cannot read model.safetensors",
+    ):
         run_rollout(config)

@@ -39,12 +39,15 @@ def test_an_update_that_disagrees_with_the_tokens_held_is_not_applied():
         state.apply(Update(7, 3, (13,), (-0.1,)))
 
 
-@pytest.mark.parametrize("ended, reason, error", [
-    (True, None, None),  # ended without a reason
-    (False, "stop", None),  # a reason without an end
-    (True, "error", None),  # an error without its message
-    (True, "stop", "refused"),  # a message on a request that did not fail
-])
+@pytest.mark.parametrize(
+    "ended, reason, error",
+    [
+        (True, None, None),  # ended without a reason
+        (False, "stop", None),  # a reason without an end
+        (True, "error", None),  # an error without its message
+        (True, "stop", "refused"),  # a message on a request that did not fail
+    ],
+)
 def test_an_update_carries_the_finish_its_request_decided(ended, reason, error):
     with pytest.raises(ValueError, match="an update that ends carries its finish reason"):
         Update(7, 0, (), (), ended, reason, error)

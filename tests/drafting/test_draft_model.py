@@ -13,9 +13,10 @@ from tiny_checkpoints import save_tiny_checkpoint
 
 def greedy(hf_model, context: list[int], k: int) -> list[int]:
     with torch.no_grad():
-        out = hf_model.generate(torch.tensor([context]), max_new_tokens=k, do_sample=False,
-                                eos_token_id=None, pad_token_id=0)
-    return out[0, len(context):].tolist()
+        out = hf_model.generate(
+            torch.tensor([context]), max_new_tokens=k, do_sample=False, eos_token_id=None, pad_token_id=0
+        )
+    return out[0, len(context) :].tolist()
 
 
 def test_greedy_drafts_follow_the_draft_model_and_roll_back(tmp_path):
@@ -51,7 +52,9 @@ def test_drafts_stay_right_as_requests_finish_and_queries_change_order(tmp_path,
         for draft, request_id, k in zip(drafts, order, budgets):
             assert draft.request_id == request_id
             assert draft.token_ids == greedy(hf_model, contexts[request_id], k), (order, request_id)
-            contexts[request_id] = contexts[request_id] + draft.token_ids[:1] + [(draft.token_ids[-1] + 3) % 97]
+            contexts[request_id] = (
+                contexts[request_id] + draft.token_ids[:1] + [(draft.token_ids[-1] + 3) % 97]
+            )
             drafter.observe(request_id, contexts[request_id][-2:])
 
     check([0, 1, 2, 3], [2, 4, 1, 3])

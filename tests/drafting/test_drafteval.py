@@ -50,7 +50,12 @@ def test_replay_advances_by_accepted_tokens_plus_one_bonus():
     response = [1, 2, 3, 4, 5]
     stats = replay(_Oracle(response), RequestInfo(0, 0, (9,)), response, max_draft=2)
     # steps: [1 + bonus 2], [3 + bonus 4], [5, no bonus left]
-    assert (stats.num_forwards, stats.target_tokens, stats.accepted_tokens, stats.drafted_tokens) == (3, 5, 3, 6)
+    assert (stats.num_forwards, stats.target_tokens, stats.accepted_tokens, stats.drafted_tokens) == (
+        3,
+        5,
+        3,
+        6,
+    )
     assert stats.mean_acceptance_length == pytest.approx(5 / 3)
 
 
@@ -77,12 +82,31 @@ def test_cli_prints_one_json_line(tmp_path, capsys, mode):
     else:
         rows = [{"prompt_id": "p", "prompt": "Add.", "step": s, "response": "1 + 2 = 3"} for s in (5, 9)]
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    argv = ["drafteval", "--data", str(data), "--tokenizer", str(TOKENIZER), "--mode", mode,
-            "--refs", "1", "--window", "1", "--json"]
+    argv = [
+        "drafteval",
+        "--data",
+        str(data),
+        "--tokenizer",
+        str(TOKENIZER),
+        "--mode",
+        mode,
+        "--refs",
+        "1",
+        "--window",
+        "1",
+        "--json",
+    ]
     assert main(argv) == 0
     result = json.loads(capsys.readouterr().out)
-    assert set(result) == {"mean_acceptance_length", "num_forwards", "target_tokens", "drafted_tokens",
-                           "accepted_tokens", "us_per_proposal", "us_per_forward"}
+    assert set(result) == {
+        "mean_acceptance_length",
+        "num_forwards",
+        "target_tokens",
+        "drafted_tokens",
+        "accepted_tokens",
+        "us_per_proposal",
+        "us_per_forward",
+    }
     assert result["mean_acceptance_length"] > 1.0
 
 
@@ -90,8 +114,11 @@ def test_histories_are_ordered_by_prompt_id_or_by_file(tmp_path):
     from specroll.drafteval.data import load_histories
 
     data = tmp_path / "history.jsonl"
-    rows = [{"prompt_id": p, "prompt": "", "step": s, "response": f"{p}@{s}"}
-            for s in (7, 3) for p in ("p-2", "p-10", "p-1")]
+    rows = [
+        {"prompt_id": p, "prompt": "", "step": s, "response": f"{p}@{s}"}
+        for s in (7, 3)
+        for p in ("p-2", "p-10", "p-1")
+    ]
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert [h.prompt_id for h in load_histories(data)] == ["p-1", "p-10", "p-2"]
     assert [h.prompt_id for h in load_histories(data, "file")] == ["p-2", "p-10", "p-1"]

@@ -4,13 +4,15 @@ import random
 
 import pytest
 
-from specroll.drafting.suffix_index import SuffixIndex
+from specroll.drafting.suffix_index import Scoring, SuffixIndex
+
+FREQUENCIES = Scoring(short_match_discount=0)  # scores are the continuation frequencies alone
 
 
 def test_linear_draft_follows_most_frequent_continuation():
     index = SuffixIndex(max_depth=8)
     index.add("a", [7, 8, 9, 7, 8, 9, 7, 8, 10])
-    proposal = index.propose(index.match([7, 8]), max_tokens=4, short_match_discount=0)
+    proposal = index.propose(index.match([7, 8]), max_tokens=4, scoring=FREQUENCIES)
     # "7 8 9 7 8" was followed once by 9 and once by 10: the tie goes to the later one
     assert proposal.token_ids == [9, 7, 8, 10]
     assert proposal.scores == pytest.approx([2 / 3, 2 / 3, 2 / 3, 1 / 3])
@@ -19,7 +21,7 @@ def test_linear_draft_follows_most_frequent_continuation():
 def test_ties_go_to_the_most_recent_continuation():
     index = SuffixIndex(max_depth=8)
     index.add("a", [1, 2, 3, 4, 1, 2, 3, 5])
-    proposal = index.propose(index.match([1, 2, 3]), max_tokens=4, short_match_discount=0)
+    proposal = index.propose(index.match([1, 2, 3]), max_tokens=4, scoring=FREQUENCIES)
     assert proposal.token_ids == [5]
     assert proposal.scores == [0.5]
 
@@ -28,7 +30,7 @@ def test_draft_backs_off_to_a_shorter_suffix_when_its_path_ends():
     index = SuffixIndex(max_depth=8)
     index.add("a", [1, 2, 3])
     index.add("b", [4, 3, 5, 6])
-    proposal = index.propose(index.match([1, 2]), max_tokens=4, short_match_discount=0)
+    proposal = index.propose(index.match([1, 2]), max_tokens=4, scoring=FREQUENCIES)
     assert proposal.token_ids == [3, 5, 6]  # "1 2 3" ends; "3" goes on in "b"
     assert proposal.scores == [1.0, 1.0, 1.0]
 
@@ -36,7 +38,7 @@ def test_draft_backs_off_to_a_shorter_suffix_when_its_path_ends():
 def test_draft_continues_past_the_depth_limit_through_suffix_links():
     index = SuffixIndex(max_depth=3)
     index.add("a", [1, 2, 3, 4, 5, 6])
-    proposal = index.propose(index.match([9, 1]), max_tokens=8, short_match_discount=0)
+    proposal = index.propose(index.match([9, 1]), max_tokens=8, scoring=FREQUENCIES)
     assert proposal.token_ids == [2, 3, 4, 5, 6]
     assert proposal.scores == [1.0] * 5
 
@@ -44,7 +46,9 @@ def test_draft_continues_past_the_depth_limit_through_suffix_links():
 def test_min_prob_cuts_the_tail():
     index = SuffixIndex(max_depth=8)
     index.add("a", [7, 8, 9, 7, 8, 9, 7, 8, 10])
-    assert index.propose(index.match([7, 8]), max_tokens=4, min_prob=0.5, short_match_discount=0).token_ids == [9, 7, 8]
+    assert index.propose(
+        index.match([7, 8]), max_tokens=4, scoring=Scoring(min_prob=0.5, short_match_discount=0)
+    ).token_ids == [9, 7, 8]
 
 
 def test_match_finds_the_longest_indexed_suffix():
@@ -68,7 +72,7 @@ def test_continuation_point_skips_suffixes_never_followed():
 def test_tree_draft_is_best_first_with_parents_before_children():
     index = SuffixIndex(max_depth=8)
     index.add("a", [1, 2, 3, 1, 2, 3, 1, 2, 4, 1, 5])
-    tree = index.propose_tree(index.match([1]), max_depth=3, max_nodes=5, short_match_discount=0)
+    tree = index.propose_tree(index.match([1]), max_depth=3, max_nodes=5, scoring=FREQUENCIES)
     assert tree.token_ids == [2, 3, 1, 5, 4]
     assert tree.parents == [-1, 0, 1, -1, 0]
     assert tree.scores == pytest.approx([3 / 4, 1 / 2, 1 / 2, 1 / 4, 1 / 4])

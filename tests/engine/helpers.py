@@ -10,8 +10,9 @@ from specroll.model.runner import ModelRunner
 
 def make_engine(model_dir, drafter=None, policy=None, **config) -> Engine:
     cfg = EngineConfig(**{"max_batch_size": 16, "max_model_len": 96, "max_draft": 4, "seed": 7, **config})
-    runner = ModelRunner.from_pretrained(model_dir, cfg.max_batch_size, cfg.cache_capacity,
-                                         batch_invariant=cfg.batch_invariant)
+    runner = ModelRunner.from_pretrained(
+        model_dir, cfg.max_batch_size, cfg.cache_capacity, batch_invariant=cfg.batch_invariant
+    )
     return Engine(runner, cfg, drafter, policy)
 
 
@@ -20,9 +21,12 @@ def workload(num_prompts: int = 6, n: int = 4, temperature: float = 1.0, **param
     for p in range(num_prompts):
         prompt = tuple(2 + (p * 7 + i * 3) % 90 for i in range(3 + p % 5))
         for s in range(n):
-            sampling = SamplingParams(max_tokens=params.get("max_tokens", 12 + 5 * p),
-                                      temperature=temperature, top_k=params.get("top_k", 0),
-                                      top_p=params.get("top_p", 1.0))
+            sampling = SamplingParams(
+                max_tokens=params.get("max_tokens", 12 + 5 * p),
+                temperature=temperature,
+                top_k=params.get("top_k", 0),
+                top_p=params.get("top_p", 1.0),
+            )
             requests.append(Request(p * n + s, p, s, prompt, sampling))
     return requests
 
@@ -47,7 +51,9 @@ def assert_same_rollout(plain, spec, logprob_tolerance: float = 0.0) -> None:
         assert a.output_token_ids == b.output_token_ids, a.request_id
         assert a.finish_reason == b.finish_reason, a.request_id
         assert len(a.output_logprobs) == len(b.output_logprobs) == len(a.output_token_ids), a.request_id
-        assert all(abs(x - y) <= logprob_tolerance for x, y in zip(a.output_logprobs, b.output_logprobs)), a.request_id
+        assert all(abs(x - y) <= logprob_tolerance for x, y in zip(a.output_logprobs, b.output_logprobs)), (
+            a.request_id
+        )
 
 
 def assert_speculated(telemetry) -> None:

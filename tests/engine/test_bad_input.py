@@ -14,25 +14,31 @@ from specroll.model.loader import load_model
 from helpers import make_engine, workload
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(max_tokens=0), "max_tokens"),
-    (dict(max_tokens=-3), "max_tokens"),
-    (dict(temperature=-0.1), "temperature"),
-    (dict(top_p=0.0), "top_p"),
-    (dict(top_p=1.5), "top_p"),
-    (dict(top_k=-1), "top_k"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(max_tokens=0), "max_tokens"),
+        (dict(max_tokens=-3), "max_tokens"),
+        (dict(temperature=-0.1), "temperature"),
+        (dict(top_p=0.0), "top_p"),
+        (dict(top_p=1.5), "top_p"),
+        (dict(top_k=-1), "top_k"),
+    ],
+)
 def test_bad_sampling_params(kwargs, message):
     with pytest.raises(ValueError, match=message):
         SamplingParams(**kwargs)
 
 
-@pytest.mark.parametrize("prompt, message", [
-    ((), "empty prompt"),
-    ((5, 97, 3), "outside the vocabulary"),
-    ((5, -1), "outside the vocabulary"),
-    (tuple(range(2, 92)), "exceeds the context"),
-])
+@pytest.mark.parametrize(
+    "prompt, message",
+    [
+        ((), "empty prompt"),
+        ((5, 97, 3), "outside the vocabulary"),
+        ((5, -1), "outside the vocabulary"),
+        (tuple(range(2, 92)), "exceeds the context"),
+    ],
+)
 def test_bad_request_is_refused_and_others_finish(qwen2_dir, prompt, message):
     engine = make_engine(qwen2_dir)
     good = workload(num_prompts=2, n=2)
@@ -101,6 +107,7 @@ def test_failing_drafter_costs_speed_not_output(qwen2_dir):
             raise RuntimeError("drafter bug")
 
     from helpers import assert_same_rollout, rollout
+
     plain = rollout(qwen2_dir, workload(num_prompts=2))
     broken = rollout(qwen2_dir, workload(num_prompts=2), Broken(), FixedDraftLength(3))
     assert_same_rollout(plain, broken)

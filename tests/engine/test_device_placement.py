@@ -34,8 +34,10 @@ SETTINGS = [(1.0, 0, 1.0), (0.7, 3, 0.9), (0.0, 0, 1.0), (1.0, 0, 0.5)]  # tempe
 
 
 def _requests_and_drafts(with_probs: bool):
-    requests = [Request(i, i % 2, i, (1, 2, 3), SamplingParams(temperature=t, top_k=k, top_p=p))
-                for i, (t, k, p) in enumerate(SETTINGS)]
+    requests = [
+        Request(i, i % 2, i, (1, 2, 3), SamplingParams(temperature=t, top_k=k, top_p=p))
+        for i, (t, k, p) in enumerate(SETTINGS)
+    ]
     chains = [[5, 6, 7], [8], [], [9, 10]]
     probs = [torch.softmax(torch.randn(len(c), V), -1) if with_probs and c else None for c in chains]
     return requests, [Draft(i, c, probs=q) for i, (c, q) in enumerate(zip(chains, probs))]
@@ -63,7 +65,9 @@ def test_the_device_part_of_verification_never_synchronises_with_the_host(mode):
 
 def test_a_host_synchronisation_fails_the_capture():
     torch._dynamo.reset()
-    synchronising = torch.compile(lambda x: x * 2 if bool((x > 0).any()) else x, fullgraph=True, backend="eager")
+    synchronising = torch.compile(
+        lambda x: x * 2 if bool((x > 0).any()) else x, fullgraph=True, backend="eager"
+    )
     with pytest.raises(Exception, match="(?i)data.dependent|graph break|unsupported"):
         synchronising(torch.ones(3))
 

@@ -16,14 +16,17 @@ from specroll.policies.fixed import FixedDraftLength, NoSpeculation
 from specroll.rollout import RolloutConfig
 
 
-@pytest.mark.parametrize("field, value, message", [
-    ("max_tokens", 0, "max_tokens must be positive"),
-    ("max_batch_size", -1, "max_batch_size must be positive"),
-    ("max_draft", -1, "max_draft, threads and step must be >= 0"),
-    ("verify", "approximate", "verify mode must be one of exact, rejection"),
-    ("drafter", "nonsense", "unknown drafter 'nonsense'"),
-    ("policy", "nonsense", "unknown policy 'nonsense'"),
-])
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("max_tokens", 0, "max_tokens must be positive"),
+        ("max_batch_size", -1, "max_batch_size must be positive"),
+        ("max_draft", -1, "max_draft, threads and step must be >= 0"),
+        ("verify", "approximate", "verify mode must be one of exact, rejection"),
+        ("drafter", "nonsense", "unknown drafter 'nonsense'"),
+        ("policy", "nonsense", "unknown policy 'nonsense'"),
+    ],
+)
 def test_a_bad_spec_is_refused_where_it_is_made(tmp_path, field, value, message):
     with pytest.raises(ValueError, match=message):
         EngineSpec(**{"model_dir": tmp_path, "max_tokens": 8, field: value})
@@ -31,19 +34,39 @@ def test_a_bad_spec_is_refused_where_it_is_made(tmp_path, field, value, message)
 
 def test_a_rollout_config_maps_onto_its_engine_spec(qwen2_dir, tmp_path):
     cost = tmp_path / "fit.cost.json"
-    config = RolloutConfig(model_dir=qwen2_dir, max_tokens=40, max_batch_size=4, max_draft=3, seed=9,
-                           speculate="prompt-lookup", policy="fixed-2", step=5, threads=1, cost_model=cost)
+    config = RolloutConfig(
+        model_dir=qwen2_dir,
+        max_tokens=40,
+        max_batch_size=4,
+        max_draft=3,
+        seed=9,
+        speculate="prompt-lookup",
+        policy="fixed-2",
+        step=5,
+        threads=1,
+        cost_model=cost,
+    )
     spec = config.engine_spec()
-    assert spec == EngineSpec(qwen2_dir, 40, max_batch_size=4, max_draft=3, seed=9, drafter="prompt-lookup",
-                              draft_model_dir=config.draft_model_dir, policy="fixed-2", cost_model=cost,
-                              step=5, threads=1)
+    assert spec == EngineSpec(
+        qwen2_dir,
+        40,
+        max_batch_size=4,
+        max_draft=3,
+        seed=9,
+        drafter="prompt-lookup",
+        draft_model_dir=config.draft_model_dir,
+        policy="fixed-2",
+        cost_model=cost,
+        step=5,
+        threads=1,
+    )
     assert pickle.loads(pickle.dumps(spec)) == spec  # it travels to worker processes
     assert RolloutConfig(model_dir=qwen2_dir, speculate="off").engine_spec().drafter is None
 
 
 def test_the_factory_builds_what_the_spec_names(qwen2_dir):
-    spec = EngineSpec(qwen2_dir, 20, max_batch_size=3, max_draft=2, seed=4, drafter="prompt-lookup",
-                      policy="fixed-2", step=6, threads=1)
+    options = dict(max_batch_size=3, max_draft=2, seed=4, drafter="prompt-lookup", policy="fixed-2", step=6)
+    spec = EngineSpec(qwen2_dir, 20, threads=1, **options)
     engine = build_engine(spec, longest_prompt=11)
     assert (engine.config.max_batch_size, engine.config.max_model_len, engine.config.max_draft) == (3, 31, 2)
     assert engine.config.seed == 4 and engine.training_step == 6 and engine.runner.cache.num_slots == 3

@@ -36,11 +36,20 @@ def test_batch_size_and_speculation_change_no_bit(large_vocab_dir, batch_invaria
 
 
 def test_smollm2_gsm8k_tokens_do_not_depend_on_batch_or_drafts(smollm2_dir):
-    config = RolloutConfig(model_dir=smollm2_dir, task="gsm8k", num_prompts=2, n=4, max_tokens=40,
-                           max_batch_size=8, speculate="off")
+    config = RolloutConfig(
+        model_dir=smollm2_dir,
+        task="gsm8k",
+        num_prompts=2,
+        n=4,
+        max_tokens=40,
+        max_batch_size=8,
+        speculate="off",
+    )
     plain = run_rollout(config)
     drafts = OracleDrafter({r.request_id: r.token_ids for r in plain.records})
-    alone = run_rollout(replace(config, max_batch_size=1, speculate="suffix", policy="fixed-4"), drafter=drafts)
+    alone = run_rollout(
+        replace(config, max_batch_size=1, speculate="suffix", policy="fixed-4"), drafter=drafts
+    )
     assert sum(row["num_drafted"] for row in alone.telemetry) > 0
     assert alone.summary.mean_acceptance_length > 3  # drafts were verified at batch 1, 5 wide
     assert len(plain.records) == len(alone.records)

@@ -33,7 +33,7 @@ class PhaseDrafter(BaseDrafter):
     def _propose(self, query):
         done = len(query.context) - query.num_prompt_tokens
         self.log.append((self.name, done))
-        tokens = self.outputs[query.request_id][done: done + query.budget]
+        tokens = self.outputs[query.request_id][done : done + query.budget]
         if _phase(done) not in self.right_phases:
             tokens = [(t + 1) % self.vocab_size for t in tokens]
         return Draft(query.request_id, tokens)
@@ -58,13 +58,16 @@ def test_the_ladder_switches_drafters_both_ways_in_the_engine(qwen2_dir, one_thr
     assert min(len(r.output_token_ids) for r in plain) == MAX_TOKENS  # every phase is reached
     outputs = {r.request_id: r.output_token_ids for r in plain}
     log = []
-    drafter = SwitchingDrafter({"a": PhaseDrafter("a", outputs, (1, 3), log),
-                                "b": PhaseDrafter("b", outputs, (2,), log)})
+    drafter = SwitchingDrafter(
+        {"a": PhaseDrafter("a", outputs, (1, 3), log), "b": PhaseDrafter("b", outputs, (2,), log)}
+    )
     ladder = DraftLadder((Rung("a", 0.8), Rung("b", 0.1)), CostModel(c_base=1.0, c_tok=0.05))
     engine = make_engine(qwen2_dir, drafter, LadderPolicy(ladder), max_model_len=200)
     assert_lossless(plain, _run(engine, _requests()), engine)
-    late_in = {phase: [name for name, pos in log if _phase(pos) == phase and pos >= start + 30]
-               for phase, start in ((1, 0), (2, PHASES[0]), (3, PHASES[1]))}
+    late_in = {
+        phase: [name for name, pos in log if _phase(pos) == phase and pos >= start + 30]
+        for phase, start in ((1, 0), (2, PHASES[0]), (3, PHASES[1]))
+    }
     for phase, right in ((1, "a"), (2, "b"), (3, "a")):
         proposers = late_in[phase]
         assert proposers.count(right) > len(proposers) / 2, (phase, proposers[:20])

@@ -135,8 +135,10 @@ def test_every_policy_is_lossless(qwen2_dir, tmp_path, policy_name):
     from tiny_checkpoints import save_tiny_checkpoint
 
     save_tiny_checkpoint("qwen2", tmp_path, logit_scale=30.0)
-    drafter = make_drafter("ladder" if policy_name == "ladder" else "suffix",
-                           DrafterContext(vocab_size=97, draft_model_dir=tmp_path, max_batch_size=16, max_model_len=96))
+    drafter = make_drafter(
+        "ladder" if policy_name == "ladder" else "suffix",
+        DrafterContext(vocab_size=97, draft_model_dir=tmp_path, max_batch_size=16, max_model_len=96),
+    )
     plain = rollout(qwen2_dir, workload())
     spec = rollout(qwen2_dir, workload(), drafter, make_policy(policy_name))
     assert_lossless(plain, spec, rollout.last_engine)

@@ -17,15 +17,22 @@ from specroll.rollout import CHECKPOINTS
 
 
 def greedy_requests(prompts, max_tokens):
-    return [Request(i, i, 0, tuple(p), SamplingParams(max_tokens=max_tokens, temperature=0.0))
-            for i, p in enumerate(prompts)]
+    return [
+        Request(i, i, 0, tuple(p), SamplingParams(max_tokens=max_tokens, temperature=0.0))
+        for i, p in enumerate(prompts)
+    ]
 
 
 def generate(model, prompt, max_tokens):
     with torch.no_grad():
-        out = model.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
-                             do_sample=False, max_new_tokens=max_tokens, pad_token_id=0)
-    return out[0, len(prompt):].tolist()
+        out = model.generate(
+            torch.tensor([prompt]),
+            attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+            do_sample=False,
+            max_new_tokens=max_tokens,
+            pad_token_id=0,
+        )
+    return out[0, len(prompt) :].tolist()
 
 
 @pytest.mark.parametrize("checkpoint", ["bundled-policy", "tiny-qwen2"])

@@ -14,8 +14,10 @@ def test_preempted_requests_resume_without_losing_tokens(qwen2_dir):
     assert sum(r.num_preemptions for r in tight) > 0
     for a, b in zip(free, tight):
         assert a.output_token_ids == b.output_token_ids
-        assert a.output_logprobs == b.output_logprobs or max(
-            abs(x - y) for x, y in zip(a.output_logprobs, b.output_logprobs)) <= 1e-5
+        assert (
+            a.output_logprobs == b.output_logprobs
+            or max(abs(x - y) for x, y in zip(a.output_logprobs, b.output_logprobs)) <= 1e-5
+        )
 
 
 def test_every_request_finishes_once_with_its_limit(qwen2_dir):

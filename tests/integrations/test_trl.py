@@ -9,15 +9,22 @@ import pytest
 import torch
 
 from specroll.engine.request import SamplingParams
-from specroll.integrations.trl import (check_room, encode_prompts, make_rollout_func, sample_indices,
-                                     sampling_params)
+from specroll.integrations.trl import (
+    check_room,
+    encode_prompts,
+    make_rollout_func,
+    sample_indices,
+    sampling_params,
+)
 from specroll.rollout import DEFAULT_MODEL
 from specroll.tasks import get_task
 from specroll.tokenizer import load_tokenizer
 
 NUM_PROMPTS, NUM_GENERATIONS, MAX_COMPLETION, TEMPERATURE = 4, 4, 16, 0.8
-TEMPLATE = ("{% for m in messages %}{{ m['role'] }} {{ m['content'] }}\n{% endfor %}"
-            "{% if add_generation_prompt %}assistant\n{% endif %}")
+TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] }} {{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}assistant\n{% endif %}"
+)
 
 
 def _prompts(num: int = NUM_PROMPTS) -> list[str]:
@@ -37,16 +44,21 @@ def _logprobs_as_trl_computes(model, output) -> list[list[float]]:
     with torch.no_grad():
         for prompt, completion in zip(output["prompt_ids"], output["completion_ids"]):
             ids = torch.tensor([prompt + completion])
-            logits = model(input_ids=ids).logits[0, len(prompt) - 1:-1] / TEMPERATURE
+            logits = model(input_ids=ids).logits[0, len(prompt) - 1 : -1] / TEMPERATURE
             out.append(selective_log_softmax(logits, torch.tensor(completion)).tolist())
     return out
 
 
-@pytest.mark.parametrize("truncation", [dict(), dict(top_k=3), dict(top_p=0.8), dict(top_k=3, top_p=0.8)],
-                         ids=["full", "top-k", "top-p", "both"])
+@pytest.mark.parametrize(
+    "truncation",
+    [dict(), dict(top_k=3), dict(top_p=0.8), dict(top_k=3, top_p=0.8)],
+    ids=["full", "top-k", "top-p", "both"],
+)
 def test_grpo_trainer_runs_two_steps_on_specroll_rollouts(tmp_path, monkeypatch, truncation):
     trl = pytest.importorskip("trl", reason="the TRL adapter needs trl (pip install specroll[trl])")
-    datasets = pytest.importorskip("datasets", reason="TRL's trainer needs datasets (pip install specroll[trl])")
+    datasets = pytest.importorskip(
+        "datasets", reason="TRL's trainer needs datasets (pip install specroll[trl])"
+    )
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
     rollout = make_rollout_func(DEFAULT_MODEL, max_batch_size=16)
     calls, logprob_errors, weights_matched, engine_weights = [], [], [], []
@@ -54,28 +66,50 @@ def test_grpo_trainer_runs_two_steps_on_specroll_rollouts(tmp_path, monkeypatch,
     def recording_rollout(prompts, trainer):
         output = rollout(prompts, trainer)
         expected = _logprobs_as_trl_computes(trainer.model, output)
-        logprob_errors.append(max(abs(a - b) for got, want in zip(output["logprobs"], expected)
-                                  for a, b in zip(got, want, strict=True)))
+        logprob_errors.append(
+            max(
+                abs(a - b)
+                for got, want in zip(output["logprobs"], expected)
+                for a, b in zip(got, want, strict=True)
+            )
+        )
         calls.append((list(prompts), output, trainer.state.global_step))
         return output
 
     def reward_checking_weights(completions, **_):
         # TRL scores a generation batch right after generating it, before the optimizer steps
         engine_params = dict(rollout.engine.runner.model.named_parameters())
-        weights_matched.append(all(torch.equal(engine_params[name], p.detach())
-                                   for name, p in trainer.model.named_parameters()))
+        weights_matched.append(
+            all(torch.equal(engine_params[name], p.detach()) for name, p in trainer.model.named_parameters())
+        )
         engine_weights.append({name: p.clone() for name, p in engine_params.items()})
         return [0.0] * len(completions)
 
     # decoupled weight decay moves every weight at every step, whatever the rewards;
     # bf16=False: TRL's default autocasts its forwards to bf16 where the engine runs fp32
-    args = trl.GRPOConfig(output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=8,
-                          num_generations=NUM_GENERATIONS, max_completion_length=MAX_COMPLETION,
-                          temperature=TEMPERATURE, **truncation, learning_rate=1e-3, weight_decay=0.1, bf16=False,
-                          use_cpu=True, report_to="none", save_strategy="no", seed=0)
-    trainer = trl.GRPOTrainer(model=str(DEFAULT_MODEL), reward_funcs=[_shorter_is_better, reward_checking_weights],
-                              args=args, train_dataset=datasets.Dataset.from_dict({"prompt": _prompts()}),
-                              rollout_func=recording_rollout)
+    args = trl.GRPOConfig(
+        output_dir=str(tmp_path),
+        max_steps=2,
+        per_device_train_batch_size=8,
+        num_generations=NUM_GENERATIONS,
+        max_completion_length=MAX_COMPLETION,
+        temperature=TEMPERATURE,
+        **truncation,
+        learning_rate=1e-3,
+        weight_decay=0.1,
+        bf16=False,
+        use_cpu=True,
+        report_to="none",
+        save_strategy="no",
+        seed=0,
+    )
+    trainer = trl.GRPOTrainer(
+        model=str(DEFAULT_MODEL),
+        reward_funcs=[_shorter_is_better, reward_checking_weights],
+        args=args,
+        train_dataset=datasets.Dataset.from_dict({"prompt": _prompts()}),
+        rollout_func=recording_rollout,
+    )
     trainer.train()
 
     assert trainer.state.global_step == 2
@@ -83,7 +117,8 @@ def test_grpo_trainer_runs_two_steps_on_specroll_rollouts(tmp_path, monkeypatch,
     assert weights_matched == [True, True]  # the engine ran the trainer's weights at each step...
     before, after = engine_weights
     assert any(not torch.equal(before[name], after[name]) for name in before)  # ...which had moved
-    # the sampled tokens' logprobs as TRL computes them (its ratio is 1 before an update, whatever top-k/top-p)
+    # the sampled tokens' logprobs as TRL computes them: its ratio is 1 before an update, whatever
+    # top-k and top-p
     assert max(logprob_errors) < 1e-5
     assert rollout.num_requests == 16  # request ids run on across calls
     for prompts, output, _ in calls:
@@ -104,9 +139,19 @@ def test_sample_indices_count_within_runs_of_identical_prompts():
 
 def _trainer(**settings) -> SimpleNamespace:
     tokenizer = load_tokenizer(DEFAULT_MODEL).hf
-    defaults = dict(processing_class=tokenizer, chat_template=None, tools=None, chat_template_kwargs={},
-                    max_completion_length=16, temperature=0.7, top_k=5, top_p=0.9, min_p=None,
-                    repetition_penalty=1.0, args=SimpleNamespace(generation_kwargs=None))
+    defaults = dict(
+        processing_class=tokenizer,
+        chat_template=None,
+        tools=None,
+        chat_template_kwargs={},
+        max_completion_length=16,
+        temperature=0.7,
+        top_k=5,
+        top_p=0.9,
+        min_p=None,
+        repetition_penalty=1.0,
+        args=SimpleNamespace(generation_kwargs=None),
+    )
     return SimpleNamespace(**{**defaults, **settings})
 
 
@@ -126,8 +171,11 @@ def test_sampling_follows_the_trainer_and_refuses_what_the_engine_lacks():
     params = sampling_params(_trainer())
     assert (params.max_tokens, params.temperature, params.top_k, params.top_p) == (16, 0.7, 5, 0.9)
     assert params.stop_token_ids == (1,)  # <eos>
-    for name, setting in (("min_p", {"min_p": 0.1}), ("repetition_penalty", {"repetition_penalty": 1.2}),
-                          ("generation_kwargs", {"args": SimpleNamespace(generation_kwargs={"num_beams": 2})})):
+    for name, setting in (
+        ("min_p", {"min_p": 0.1}),
+        ("repetition_penalty", {"repetition_penalty": 1.2}),
+        ("generation_kwargs", {"args": SimpleNamespace(generation_kwargs={"num_beams": 2})}),
+    ):
         with pytest.raises(ValueError, match=name):
             sampling_params(_trainer(**setting))
     with pytest.raises(ValueError, match="max_completion_length"):

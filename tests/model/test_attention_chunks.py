@@ -22,7 +22,11 @@ def optimum(lengths: list[int], max_chunks: int) -> int:
 
 def test_literal_plan():
     lengths = [300, 290, 310, 40, 50, 45, 10]
-    assert plan_chunks(lengths, max_chunks=3, min_saving=0) == [Chunk(0, 3, 310), Chunk(3, 6, 50), Chunk(6, 7, 10)]
+    assert plan_chunks(lengths, max_chunks=3, min_saving=0) == [
+        Chunk(0, 3, 310),
+        Chunk(3, 6, 50),
+        Chunk(6, 7, 10),
+    ]
 
 
 def test_one_chunk_when_no_cut_saves_enough():
@@ -37,7 +41,7 @@ def test_chunks_cover_rows_and_never_read_more_than_one_chunk(seed):
     lengths = [rng.choice([rng.randint(1, 40), rng.randint(100, 400)]) for _ in range(rng.randint(1, 9))]
     chunks = plan_chunks(lengths, max_chunks=3, min_saving=0)
     assert [c.first for c in chunks] == [0, *[c.end for c in chunks[:-1]]] and chunks[-1].end == len(lengths)
-    assert all(c.read_length == max(lengths[c.first: c.end]) for c in chunks)
+    assert all(c.read_length == max(lengths[c.first : c.end]) for c in chunks)
     assert optimum(lengths, 3) <= sum(c.positions_read for c in chunks) <= len(lengths) * max(lengths)
 
 

@@ -11,8 +11,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from specroll.model.batch_invariant import (BLOCK, ROW_SIZES, block_attention, invariant_query_rows, invariant_row_sizes,
-                                            padded_linear)
+from specroll.model.batch_invariant import (
+    BLOCK,
+    ROW_SIZES,
+    block_attention,
+    invariant_query_rows,
+    invariant_row_sizes,
+    padded_linear,
+)
 from specroll.model.runner import ModelRunner, SequenceInput
 
 H, HKV, D = 6, 2, 32
@@ -25,12 +31,12 @@ def test_linear_rows_are_the_same_bits_for_any_row_count(shape, one_thread):
     reference = padded_linear(x, weight, None, sizes)  # three calls: 256 + 256 + 88 padded to 96
     for m in (1, 2, 3, 7, 16, 17, 40, 64, 65, 200, 257, 600):
         assert torch.equal(padded_linear(x[:m], weight, None, sizes), reference[:m]), m
-        assert torch.equal(padded_linear(x[m - 1:m], weight, None, sizes), reference[m - 1:m]), m
+        assert torch.equal(padded_linear(x[m - 1 : m], weight, None, sizes), reference[m - 1 : m]), m
 
 
 def test_the_probe_names_the_call_sizes_that_agree():
     sizes = invariant_row_sizes(64, 96, torch.get_num_threads())
-    assert sizes == ROW_SIZES[ROW_SIZES.index(sizes[0]):]  # every probed size from the first that agrees
+    assert sizes == ROW_SIZES[ROW_SIZES.index(sizes[0]) :]  # every probed size from the first that agrees
     with pytest.raises(ValueError, match="current thread count"):
         invariant_row_sizes(64, 96, torch.get_num_threads() + 1)
 
@@ -57,7 +63,9 @@ def test_block_attention_is_invariant_to_batch_width_and_read_length(context):
     torch.manual_seed(context)
     row = torch.randn(H, 1, D), torch.randn(HKV, context, D), torch.randn(HKV, context, D)
     shortest = -(-context // BLOCK) * BLOCK
-    shapes = [(b, t, length) for b in (1, 3, 9) for t in (1, 2, 5, 9) for length in (shortest, shortest + 2 * BLOCK)]
+    shapes = [
+        (b, t, length) for b in (1, 3, 9) for t in (1, 2, 5, 9) for length in (shortest, shortest + 2 * BLOCK)
+    ]
     reference = _row_output(True, 1, 1, shortest, context, row)
     same = [torch.equal(_row_output(True, b, t, n, context, row), reference) for b, t, n in shapes]
     assert all(same), [s for s, ok in zip(shapes, same) if not ok]
@@ -65,7 +73,11 @@ def test_block_attention_is_invariant_to_batch_width_and_read_length(context):
 
 def test_block_attention_matches_fused_attention_with_tree_masks():
     torch.manual_seed(1)
-    q, keys, values = torch.randn(3, H, 4, D), torch.randn(3, HKV, 2 * BLOCK, D), torch.randn(3, HKV, 2 * BLOCK, D)
+    q, keys, values = (
+        torch.randn(3, H, 4, D),
+        torch.randn(3, HKV, 2 * BLOCK, D),
+        torch.randn(3, HKV, 2 * BLOCK, D),
+    )
     mask = torch.rand(3, 1, 4, 2 * BLOCK) < 0.5
     mask[..., 0] = True
     expected = _attend(q, keys, values, mask, invariant=False)
@@ -81,11 +93,18 @@ def _logits_alone_and_batched(model_dir, batch_invariant: bool) -> tuple[list, l
     a, follow = prompts[0], [5, 17, 29]
     alone = [runner.forward([SequenceInput(0, 0, a)]).logits[0, 0]]
     alone += [runner.forward([SequenceInput(0, len(a) + i, [t])]).logits[0, 0] for i, t in enumerate(follow)]
-    batched = [runner.forward([SequenceInput(1, 0, prompts[1]), SequenceInput(0, 0, a),
-                               SequenceInput(2, 0, prompts[2])]).logits[1, 0]]
-    out = runner.forward([SequenceInput(2, len(prompts[2]), [7, 8]),
-                          SequenceInput(0, len(a), [*follow, 1], num_logits=4),
-                          SequenceInput(1, len(prompts[1]), [9])])
+    batched = [
+        runner.forward(
+            [SequenceInput(1, 0, prompts[1]), SequenceInput(0, 0, a), SequenceInput(2, 0, prompts[2])]
+        ).logits[1, 0]
+    ]
+    out = runner.forward(
+        [
+            SequenceInput(2, len(prompts[2]), [7, 8]),
+            SequenceInput(0, len(a), [*follow, 1], num_logits=4),
+            SequenceInput(1, len(prompts[1]), [9]),
+        ]
+    )
     return alone, batched + [out.logits[1, i] for i in range(3)]
 
 

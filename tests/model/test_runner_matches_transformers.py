@@ -34,13 +34,13 @@ def test_prefill_decode_and_verify_after_rollback(tiny_checkpoint):
 
     # verify 4 drafts, then roll back 3 (only the first draft kept) and verify a different chain
     drafts = [[11, 12, 13, 14], [21, 22, 23, 24], [31, 32, 33, 34]]
-    runner.forward([SequenceInput(s, len(p) + 1, d, num_logits=4)
-                    for s, p, d in zip(slots, prompts, drafts)])
+    runner.forward([SequenceInput(s, len(p) + 1, d, num_logits=4) for s, p, d in zip(slots, prompts, drafts)])
     new = [[40, 41, 42], [50, 51], [60, 61, 62]]
-    out = runner.forward([SequenceInput(s, len(p) + 2, d, num_logits=len(d))
-                          for s, p, d in zip(slots, prompts, new)])
+    out = runner.forward(
+        [SequenceInput(s, len(p) + 2, d, num_logits=len(d)) for s, p, d in zip(slots, prompts, new)]
+    )
     for b, (p, t, d, n) in enumerate(zip(prompts, nxt, drafts, new)):
-        expected = hf_logits(hf_model, p + [t, d[0]] + n)[-len(n):]
+        expected = hf_logits(hf_model, p + [t, d[0]] + n)[-len(n) :]
         assert torch.allclose(out.logits[b, : len(n)], expected, atol=ATOL), arch
 
 
@@ -52,11 +52,22 @@ def test_chunked_attention_equals_transformers(tiny_checkpoint):
     prompts = [torch.randint(2, 97, (n,), generator=g).tolist() for n in (40, 3, 25, 9)]
     runner.forward([SequenceInput(s, 0, p) for s, p in enumerate(prompts)])
     tokens = [[5, 6], [7], [8, 9], [10]]
-    assert len(runner.prepare([SequenceInput(s, len(p), t, num_logits=len(t))
-                               for s, (p, t) in enumerate(zip(prompts, tokens))]).spans) == 3
-    out = runner.forward([SequenceInput(s, len(p), t, num_logits=len(t)) for s, (p, t) in enumerate(zip(prompts, tokens))])
+    assert (
+        len(
+            runner.prepare(
+                [
+                    SequenceInput(s, len(p), t, num_logits=len(t))
+                    for s, (p, t) in enumerate(zip(prompts, tokens))
+                ]
+            ).spans
+        )
+        == 3
+    )
+    out = runner.forward(
+        [SequenceInput(s, len(p), t, num_logits=len(t)) for s, (p, t) in enumerate(zip(prompts, tokens))]
+    )
     for b, (p, t) in enumerate(zip(prompts, tokens)):
-        assert torch.allclose(out.logits[b, : len(t)], hf_logits(hf_model, p + t)[-len(t):], atol=ATOL), arch
+        assert torch.allclose(out.logits[b, : len(t)], hf_logits(hf_model, p + t)[-len(t) :], atol=ATOL), arch
 
 
 def test_chunked_attention_with_a_tree_row(tiny_checkpoint):
@@ -66,12 +77,17 @@ def test_chunked_attention_with_a_tree_row(tiny_checkpoint):
     prompts = [list(range(3, 43)), [4, 5, 6], list(range(10, 30))]
     runner.forward([SequenceInput(s, 0, p) for s, p in enumerate(prompts)])
     # row 0: siblings 50 and 51 under the context; rows 1, 2: one token each
-    inputs = [SequenceInput(0, 40, [50, 51], parents=[-1, -1], num_logits=2),
-              SequenceInput(1, 3, [7]), SequenceInput(2, 20, [8])]
+    inputs = [
+        SequenceInput(0, 40, [50, 51], parents=[-1, -1], num_logits=2),
+        SequenceInput(1, 3, [7]),
+        SequenceInput(2, 20, [8]),
+    ]
     assert len(runner.prepare(inputs).spans) > 1
     out = runner.forward(inputs)
     for node, token in enumerate([50, 51]):
-        assert torch.allclose(out.logits[0, node], hf_logits(hf_model, prompts[0] + [token])[-1], atol=ATOL), arch
+        assert torch.allclose(
+            out.logits[0, node], hf_logits(hf_model, prompts[0] + [token])[-1], atol=ATOL
+        ), arch
     assert torch.allclose(out.logits[1, 0], hf_logits(hf_model, prompts[1] + [7])[-1], atol=ATOL), arch
     assert torch.allclose(out.logits[2, 0], hf_logits(hf_model, prompts[2] + [8])[-1], atol=ATOL), arch
 

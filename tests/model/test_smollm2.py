@@ -23,8 +23,11 @@ def tokenizer(smollm2_dir):
 
 @pytest.fixture(scope="module")
 def chat_prompt(tokenizer) -> list[int]:
-    return list(tokenizer.hf.apply_chat_template(MESSAGES, add_generation_prompt=True, tokenize=True,
-                                                 return_dict=False))
+    return list(
+        tokenizer.hf.apply_chat_template(
+            MESSAGES, add_generation_prompt=True, tokenize=True, return_dict=False
+        )
+    )
 
 
 def test_chat_template_renders_a_user_message(tokenizer):
@@ -39,7 +42,9 @@ def test_runner_matches_transformers_on_a_chat_prompt(smollm2_dir, chat_prompt):
 
     torch.set_num_threads(1)
     hf_model = LlamaForCausalLM.from_pretrained(str(smollm2_dir), dtype=torch.float32).eval()
-    runner = ModelRunner.from_pretrained(smollm2_dir, num_slots=1, capacity=len(chat_prompt) + NUM_DECODE_STEPS)
+    runner = ModelRunner.from_pretrained(
+        smollm2_dir, num_slots=1, capacity=len(chat_prompt) + NUM_DECODE_STEPS
+    )
     assert runner.config.tie_word_embeddings and runner.config.num_layers == 30
 
     tokens = list(chat_prompt)

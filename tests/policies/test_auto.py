@@ -11,7 +11,9 @@ MODEL = CostModel(c_base=2e-3, c_tok=1e-4)
 
 
 def rate_padded(lengths, alphas, model=MODEL):
-    return sum(expected_tokens(a, k) for a, k in zip(alphas, lengths)) / model.step_seconds(len(alphas), max(lengths))
+    return sum(expected_tokens(a, k) for a, k in zip(alphas, lengths)) / model.step_seconds(
+        len(alphas), max(lengths)
+    )
 
 
 @pytest.mark.parametrize("alphas", [(0.9, 0.5, 0.2), (0.3, 0.3, 0.95), (0.7, 0.7, 0.7)])
@@ -44,4 +46,3 @@ def test_policy_backs_off_when_its_drafts_are_rejected():
         views = [RequestView(i, 0, 50, 100, 4 * step, 0, step) for i in range(16)]
         lengths = policy.decide(BatchView(views, max_draft=8)).draft_lengths
     assert lengths == (0,) * 16
-

@@ -24,7 +24,9 @@ def probe_steps(policy: AutoPolicy, num_steps: int) -> list[int]:
 
 
 def test_probes_during_warmup_then_about_one_step_in_probe_every():
-    policy = AutoPolicy(COMPUTE_BOUND, warmup_trials=8, probe_every=4, probe_length=2, max_probe_overhead=10.0)
+    policy = AutoPolicy(
+        COMPUTE_BOUND, warmup_trials=8, probe_every=4, probe_length=2, max_probe_overhead=10.0
+    )
     probes = probe_steps(policy, 2000)
     assert probes[:2] == [1, 2]  # warm-up: 4 trials a step, 8 in all
     assert 400 < len(probes[2:]) < 600  # then 1 in 4 of the remaining 1998 steps
@@ -32,24 +34,32 @@ def test_probes_during_warmup_then_about_one_step_in_probe_every():
 
 def test_probes_are_rarer_where_they_cost_more():
     # a probe of 2 tokens costs 3 plain forwards here: at most 1 % overhead allows 1 probe in 200
-    policy = AutoPolicy(COMPUTE_BOUND, warmup_trials=8, probe_every=4, probe_length=2, max_probe_overhead=0.01)
+    policy = AutoPolicy(
+        COMPUTE_BOUND, warmup_trials=8, probe_every=4, probe_length=2, max_probe_overhead=0.01
+    )
     probes = probe_steps(policy, 4000)[2:]
     assert 8 < len(probes) < 40  # about 20 of 3998 steps
     cheap = CostModel(c_base=1e-3, c_tok=1e-6)  # a probe costs 1.008 plain forwards: 1 in probe_every
-    assert 150 < len(probe_steps(AutoPolicy(cheap, warmup_trials=8, probe_every=4, probe_length=2), 800)) < 250
+    assert (
+        150 < len(probe_steps(AutoPolicy(cheap, warmup_trials=8, probe_every=4, probe_length=2), 800)) < 250
+    )
 
 
 def test_probes_land_on_every_phase_of_a_periodic_output():
     # a fixed probe period resonates with periodic outputs (lines of 8 tokens moving in step)
-    probes = probe_steps(AutoPolicy(COMPUTE_BOUND, warmup_trials=8, probe_every=16, probe_length=2,
-                                    max_probe_overhead=10.0), 800)
+    probes = probe_steps(
+        AutoPolicy(COMPUTE_BOUND, warmup_trials=8, probe_every=16, probe_length=2, max_probe_overhead=10.0),
+        800,
+    )
     assert {step % 8 for step in probes[2:]} == set(range(8))
 
 
 def test_probing_is_seeded():
     def run(seed: int) -> list[int]:
-        return probe_steps(AutoPolicy(COMPUTE_BOUND, warmup_trials=8, probe_every=4, seed=seed,
-                                      max_probe_overhead=10.0), 200)
+        return probe_steps(
+            AutoPolicy(COMPUTE_BOUND, warmup_trials=8, probe_every=4, seed=seed, max_probe_overhead=10.0), 200
+        )
+
     assert run(0) == run(0) != run(1)
 
 
@@ -69,7 +79,16 @@ def test_measured_probe_time_holds_probing_to_its_share_of_plain_time():
         lengths = policy.decide(batch(drafted, 0)).draft_lengths
         late_probes += step >= 200 and any(lengths)  # by then every draft was rejected: only probes draft
         drafted += lengths[0]
-        policy.observe(ForwardStats(batch_size=4, num_drafted=sum(lengths), num_accepted=0, num_emitted=4,
-                                    forward_seconds=0.003 if any(lengths) else 0.001,  # a probe: 3 plain forwards
-                                    draft_seconds=0.0))
-    assert 10 <= late_probes <= 25  # 1 % of ~3.8 s of plain forwards is ~19 probes' 2 ms; the model alone: ~950
+        policy.observe(
+            ForwardStats(
+                batch_size=4,
+                num_drafted=sum(lengths),
+                num_accepted=0,
+                num_emitted=4,
+                forward_seconds=0.003 if any(lengths) else 0.001,  # a probe: 3 plain forwards
+                draft_seconds=0.0,
+            )
+        )
+    assert (
+        10 <= late_probes <= 25
+    )  # 1 % of ~3.8 s of plain forwards is ~19 probes' 2 ms; the model alone: ~950

@@ -1,8 +1,15 @@
 import pytest
 
 from specroll.policies.speculation_math import expected_tokens
-from specroll.policies.cost_model import (Affine, CostModel, LatencySample, fit, fit_affine,
-                                          mean_relative_error, speedup)
+from specroll.policies.cost_model import (
+    Affine,
+    CostModel,
+    LatencySample,
+    fit,
+    fit_affine,
+    mean_relative_error,
+    speedup,
+)
 from specroll.policies.profile_grid import ProfileGrid, fit_on_grid
 
 
@@ -38,8 +45,12 @@ def test_speedup_literal():
 
 def test_fit_recovers_exact_coefficients():
     truth = CostModel(c_base=2e-3, c_tok=1e-4, c_ctx=5e-8)
-    samples = [LatencySample(b, n, ctx, truth.forward_seconds(b, n, ctx))
-               for b in (1, 2, 4, 8) for n in (1, 3, 5) for ctx in (64, 512)]
+    samples = [
+        LatencySample(b, n, ctx, truth.forward_seconds(b, n, ctx))
+        for b in (1, 2, 4, 8)
+        for n in (1, 3, 5)
+        for ctx in (64, 512)
+    ]
     fitted = fit(samples)
     assert fitted.c_base == pytest.approx(2e-3, rel=1e-6)
     assert fitted.c_tok == pytest.approx(1e-4, rel=1e-6)
@@ -91,7 +102,8 @@ def test_fit_on_grid_times_every_point_in_order_and_recovers_the_model():
 
     model, samples = fit_on_grid(grid, truth.forward_seconds, draft, "literal", seen.append)
     assert [(s.batch_size, s.num_tokens, s.context_length) for s in samples] == [
-        (b, n, ctx) for ctx in (0, 64) for b in (1, 2, 4) for n in (1, 3)]
+        (b, n, ctx) for ctx in (0, 64) for b in (1, 2, 4) for n in (1, 3)
+    ]
     assert seen == samples and drafted == [(1, 1, 0), (2, 1, 0), (4, 1, 0)]
     for name in ("c_base", "c_tok", "c_ctx", "c_row", "draft_base", "draft_row"):
         assert getattr(model, name) == pytest.approx(getattr(truth, name), rel=1e-6)

@@ -7,13 +7,20 @@ from specroll.policies.cost_model import CostModel
 from specroll.policies.das import DasPolicy, DasRequest, DasSolution, budget, cost, per_forward_drafts, solve
 from specroll.policies.lengths import LengthPredictor
 
-REQUESTS = [DasRequest(400, 0.7, 1.0), DasRequest(150, 0.5, 1.2), DasRequest(60, 0.8, 0.9), DasRequest(20, 0.6)]
+REQUESTS = [
+    DasRequest(400, 0.7, 1.0),
+    DasRequest(150, 0.5, 1.2),
+    DasRequest(60, 0.8, 0.9),
+    DasRequest(20, 0.6),
+]
 C_BASE, C_TOK = 2e-3, 1e-4
 
 
 def forwards_needed(request, p):
     """Eq. 4's term: l (1 - k + k exp(-alpha p / l))."""
-    return request.length * (1 - request.capacity + request.capacity * math.exp(-request.efficiency * p / request.length))
+    return request.length * (
+        1 - request.capacity + request.capacity * math.exp(-request.efficiency * p / request.length)
+    )
 
 
 def test_budget_makes_the_constraint_tight():
@@ -27,11 +34,18 @@ def test_closed_form_matches_a_numeric_optimiser():
     from scipy import optimize  # in the test extra: this check never skips
 
     n = len(REQUESTS)
-    constraints = [{"type": "ineq", "fun": lambda x, r=r, i=i: x[n] - forwards_needed(r, x[i])}
-                   for i, r in enumerate(REQUESTS)]
-    result = optimize.minimize(lambda x: C_BASE * x[n] + C_TOK * sum(x[:n]), x0=np.r_[np.full(n, 10.0), 400.0],
-                               constraints=constraints, bounds=[(0, None)] * (n + 1), method="SLSQP",
-                               options={"maxiter": 500, "ftol": 1e-12})
+    constraints = [
+        {"type": "ineq", "fun": lambda x, r=r, i=i: x[n] - forwards_needed(r, x[i])}
+        for i, r in enumerate(REQUESTS)
+    ]
+    result = optimize.minimize(
+        lambda x: C_BASE * x[n] + C_TOK * sum(x[:n]),
+        x0=np.r_[np.full(n, 10.0), 400.0],
+        constraints=constraints,
+        bounds=[(0, None)] * (n + 1),
+        method="SLSQP",
+        options={"maxiter": 500, "ftol": 1e-12},
+    )
     solution = solve(REQUESTS, C_BASE, C_TOK)
     assert cost(REQUESTS, solution.num_forwards, C_BASE, C_TOK) == pytest.approx(result.fun, rel=1e-6)
     assert solution.num_forwards == pytest.approx(result.x[n], rel=1e-4)

@@ -35,5 +35,6 @@ def test_a_ladder_over_one_drafter_credits_no_rung(qwen2_dir):
     priors = {name: policy.alpha(name) for name in policy._estimates}
     rollout(qwen2_dir, small_workload(), PromptLookupDrafter(), policy)
     assert rollout.last_engine.telemetry.decode_forwards and any(
-        s.num_drafted for s in rollout.last_engine.telemetry.decode_forwards)
+        s.num_drafted for s in rollout.last_engine.telemetry.decode_forwards
+    )
     assert {name: policy.alpha(name) for name in policy._estimates} == priors

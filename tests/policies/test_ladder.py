@@ -35,7 +35,9 @@ def test_policy_names_the_drafter_and_turns_off_at_large_batches():
 
 def test_a_rung_is_judged_only_on_the_forwards_it_drafted():
     policy = LadderPolicy(LADDER, probe_every=10**9)
-    policy.observe(ForwardStats(4, 16, 0, 4, 1.0, 0.1, drafted=(4,) * 4, accepted=(0,) * 4, drafter="draft-model"))
+    policy.observe(
+        ForwardStats(4, 16, 0, 4, 1.0, 0.1, drafted=(4,) * 4, accepted=(0,) * 4, drafter="draft-model")
+    )
     assert policy.alpha("draft-model") < DRAFT.alpha
     assert policy.alpha("prompt-lookup") == LOOKUP.alpha
 
@@ -44,7 +46,10 @@ def test_a_poor_ladder_probes_the_rung_tried_least_recently():
     ladder = DraftLadder((Rung("a", 0.1), Rung("b", 0.1)), TARGET)
     policy = LadderPolicy(ladder, probe_every=1, probe_length=2)
     assert [policy.decide(batch_of(2)) for _ in range(3)] == [
-        DraftDecision.uniform(2, 2, "a"), DraftDecision.uniform(2, 2, "b"), DraftDecision.uniform(2, 2, "a")]
+        DraftDecision.uniform(2, 2, "a"),
+        DraftDecision.uniform(2, 2, "b"),
+        DraftDecision.uniform(2, 2, "a"),
+    ]
 
 
 def test_a_probe_that_accepts_makes_the_rung_chosen():
@@ -52,7 +57,9 @@ def test_a_probe_that_accepts_makes_the_rung_chosen():
     policy = LadderPolicy(ladder, probe_every=1)
     probe = policy.decide(batch_of(2))
     for _ in range(3):
-        policy.observe(ForwardStats(2, 4, 4, 6, 1.0, 0.0, drafted=(2, 2), accepted=(2, 2), drafter=probe.drafter))
+        policy.observe(
+            ForwardStats(2, 4, 4, 6, 1.0, 0.0, drafted=(2, 2), accepted=(2, 2), drafter=probe.drafter)
+        )
     decision = policy.decide(batch_of(2))
     assert decision.drafter == probe.drafter and decision.draft_lengths[0] > 0
 

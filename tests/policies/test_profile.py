@@ -18,14 +18,39 @@ def test_a_profile_times_every_point_of_the_grid(qwen2_dir):
     grid = ProfileGrid((1, 2), (1, 3), (0, 8), repeats=1, warmup=0)
     _, samples = fit_on_grid(grid, forward_timer(build_runner(qwen2_dir, grid), grid))
     assert [(s.batch_size, s.num_tokens, s.context_length) for s in samples] == [
-        (1, 1, 0), (1, 3, 0), (2, 1, 0), (2, 3, 0), (1, 1, 8), (1, 3, 8), (2, 1, 8), (2, 3, 8)]
+        (1, 1, 0),
+        (1, 3, 0),
+        (2, 1, 0),
+        (2, 3, 0),
+        (1, 1, 8),
+        (1, 3, 8),
+        (2, 1, 8),
+        (2, 3, 8),
+    ]
     assert all(s.seconds > 0 for s in samples)
 
 
 def test_profile_command_writes_a_loadable_fit(qwen2_dir, tmp_path, capsys):
     out = tmp_path / "tiny.cost.json"
-    code = main(["profile", "--model", str(qwen2_dir), "--draft-model", str(qwen2_dir), "--max-batch-size", "2",
-                 "--max-draft", "2", "--context-lengths", "4,16", "--repeats", "1", "--out", str(out)])
+    code = main(
+        [
+            "profile",
+            "--model",
+            str(qwen2_dir),
+            "--draft-model",
+            str(qwen2_dir),
+            "--max-batch-size",
+            "2",
+            "--max-draft",
+            "2",
+            "--context-lengths",
+            "4,16",
+            "--repeats",
+            "1",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     model = CostModel.load(out)
     assert model.fit_error is not None and model.c_base + model.c_tok > 0

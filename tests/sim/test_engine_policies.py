@@ -19,7 +19,14 @@ from specroll.sim.presets import get_preset
 from specroll.sim.profiled_cost import ProfiledCost, ProfiledDraftCost
 from specroll.sim.speculation import RunningBatch
 from specroll.sim.systems import (
-    POLICIES, SYSTEMS, SystemOptions, _spec_costs, _topology, make_strategy, policy_cost_model, simulate,
+    POLICIES,
+    SYSTEMS,
+    SystemOptions,
+    _spec_costs,
+    _topology,
+    make_strategy,
+    policy_cost_model,
+    simulate,
     tlt_buckets,
 )
 from specroll.sim.workload import LengthDistribution, Workload
@@ -30,9 +37,17 @@ PROFILE = Path(__file__).resolve().parents[2] / "profiles" / "policy.cost.json"
 
 def running_batch(acceptance, positions, max_tokens=16384, worker=0) -> RunningBatch:
     b = len(positions)
-    return RunningBatch(worker, np.arange(b), np.zeros(b, dtype=np.int64), np.zeros(b, dtype=np.int64),
-                        np.asarray(acceptance, dtype=np.float64), np.asarray(positions, dtype=np.float64),
-                        np.zeros(b), max_tokens, prompt_tokens=512)
+    return RunningBatch(
+        worker,
+        np.arange(b),
+        np.zeros(b, dtype=np.int64),
+        np.zeros(b, dtype=np.int64),
+        np.asarray(acceptance, dtype=np.float64),
+        np.asarray(positions, dtype=np.float64),
+        np.zeros(b),
+        max_tokens,
+        prompt_tokens=512,
+    )
 
 
 def strategy_for(preset, speculation):
@@ -41,10 +56,16 @@ def strategy_for(preset, speculation):
     return make_strategy(preset, topology, _spec_costs(preset, topology), options, None)
 
 
-@pytest.mark.parametrize("speculation, policy_class", [
-    ("fixed-4", FixedDraftLength), ("das", DasPolicy), ("bandit", BanditPolicy),
-    ("threshold", BatchThreshold), ("auto", AutoPolicy),
-])
+@pytest.mark.parametrize(
+    "speculation, policy_class",
+    [
+        ("fixed-4", FixedDraftLength),
+        ("das", DasPolicy),
+        ("bandit", BanditPolicy),
+        ("threshold", BatchThreshold),
+        ("auto", AutoPolicy),
+    ],
+)
 def test_each_worker_runs_its_own_engine_policy(speculation, policy_class):
     strategy = strategy_for(DAS_SMALL, speculation)
     assert isinstance(strategy, EnginePolicySpeculation)
@@ -109,20 +130,28 @@ def test_the_step_contract_literal():
     plan = strategy.decide(view)
     assert plan.draft_len.tolist() == [4, 1]  # clipped to max_draft and to num_remaining - 1
     first = recorder.batches[0].requests
-    assert [(r.num_output_tokens, r.num_remaining, r.num_context_tokens) for r in first] == [(100, 16284, 612), (16382, 2, 16894)]
+    assert [(r.num_output_tokens, r.num_remaining, r.num_context_tokens) for r in first] == [
+        (100, 16284, 612),
+        (16382, 2, 16894),
+    ]
     strategy.observe(view, plan, 0.25)
     stats = recorder.stats[0]
     assert stats.drafted == (4, 1) and stats.accepted[0] == 0 and stats.forward_seconds == 0.25
     assert stats.num_emitted == sum(stats.accepted) + 2
     strategy.decide(view)
     again = recorder.batches[1].requests
-    assert [(r.num_drafted, r.num_accepted, r.num_forwards) for r in again] == [(4, 0, 1), (1, stats.accepted[1], 1)]
+    assert [(r.num_drafted, r.num_accepted, r.num_forwards) for r in again] == [
+        (4, 0, 1),
+        (1, stats.accepted[1], 1),
+    ]
 
 
 def test_drawn_counters_give_the_engine_tracker_an_unbiased_alpha():
     """One forward per segment, drawn: the tracker's estimate converges on the true acceptance, where
     expected counts would read (E - 1) / E = 0.49 at alpha 0.6, k 2."""
-    strategy = EnginePolicySpeculation(strategy_for(DAS_SMALL, "auto").costs, lambda: FixedDraftLength(2), 8, seed=3)
+    strategy = EnginePolicySpeculation(
+        strategy_for(DAS_SMALL, "auto").costs, lambda: FixedDraftLength(2), 8, seed=3
+    )
     tracker = AcceptanceTracker(prior_strength=0.0)
     view = running_batch(np.full(64, 0.6), np.full(64, 10.0))
     for _ in range(100):
@@ -137,14 +166,24 @@ def test_tlt_threshold_is_a_plain_bucket():
 
 
 def _lengths(preset):
-    return Workload.sample(preset.lengths, preset.num_prompts, preset.group_size, preset.prompt_tokens,
-                           np.random.default_rng(preset.seed)).output_lengths
+    return Workload.sample(
+        preset.lengths,
+        preset.num_prompts,
+        preset.group_size,
+        preset.prompt_tokens,
+        np.random.default_rng(preset.seed),
+    ).output_lengths
 
 
 def test_the_simulator_runs_with_auto():
     assert simulate(SMALL, SYSTEMS["auto"])[0].makespan_seconds > 0
-    lone = SMALL.with_overrides(num_gpus=4, num_prompts=1, group_size=1, lengths=LengthDistribution(2000, 0.0, 0.0, 4096))
-    assert simulate(lone, SYSTEMS["auto"])[0].makespan_seconds < simulate(lone, SYSTEMS["verl"])[0].makespan_seconds
+    lone = SMALL.with_overrides(
+        num_gpus=4, num_prompts=1, group_size=1, lengths=LengthDistribution(2000, 0.0, 0.0, 4096)
+    )
+    assert (
+        simulate(lone, SYSTEMS["auto"])[0].makespan_seconds
+        < simulate(lone, SYSTEMS["verl"])[0].makespan_seconds
+    )
 
 
 def test_the_simulator_runs_on_a_profile():

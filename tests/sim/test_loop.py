@@ -9,14 +9,13 @@ from specroll.sim.workload import LengthDistribution
 from specroll.tail import tail_seconds
 
 SMALL = get_preset("DAPO-32B-20K").with_overrides(
-    num_gpus=16, num_prompts=8, group_size=8,
-    lengths=LengthDistribution(600, 0.8, 0.4, 4096),
+    num_gpus=16, num_prompts=8, group_size=8, lengths=LengthDistribution(600, 0.8, 0.4, 4096)
 )
 SEER_SMALL = get_preset("Qwen2-VL-72B").with_overrides(
-    num_gpus=32, num_prompts=8, group_size=8, lengths=LengthDistribution(600, 0.8, 0.4, 4096), chunk_size=512,
+    num_gpus=32, num_prompts=8, group_size=8, lengths=LengthDistribution(600, 0.8, 0.4, 4096), chunk_size=512
 )
 DAS_SMALL = get_preset("DeepScaleR-7B").with_overrides(
-    num_gpus=2, num_prompts=8, group_size=8, lengths=LengthDistribution(600, 0.8, 0.4, 4096),
+    num_gpus=2, num_prompts=8, group_size=8, lengths=LengthDistribution(600, 0.8, 0.4, 4096)
 )
 
 
@@ -28,12 +27,18 @@ def run(request):
     return name, preset, metrics, trace
 
 
+def _workload(preset):
+    """The requests the simulation ran: the same seeded draw."""
+    from specroll.sim.workload import Workload
+
+    rng = np.random.default_rng(preset.seed)
+    return Workload.sample(preset.lengths, preset.num_prompts, preset.group_size, preset.prompt_tokens, rng)
+
+
 def test_every_request_finishes_exactly_once_and_tokens_are_conserved(run):
     name, preset, metrics, trace = run
     assert not np.isnan(trace.finish_seconds).any()
-    from specroll.sim.workload import Workload
-    workload = Workload.sample(preset.lengths, preset.num_prompts, preset.group_size, preset.prompt_tokens,
-                               np.random.default_rng(preset.seed))
+    workload = _workload(preset)
     assert trace.generated.sum() == workload.output_lengths.sum()
     assert (trace.generated == workload.output_lengths).all()
 
@@ -58,9 +63,7 @@ def test_a_worker_runs_one_batch_at_a_time_and_its_segments_are_its_busy_time(ru
 
 def test_makespan_never_below_critical_path(run):
     _, preset, metrics, trace = run
-    from specroll.sim.workload import Workload
-    workload = Workload.sample(preset.lengths, preset.num_prompts, preset.group_size, preset.prompt_tokens,
-                               np.random.default_rng(preset.seed))
+    workload = _workload(preset)
     fastest_forward = preset.target_cost(2 * preset.gpus_per_worker).overhead_seconds
     max_tokens_per_forward = 17  # no strategy drafts more than 16 tokens
     bound = workload.output_lengths.max() / max_tokens_per_forward * fastest_forward
@@ -75,8 +78,14 @@ def test_no_speculation_respects_the_batch1_latency_bound():
     metrics, _ = simulate(SMALL, SYSTEMS["verl"])
     workload_max = SMALL.lengths.max_tokens
     from specroll.sim.workload import Workload
-    lengths = Workload.sample(SMALL.lengths, SMALL.num_prompts, SMALL.group_size, SMALL.prompt_tokens,
-                              np.random.default_rng(SMALL.seed)).output_lengths
+
+    lengths = Workload.sample(
+        SMALL.lengths,
+        SMALL.num_prompts,
+        SMALL.group_size,
+        SMALL.prompt_tokens,
+        np.random.default_rng(SMALL.seed),
+    ).output_lengths
     assert lengths.max() <= workload_max
     assert metrics.makespan_seconds >= lengths.max() * SMALL.target_cost().forward_seconds(1, 1, 0)
 
@@ -88,10 +97,13 @@ def test_seeded_runs_are_deterministic():
 
 
 def test_divided_rollout_never_preempts_and_baseline_can():
-    tight = SMALL.with_overrides(lengths=LengthDistribution(3000, 0.3, 0.2, 4096), num_prompts=64, group_size=16,
-                                 num_gpus=4)
+    tight = SMALL.with_overrides(
+        lengths=LengthDistribution(3000, 0.3, 0.2, 4096), num_prompts=64, group_size=16, num_gpus=4
+    )
     assert simulate(tight, SYSTEMS["divided"])[0].num_preemptions == 0
-    long_prompts = tight.with_overrides(prompt_tokens=40000, lengths=LengthDistribution(8000, 0.1, 0.1, 20480))
+    long_prompts = tight.with_overrides(
+        prompt_tokens=40000, lengths=LengthDistribution(8000, 0.1, 0.1, 20480)
+    )
     assert simulate(long_prompts, SYSTEMS["verl"])[0].num_preemptions > 0
 
 
@@ -103,8 +115,9 @@ def test_fastest_of_n_adds_copies_on_freed_workers():
 
 
 def test_speculation_speeds_up_a_lone_high_acceptance_request():
-    lone = SMALL.with_overrides(num_gpus=4, num_prompts=1, group_size=1,
-                                lengths=LengthDistribution(2000, 0.0, 0.0, 4096))
+    lone = SMALL.with_overrides(
+        num_gpus=4, num_prompts=1, group_size=1, lengths=LengthDistribution(2000, 0.0, 0.0, 4096)
+    )
     plain = simulate(lone, SYSTEMS["verl"])[0].makespan_seconds
     assert simulate(lone, SYSTEMS["vanilla-spec"])[0].makespan_seconds < plain
 

@@ -93,6 +93,7 @@ def test_adaptive_range():
 def test_worker_loads_heap_matches_the_linear_scan():
     """WorkerLoads (the fast path) against select_instance (the slow reference), seeded random updates."""
     from specroll.scheduling.divided import WorkerLoads
+
     rng = np.random.default_rng(3)
     loads = WorkerLoads(16, kv_capacity=1000.0, max_num_seqs=4)
     for _ in range(500):

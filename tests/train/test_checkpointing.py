@@ -45,8 +45,16 @@ def _update(policy, optimizer) -> None:
 
 
 def _state(policy, optimizer, next_step: int = 2) -> TrainState:
-    return TrainState(next_step, CONFIG, policy.state_dict(), optimizer.state_dict(), torch.get_rng_state(),
-                      weights_sha256(policy), "ab" * 32, [FinishedResponse(1, 40, 2, (5, 6, 1))])
+    return TrainState(
+        next_step,
+        CONFIG,
+        policy.state_dict(),
+        optimizer.state_dict(),
+        torch.get_rng_state(),
+        weights_sha256(policy),
+        "ab" * 32,
+        [FinishedResponse(1, 40, 2, (5, 6, 1))],
+    )
 
 
 def test_a_state_comes_back_bit_identical_and_resumes_the_same_updates(tmp_path):

@@ -23,7 +23,9 @@ def test_token_logprobs_follow_the_sampling_temperature():
     tokens = torch.tensor([[0]])
     expected = 2.0 / 0.5 - math.log(math.exp(4.0) + 1.0 + math.exp(-2.0))
     assert policy_logprobs(logits, tokens, 0.5).item() == pytest.approx(expected, rel=1e-6)
-    assert policy_logprobs(logits, tokens, 0.0).item() == pytest.approx(policy_logprobs(logits, tokens, 1.0).item())
+    assert policy_logprobs(logits, tokens, 0.0).item() == pytest.approx(
+        policy_logprobs(logits, tokens, 1.0).item()
+    )
 
 
 def test_the_ratio_is_clipped_on_the_side_the_advantage_pushes():
@@ -42,8 +44,9 @@ def test_the_ratio_is_clipped_on_the_side_the_advantage_pushes():
 def test_masked_tokens_and_the_kl_penalty():
     new = torch.tensor([[-1.0, -2.0]], requires_grad=True)
     mask = torch.tensor([[1.0, 0.0]])
-    terms = policy_loss(new, new.detach(), torch.tensor([0.0]), mask, ref_logprobs=torch.tensor([[-1.5, -9.0]]),
-                        kl_coef=0.1)
+    terms = policy_loss(
+        new, new.detach(), torch.tensor([0.0]), mask, ref_logprobs=torch.tensor([[-1.5, -9.0]]), kl_coef=0.1
+    )
     kl = math.exp(-0.5) + 0.5 - 1  # k3 at the one unmasked token
     assert terms.kl_sum == pytest.approx(kl, rel=1e-6)
     assert terms.loss.item() == pytest.approx(0.1 * kl, rel=1e-6)

@@ -14,9 +14,18 @@ SMALL = dict(num_prompts=4, n=4, max_tokens=32, max_batch_size=16)
 ROUNDING = 1e-4  # engine vs trainer forward in fp32; a truncation's log(kept mass) is far larger
 
 
-@pytest.mark.parametrize("sampling", [dict(), dict(top_k=3), dict(top_p=0.8), dict(top_k=3, top_p=0.8),
-                                      dict(temperature=0.6, top_k=5), dict(temperature=0.0)],
-                         ids=["full", "top-k", "top-p", "both", "t0.6-top-k", "greedy"])
+@pytest.mark.parametrize(
+    "sampling",
+    [
+        dict(),
+        dict(top_k=3),
+        dict(top_p=0.8),
+        dict(top_k=3, top_p=0.8),
+        dict(temperature=0.6, top_k=5),
+        dict(temperature=0.0),
+    ],
+    ids=["full", "top-k", "top-p", "both", "t0.6-top-k", "greedy"],
+)
 def test_every_tokens_ratio_is_one_before_each_update(sampling):
     config = TrainConfig(RolloutConfig(speculate="off", **SMALL, **sampling), steps=2, lr=1e-3)
     history = GRPOTrainer(config).run()

@@ -22,8 +22,20 @@ from specroll.train.metrics import FILE_KEYS
 from specroll.train.trainer import GRPOTrainer
 
 ROOT = Path(__file__).resolve().parents[2]
-FLAGS = ["--num-prompts", "4", "--n", "4", "--max-tokens", "64", "--lr", "1e-3", "--speculate", "suffix",
-         "--kl-coef", "0.05"]  # with a KL reference: the initial policy, not the resumed one
+FLAGS = [
+    "--num-prompts",
+    "4",
+    "--n",
+    "4",
+    "--max-tokens",
+    "64",
+    "--lr",
+    "1e-3",
+    "--speculate",
+    "suffix",
+    "--kl-coef",
+    "0.05",
+]  # with a KL reference: the initial policy, not the resumed one
 KEYS = ("step", "weights_sha256", "reward_mean", "output_tokens", "loss")
 
 
@@ -59,7 +71,8 @@ def test_a_restored_trainer_goes_on_step_for_step(stopped_run, uninterrupted):
     assert _same(_rows(stopped_run)) == _same(uninterrupted[:2])
     assert [m.step for m in resumed] == [2, 3]
     assert [(m.step, m.weights_sha256, m.reward_mean, m.output_tokens, m.loss) for m in resumed] == _same(
-        uninterrupted[2:])
+        uninterrupted[2:]
+    )
     assert uninterrupted[1]["weights_sha256"] != uninterrupted[3]["weights_sha256"]  # the weights moved
     engine_params = dict(trainer.engine.runner.model.named_parameters())
     for name, param in trainer.policy.named_parameters():
@@ -100,8 +113,9 @@ def test_a_new_run_refuses_a_directory_holding_one(stopped_run, capsys):
     assert {p.name: p.stat().st_mtime_ns for p in stopped_run.iterdir()} == files
 
 
-def test_the_command_resumes_and_drops_the_lines_of_redone_steps(stopped_run, uninterrupted, tmp_path,
-                                                                 capsys):
+def test_the_command_resumes_and_drops_the_lines_of_redone_steps(
+    stopped_run, uninterrupted, tmp_path, capsys
+):
     out = tmp_path / "run"
     shutil.copytree(stopped_run, out)
     with open(out / "metrics.jsonl", "a") as f:  # step 2 was logged, then the run died before its state
@@ -117,8 +131,9 @@ def test_a_killed_run_resumed_matches_one_never_stopped(tmp_path, uninterrupted)
     """A real kill: SIGKILL once the state after step 2 is on disk, mid-run; then `--resume`."""
     out = tmp_path / "run"
     command = [sys.executable, "-m", "specroll.cli", "train", *FLAGS, "--steps", "4", "--save-every", "2"]
-    process = subprocess.Popen([*command, "--out", str(out)], cwd=ROOT, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [*command, "--out", str(out)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.monotonic() + 300
     while not (out / "train_state" / "step-000002").is_dir() and process.poll() is None:
         assert time.monotonic() < deadline
@@ -126,8 +141,12 @@ def test_a_killed_run_resumed_matches_one_never_stopped(tmp_path, uninterrupted)
     os.kill(process.pid, signal.SIGKILL)
     assert process.wait() == -signal.SIGKILL  # killed, not finished
     assert not (out / "checkpoint").exists()
-    resumed = subprocess.run([sys.executable, "-m", "specroll.cli", "train", "--resume", str(out)], cwd=ROOT,
-                             capture_output=True, text=True)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "specroll.cli", "train", "--resume", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert "resuming" in resumed.stdout and "at step 2 of 4" in resumed.stdout
     assert _same(_rows(out)) == _same(uninterrupted)

@@ -11,8 +11,9 @@ from specroll.rollout import RolloutConfig
 from specroll.train.run_config import config_from_dict, config_to_dict, describe_changes, future_changes
 from specroll.train.trainer import TrainConfig
 
-SAVED = TrainConfig(RolloutConfig(num_prompts=4, n=4, max_tokens=64, seed=3, cost_model=Path("c.json")),
-                    steps=4)
+SAVED = TrainConfig(
+    RolloutConfig(num_prompts=4, n=4, max_tokens=64, seed=3, cost_model=Path("c.json")), steps=4
+)
 
 
 def _with(**changes) -> TrainConfig:
@@ -39,8 +40,9 @@ def test_what_sets_the_runs_future_is_named():
 
 
 def test_steps_and_speed_may_change_where_speculation_changes_no_token():
-    faster = _with(steps=10, shadow_plain=True, speculate="off", policy="fixed-2", max_batch_size=8,
-                   max_draft=2)
+    faster = _with(
+        steps=10, shadow_plain=True, speculate="off", policy="fixed-2", max_batch_size=8, max_draft=2
+    )
     assert future_changes(SAVED, faster) == []
     rejection = _with(verify="rejection")
     assert future_changes(rejection, replace(rejection, steps=10)) == []

@@ -16,7 +16,9 @@ SMALL = dict(num_prompts=4, n=4, max_tokens=48, max_batch_size=16)
 
 
 def _train(speculate: str, steps: int = 2, **options):
-    trainer = GRPOTrainer(TrainConfig(RolloutConfig(speculate=speculate, **SMALL), steps=steps, lr=1e-3, **options))
+    trainer = GRPOTrainer(
+        TrainConfig(RolloutConfig(speculate=speculate, **SMALL), steps=steps, lr=1e-3, **options)
+    )
     return trainer, trainer.run()
 
 
@@ -58,10 +60,34 @@ def test_train_command_writes_metrics_plot_and_a_loadable_checkpoint(tmp_path, c
     assert main(["train", *flags, "--out", str(out)]) == 0
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1]
-    for key in ("reward_mean", "rollout_s", "train_s", "output_tokens", "mean_acceptance_length", "weights_sha256"):
+    for key in (
+        "reward_mean",
+        "rollout_s",
+        "train_s",
+        "output_tokens",
+        "mean_acceptance_length",
+        "weights_sha256",
+    ):
         assert all(key in r for r in rows), key
     assert (out / "metrics.png").read_bytes().startswith(b"\x89PNG")
-    assert main(["rollout", "--model", str(out / "checkpoint"), "--num-prompts", "1", "--n", "2", "--max-tokens", "8",
-                 "--no-progress", "--out", str(tmp_path / "r.jsonl")]) == 0
+    assert (
+        main(
+            [
+                "rollout",
+                "--model",
+                str(out / "checkpoint"),
+                "--num-prompts",
+                "1",
+                "--n",
+                "2",
+                "--max-tokens",
+                "8",
+                "--no-progress",
+                "--out",
+                str(tmp_path / "r.jsonl"),
+            ]
+        )
+        == 0
+    )
     assert main(["train", "--steps", "0", "--out", str(out)]) == 2
     assert "steps must be >= 1" in capsys.readouterr().err

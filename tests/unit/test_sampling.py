@@ -84,8 +84,10 @@ def test_temperature_sampling_matches_softmax():
     logits = torch.tensor([1.0, 0.0, -1.0, 0.5])
     n = 100_000
     scaled = sampling_logits(logits.expand(n, -1), params(n, temperature=0.7))
-    tokens = sample_from(sampling_probs(scaled, params(n, 0.7)),
-                         uniforms(5, torch.arange(n), torch.zeros(n, dtype=torch.long), STREAM_SAMPLE))
+    tokens = sample_from(
+        sampling_probs(scaled, params(n, 0.7)),
+        uniforms(5, torch.arange(n), torch.zeros(n, dtype=torch.long), STREAM_SAMPLE),
+    )
     hist = torch.bincount(tokens, minlength=4).double() / n
     assert (hist - torch.softmax(logits / 0.7, -1).double()).abs().max() < 0.006
 

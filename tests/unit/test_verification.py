@@ -44,12 +44,19 @@ def _empirical(target: torch.Tensor, draft: torch.Tensor, num_samples: int, k: i
     """First emitted token's histogram under speculative sampling with a sampling drafter."""
     g = torch.Generator().manual_seed(seed)
     V = target.shape[0]
-    draft_tokens = torch.multinomial(draft, num_samples * k, replacement=True, generator=g).view(num_samples, k)
+    draft_tokens = torch.multinomial(draft, num_samples * k, replacement=True, generator=g).view(
+        num_samples, k
+    )
     p = target.expand(num_samples, k + 1, V)
     q = draft.expand(num_samples, k, V)
-    n, nxt = verify_rejection(p, q, draft_tokens, torch.full((num_samples,), k),
-                              torch.rand(num_samples, k, generator=g, dtype=torch.float64),
-                              torch.rand(num_samples, k + 1, generator=g, dtype=torch.float64))
+    n, nxt = verify_rejection(
+        p,
+        q,
+        draft_tokens,
+        torch.full((num_samples,), k),
+        torch.rand(num_samples, k, generator=g, dtype=torch.float64),
+        torch.rand(num_samples, k + 1, generator=g, dtype=torch.float64),
+    )
     first = torch.where(n > 0, draft_tokens[:, 0], nxt)
     return torch.bincount(first, minlength=V).double() / num_samples, n
 
@@ -76,9 +83,14 @@ def test_rejection_with_one_hot_drafts_follows_target():
     target = torch.softmax(torch.randn(V, generator=g), -1)
     draft_tokens = torch.full((num_samples, 1), 2)
     p = target.expand(num_samples, 2, V)
-    n, nxt = verify_rejection(p, None, draft_tokens, torch.ones(num_samples, dtype=torch.long),
-                              torch.rand(num_samples, 1, generator=g, dtype=torch.float64),
-                              torch.rand(num_samples, 2, generator=g, dtype=torch.float64))
+    n, nxt = verify_rejection(
+        p,
+        None,
+        draft_tokens,
+        torch.ones(num_samples, dtype=torch.long),
+        torch.rand(num_samples, 1, generator=g, dtype=torch.float64),
+        torch.rand(num_samples, 2, generator=g, dtype=torch.float64),
+    )
     first = torch.where(n > 0, draft_tokens[:, 0], nxt)
     hist = torch.bincount(first, minlength=V).double() / num_samples
     assert (hist - target).abs().max() < 0.005
