@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import torch
+
 from specroll.engine.config import EngineConfig
 from specroll.engine.engine import Engine, add_requests
 from specroll.engine.request import Request, SamplingParams
@@ -10,8 +12,14 @@ from specroll.model.runner import ModelRunner
 
 def make_engine(model_dir, drafter=None, policy=None, **config) -> Engine:
     cfg = EngineConfig(**{"max_batch_size": 16, "max_model_len": 96, "max_draft": 4, "seed": 7, **config})
+    dtype = getattr(torch, cfg.dtype)
     runner = ModelRunner.from_pretrained(
-        model_dir, cfg.max_batch_size, cfg.cache_capacity, batch_invariant=cfg.batch_invariant
+        model_dir,
+        cfg.max_batch_size,
+        cfg.cache_capacity,
+        dtype,
+        cfg.device,
+        batch_invariant=cfg.batch_invariant,
     )
     return Engine(runner, cfg, drafter, policy)
 

@@ -52,20 +52,9 @@ def test_chunked_attention_equals_transformers(tiny_checkpoint):
     prompts = [torch.randint(2, 97, (n,), generator=g).tolist() for n in (40, 3, 25, 9)]
     runner.forward([SequenceInput(s, 0, p) for s, p in enumerate(prompts)])
     tokens = [[5, 6], [7], [8, 9], [10]]
-    assert (
-        len(
-            runner.prepare(
-                [
-                    SequenceInput(s, len(p), t, num_logits=len(t))
-                    for s, (p, t) in enumerate(zip(prompts, tokens))
-                ]
-            ).spans
-        )
-        == 3
-    )
-    out = runner.forward(
-        [SequenceInput(s, len(p), t, num_logits=len(t)) for s, (p, t) in enumerate(zip(prompts, tokens))]
-    )
+    inputs = [SequenceInput(s, len(p), t, num_logits=len(t)) for s, (p, t) in enumerate(zip(prompts, tokens))]
+    assert len(runner.prepare(inputs).spans) == 3
+    out = runner.forward(inputs)
     for b, (p, t) in enumerate(zip(prompts, tokens)):
         assert torch.allclose(out.logits[b, : len(t)], hf_logits(hf_model, p + t)[-len(t) :], atol=ATOL), arch
 
