@@ -3,7 +3,7 @@
 PYTHON ?= python3
 PYTEST_ARGS ?= -q
 
-.PHONY: install models demo bench lint test test-all
+.PHONY: install models demo bench lint test test-all gpu-check
 
 install:
 	$(PYTHON) -m pip install -q torch==2.13.0
@@ -28,3 +28,11 @@ test: models lint
 
 test-all: models
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
+
+# on a machine with a CUDA GPU: the GPU tests, then SmolLM2 in bf16 against transformers' generate and
+# the all-accepted bound at width 5 (oracle drafts, 4 a forward)
+gpu-check: models
+	$(PYTHON) -m pytest $(PYTEST_ARGS) tests/gpu
+	$(PYTHON) -m specroll.cli bench --device cuda --dtype bfloat16 --model smollm2 --task gsm8k \
+		--num-prompts 16 --n 8 --max-tokens 256 --max-batch-size 128 --repeats 3 \
+		--systems plain,speculative,oracle:fixed-4,hf-generate
