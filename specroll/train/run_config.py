@@ -23,20 +23,8 @@ from specroll.train.trainer import TrainConfig
 
 ALWAYS_FREE = frozenset({"steps", "shadow_plain"})
 SPEED_ONLY = frozenset(
-    {
-        "speculate",
-        "policy",
-        "max_draft",
-        "max_batch_size",
-        "draft_model_dir",
-        "cost_model",
-        "step",
-        "workers",
-        "dispatch",
-        "chunk_tokens",
-        "worker_backend",
-        "fastest_of_n",
-    }
+    "speculate policy max_draft max_batch_size draft_model_dir cost_model step workers dispatch "
+    "chunk_tokens worker_backend fastest_of_n".split()
 )
 _PATHS = frozenset(f.name for f in fields(RolloutConfig) if "Path" in str(f.type))
 
