@@ -128,8 +128,8 @@ def _dispatcher(preset: Preset, options: SystemOptions, workload: Workload, topo
     pool at no cost. Its static shuffle is seeded apart from the workload's draws."""
     name = "static" if options.dispatch == "static" else "context-aware" if options.order == "context" else "divided"
     return make_dispatcher(name, workload.output_lengths, workload.group_ids, preset.prompt_tokens,
-                           topology.num_workers, preset.chunk_size, workload.max_tokens, topology.target,
-                           seed=preset.seed, resume_prefill=False)
+                           topology.num_workers, preset.chunk_size, workload.max_tokens, seed=preset.seed,
+                           resume_prefill=False)
 
 
 def _topology(preset: Preset, options: SystemOptions) -> Topology:
