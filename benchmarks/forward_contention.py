@@ -45,7 +45,8 @@ def measure(processes: int, batch: int, context: int, seconds: float) -> float:
     """Median forward seconds, averaged over `processes` processes timing at once."""
     queue = mp.get_context("spawn").Queue()
     start_at = time.time() + 15.0  # room for every process to load the model
-    workers = [mp.get_context("spawn").Process(target=_median_forward, args=(batch, context, seconds, start_at, queue))
+    spawn = mp.get_context("spawn")
+    workers = [spawn.Process(target=_median_forward, args=(batch, context, seconds, start_at, queue))
                for _ in range(processes)]
     for worker in workers:
         worker.start()

@@ -42,7 +42,7 @@ class BenchRow:
     makespans_seconds: list[float] = field(default_factory=list)
     paired_vs_plain: float | None = None
     paired_vs_first: float | None = None  # the same, over the first system listed
-    predicted_makespan_seconds: float | None = None  # workers and plain: the simulator's, on the same requests
+    predicted_makespan_seconds: float | None = None  # workers and plain: the simulator's, on these requests
     scaled_makespan_seconds: float | None = None  # workers: the same on the profile scaled to plain's level
 
 
@@ -126,8 +126,8 @@ class Bench:
 
     def _measured(self, result: RolloutResult) -> MeasuredRollout:
         prompts = self._encoded_prompts()
-        return MeasuredRollout.from_records(result.records, [len(prompts[r.prompt_id]) for r in result.records],
-                                            self.config.max_tokens)
+        prompt_tokens = [len(prompts[r.prompt_id]) for r in result.records]
+        return MeasuredRollout.from_records(result.records, prompt_tokens, self.config.max_tokens)
 
     def _oracle_row(self, policy: str) -> RolloutResult:
         outputs = {r.request_id: r.token_ids for r in self.plain().records}

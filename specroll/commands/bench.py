@@ -45,8 +45,8 @@ def print_table(rows: list[BenchRow], args: argparse.Namespace) -> None:
     table = Table(title=f"specroll bench: {args.num_prompts} prompts x {args.n}, batch {args.max_batch_size}, "
                         f"max_tokens {args.max_tokens}, T={args.temperature}, seed {args.seed}")
     for col in ("system", "makespan (s)", "output tokens", "tokens/s", "accept len", "forwards",
-                "vs plain", "vs plain, paired", f"vs {rows[0].system}, paired", "vs hf-generate", "simulated (s)",
-                "simulated at plain's level (s)"):
+                "vs plain", "vs plain, paired", f"vs {rows[0].system}, paired", "vs hf-generate",
+                "simulated (s)", "simulated at plain's level (s)"):
         table.add_column(col, justify="left" if col == "system" else "right")
     for r in rows:
         table.add_row(r.system, f"{r.makespan_seconds:.2f}", str(r.output_tokens), f"{r.tokens_per_second:.1f}",
@@ -58,9 +58,9 @@ def print_table(rows: list[BenchRow], args: argparse.Namespace) -> None:
                       _ratio(base.get("hf-generate"), r), _predicted(r.predicted_makespan_seconds, r),
                       _predicted(r.scaled_makespan_seconds, r))
     table.caption = (f"{platform.machine()} {platform.processor() or ''}, {args.repeats} round(s): median makespan; "
-                     "ratios are tokens/s over the reference's; paired: median over rounds of the ratio in each round; "
-                     "simulated: `sim.replay` on the profile, and on the profile scaled so that plain's replay "
-                     "matches plain's makespan in each round")
+                     "ratios are tokens/s over the reference's; paired: median over rounds of the ratio in "
+                     "each round; simulated: `sim.replay` on the profile, and on the profile scaled so that "
+                     "plain's replay matches plain's makespan in each round")
     Console().print(table)
 
 

@@ -121,8 +121,8 @@ class Scheduler:
     def _admit(self, usage: int) -> list[Request]:
         admitted: list[Request] = []
         prefill_tokens = 0
-        if not is_admission_due(len(self.running), len(self.free_slots), len(self.waiting), self.config.num_slots,
-                                self.config.admit_fraction):
+        if not is_admission_due(len(self.running), len(self.free_slots), len(self.waiting),
+                                self.config.num_slots, self.config.admit_fraction):
             return admitted
         while self.waiting and self.free_slots:
             request = self.waiting[0]

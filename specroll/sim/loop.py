@@ -98,8 +98,9 @@ class RolloutLoop:
 
     def _retire_stopped(self, worker: Worker) -> None:
         stopped = worker.reached_stop()
-        finished = worker.positions[stopped] >= self.workload.output_lengths[worker.request_ids[stopped]] - 1e-6
-        for request_id, position, is_finished in zip(worker.request_ids[stopped], worker.positions[stopped], finished):
+        ids, positions = worker.request_ids[stopped], worker.positions[stopped]
+        finished = positions >= self.workload.output_lengths[ids] - 1e-6
+        for request_id, position, is_finished in zip(ids, positions, finished):
             if is_finished:
                 self._finish(int(request_id), worker.index)
             else:

@@ -72,23 +72,25 @@ def predict_makespan(rollout: MeasuredRollout, dispatch: str, num_workers: int, 
     capacity = float(max_num_seqs * (int(rollout.prompt_tokens.max()) + rollout.max_tokens))
     workers = [Worker(i, 1, capacity, max_num_seqs, rollout.prompt_tokens, rollout.lengths,
                       EngineRules(max_num_seqs), report_seconds) for i in range(num_workers)]
-    dispatcher = make_dispatcher(dispatch, rollout.unknown_lengths(), rollout.group_ids, rollout.prompt_tokens,
-                                 num_workers, chunk_size, rollout.max_tokens, seed)
-    return _simulate(rollout, workers, dispatcher, ProfiledCost(cost_model, capacity), LoopConfig(contention=contention))
+    dispatcher = make_dispatcher(dispatch, rollout.unknown_lengths(), rollout.group_ids,
+                                 rollout.prompt_tokens, num_workers, chunk_size, rollout.max_tokens, seed)
+    cost = ProfiledCost(cost_model, capacity)
+    return _simulate(rollout, workers, dispatcher, cost, LoopConfig(contention=contention))
 
 
 def predict_engine_makespan(rollout: MeasuredRollout, max_num_seqs: int, cost_model: CostModel) -> float:
     """The same requests on one engine in the calling process (`rollout` on one engine, `bench`'s
     plain): every request queued at once, in order, admitted by the engine's rules; no reports."""
     n = rollout.num_requests
-    capacity = float(n * (int(rollout.prompt_tokens.max()) + rollout.max_tokens))  # every request's whole context
+    capacity = float(n * (int(rollout.prompt_tokens.max()) + rollout.max_tokens))  # every whole context
     worker = Worker(0, 1, capacity, n, rollout.prompt_tokens, rollout.lengths, EngineRules(max_num_seqs))
-    dispatcher = make_dispatcher("static", rollout.unknown_lengths(), rollout.group_ids, rollout.prompt_tokens,
-                                 1, rollout.max_tokens, rollout.max_tokens)
+    dispatcher = make_dispatcher("static", rollout.unknown_lengths(), rollout.group_ids,
+                                 rollout.prompt_tokens, 1, rollout.max_tokens, rollout.max_tokens)
     return _simulate(rollout, [worker], dispatcher, ProfiledCost(cost_model, capacity), LoopConfig())
 
 
-def level_factor(measured_seconds: float, rollout: MeasuredRollout, max_num_seqs: int, cost_model: CostModel) -> float:
+def level_factor(measured_seconds: float, rollout: MeasuredRollout, max_num_seqs: int,
+                 cost_model: CostModel) -> float:
     """How much slower the machine ran a one-engine rollout than the profile predicts: its measured
     makespan over `predict_engine_makespan` (which is proportional to the profile's level)."""
     return measured_seconds / predict_engine_makespan(rollout, max_num_seqs, cost_model)

@@ -151,8 +151,9 @@ class Worker:
         if rules is None:
             return list(self.waiting)
         free = rules.num_slots - self.num_in_batch
-        if not self.waiting or not is_admission_due(self.num_in_batch, free, len(self.waiting), rules.num_slots,
-                                                    rules.admit_fraction):
+        num_waiting = len(self.waiting)
+        if not num_waiting or not is_admission_due(self.num_in_batch, free, num_waiting, rules.num_slots,
+                                                   rules.admit_fraction):
             return []
         taken, tokens = [], 0.0
         for placed in self.waiting[:free]:

@@ -46,11 +46,12 @@ def test_a_profile_loads_as_a_worker_cost(tmp_path):
     # b = 10 rows of 2 tokens, 1000 cached positions in total: 100 per row
     assert cost.forward_seconds(10, 2, 1000) == pytest.approx(0.01 + 10 * 2e-6 + 10 * 100 * 3e-9 + 20 * 1e-5
                                                               + 20 * 100 * 1e-9)
-    assert prefill_seconds(cost, [400]) == pytest.approx(0.01 + 2e-6 + 200 * 3e-9 + 400 * 1e-5 + 400 * 200 * 1e-9)
+    one_row = 2e-6 + 200 * 3e-9 + 400 * 1e-5 + 400 * 200 * 1e-9  # 400 tokens at a mean context of 200
+    assert prefill_seconds(cost, [400]) == pytest.approx(0.01 + one_row)
     # two prompts prefilled together: one forward, both rows padded to the longer
-    assert prefill_seconds(cost, [100, 400]) == pytest.approx(0.01 + 2 * (2e-6 + 200 * 3e-9 + 400 * 1e-5
-                                                                          + 400 * 200 * 1e-9))
-    assert prefill_seconds(cost, []) == 0.0 and cost.kv_capacity_tokens == 1e6 and not cost.model.has_draft_model
+    assert prefill_seconds(cost, [100, 400]) == pytest.approx(0.01 + 2 * one_row)
+    assert prefill_seconds(cost, []) == 0.0
+    assert cost.kv_capacity_tokens == 1e6 and not cost.model.has_draft_model
 
 
 def test_lengths_are_clipped_and_fit_recovers_parameters():

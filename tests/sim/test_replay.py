@@ -51,7 +51,8 @@ def test_requests_admitted_together_share_prefill_forwards_and_get_their_first_t
     cost = ProfiledCost(COST)
     worker.admit(cost)
     assert plan_prefill_forwards([300, 290, 5], 100) == [[0, 1], [2]]  # two forwards, not three
-    assert worker.pending_seconds == pytest.approx(prefill_seconds(cost, [300, 290]) + prefill_seconds(cost, [5]))
+    shared = prefill_seconds(cost, [300, 290]) + prefill_seconds(cost, [5])
+    assert worker.pending_seconds == pytest.approx(shared)
     assert worker.positions.tolist() == [1.0, 1.0, 1.0] and worker.waiting == []
 
 
