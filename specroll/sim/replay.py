@@ -33,12 +33,14 @@ from specroll.sim.worker import EngineRules, Worker
 from specroll.sim.workload import Workload
 
 # An engine's idle time per report on Ray: from its call's return to the next call's start, median over
-# the calls of `bench --workers 2` at B = 32 (2026-11-24, 2-core x86-64, instrumented; it is not fitted
-# to any makespan): Ray's round trip and the coordinator's bookkeeping.
+# the calls of `bench --workers 2`'s static system at B = 32 (2026-11-24, 2-core x86-64, instrumented, at
+# a 1-minute load of 4: 3.7 ms, a quarter of the calls under 2.5 ms; not fitted to any makespan): Ray's
+# round trip and the coordinator's bookkeeping.
 REPORT_SECONDS = 3.5e-3
-# A forward of one engine while another computes beside it, over one alone: `python
-# benchmarks/forward_contention.py` (batch 32, context 200; 2026-11-24, 2-core x86-64).
-CONTENTION = 0.0
+# A forward of one engine while another computes beside it, over one alone, less one: `python
+# benchmarks/forward_contention.py` (batch 32, context 200: 6.58 ms alone, 7.16 ms two at once; 2026-11-24,
+# 2-core x86-64 at a 1-minute load of 1.4).
+CONTENTION = 0.088
 
 
 @dataclass(frozen=True)
