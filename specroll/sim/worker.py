@@ -20,6 +20,7 @@ import numpy as np
 
 from specroll.engine.admission import ADMIT_FRACTION, is_admission_due, plan_prefill_forwards
 from specroll.engine.config import EngineConfig
+from specroll.model.attention_chunks import plan_chunks
 from specroll.sim.cost_model import ForwardCost, prefill_seconds
 from specroll.sim.speculation import RunningBatch, SpeculationStrategy, IterationPlan
 
@@ -30,8 +31,11 @@ _ENGINE = EngineConfig()
 @dataclass(frozen=True)
 class EngineRules:
     """A worker that stands for one of specroll's engines: it admits its queued requests into
-    `num_slots` by `is_admission_due` and `max_prefill_tokens`, and cuts their prefills into forwards
-    by `plan_prefill_forwards`; without them a worker takes every placed request at once (vLLM-style)."""
+    `num_slots` by `is_admission_due` and `max_prefill_tokens`, cuts their prefills into forwards by
+    `plan_prefill_forwards`, and its forwards read every row's cache up to the longest row of its
+    attention chunk (`plan_chunks` at the runner's defaults; rows in admission order, as the engine's
+    slots roughly are). Without them a worker takes every placed request at once and reads each row's
+    own context (vLLM-style paged attention)."""
 
     num_slots: int
     admit_fraction: float = ADMIT_FRACTION
@@ -193,7 +197,7 @@ class Worker:
         plan = strategy.decide(view)
         iters = self._iterations(plan, max_iters, is_growing_kv)
         growth = float(np.sum(plan.tokens_per_iter))
-        iteration_seconds = slowdown * plan.latency_seconds(self._batch_context() + growth * iters / 2.0)
+        iteration_seconds = slowdown * plan.latency_seconds(self._positions_read() + growth * iters / 2.0)
         strategy.observe(view, plan, iteration_seconds)
         start = self.time_seconds + self.pending_seconds
         self.segment = Segment(start, start + iters * iteration_seconds, iteration_seconds, plan.tokens_per_iter)
@@ -201,6 +205,19 @@ class Worker:
 
     def _batch_context(self) -> float:
         return float(np.sum(self.positions)) + self._prompts(self.request_ids)
+
+    def _positions_read(self) -> float:
+        """Cached positions one forward reads: the batch's context, or under the engine's rules its
+        attention chunks' rows each padded to the chunk's longest."""
+        if self.rules is None:
+            return self._batch_context()
+        rows = self.positions + self._row_prompts()
+        return float(sum(c.positions_read for c in plan_chunks([int(r) + 1 for r in rows]))) - len(rows)
+
+    def _row_prompts(self) -> np.ndarray:
+        if np.ndim(self.prompt_tokens) == 0:
+            return np.full(self.num_in_batch, float(self.prompt_tokens))
+        return np.asarray(self.prompt_tokens, dtype=np.float64)[self.request_ids]
 
     def _iterations(self, plan: IterationPlan, max_iters: int, is_growing_kv: bool) -> int:
         if self.reached_stop().any():

@@ -70,6 +70,17 @@ def test_a_busy_engine_admits_once_an_eighth_of_its_slots_is_free():
     assert worker.num_in_batch == 32 and len(worker.waiting) == 4
 
 
+def test_an_engine_reads_each_attention_chunk_to_its_longest_row():
+    worker = Worker(0, 1, 1e9, 8, np.array([10, 10, 10, 10]), rules=EngineRules(8))
+    for request_id in range(4):
+        worker.add(request_id, 0, 0.0, 500.0, 10.0)
+    worker.admit(ProfiledCost(COST))
+    worker.positions = np.array([1.0, 589.0, 2.0, 590.0])  # contexts 11, 599, 12, 600, in slot order
+    # with each row's new token: one cut saves 512 positions, between rows 0 and 1; the rest read to 601
+    assert worker._positions_read() == 12 + 3 * 601 - 4
+    assert Worker(0, 1, 1e9, 8, 10)._positions_read() == 0.0
+
+
 def test_a_worker_ends_requests_at_their_length_but_reserves_the_dispatchers_chunk():
     worker = Worker(0, 1, 1e9, 8, 10, output_lengths=np.array([40]))
     worker.add(0, 0, 0.0, 128.0, 10.0)
@@ -99,7 +110,8 @@ def test_contention_slows_workers_only_while_others_compute_beside_them():
 def test_the_level_is_measured_on_one_engine_and_scales_every_forward():
     measured = rollout()
     engine = predict_engine_makespan(measured, 32, COST)
-    assert predict_engine_makespan(measured, 32, scaled(COST, 1.5)) == pytest.approx(1.5 * engine)
+    # proportional but for whole positions in the attention chunks' padding
+    assert predict_engine_makespan(measured, 32, scaled(COST, 1.5)) == pytest.approx(1.5 * engine, rel=1e-3)
     assert level_factor(2.0 * engine, measured, 32, COST) == pytest.approx(2.0)
     # one engine queues everything and admits by its rules: slower than two, faster than its requests in turn
     assert predict_makespan(measured, "static", 2, 32, 256, COST) < engine
