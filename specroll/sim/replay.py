@@ -6,7 +6,8 @@ dispatch gives the same tokens, so one measured run fixes them for all), the sam
 the prediction is about where requests run, not about drafting.
 
 Each simulated worker follows the engine's own rules (`sim.worker.EngineRules`): it admits queued
-requests as the engine's scheduler does and prefills those admitted together in shared forwards. A
+requests as the engine's scheduler does, prefills those admitted together in shared forwards, and
+reads each attention chunk's rows to the chunk's longest, as the engine's runner does. A
 worker on Ray also idles after every iteration in which a request finished, while its report goes
 back to the coordinator and the next call comes (`REPORT_SECONDS`), and engines that compute at once
 on one CPU slow each other down (`CONTENTION`, `LoopConfig.contention`). Both are measured apart
