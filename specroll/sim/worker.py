@@ -99,23 +99,22 @@ class Worker:
     def num_in_batch(self) -> int:
         return len(self.request_ids)
 
-    def _prompts(self, request_ids: np.ndarray) -> float:
-        if np.ndim(self.prompt_tokens) == 0:
-            return float(self.prompt_tokens) * len(request_ids)
-        return float(np.sum(np.asarray(self.prompt_tokens)[request_ids]))
+    def _prompts(self, request_ids: np.ndarray) -> np.ndarray:
+        """(len(request_ids),) each request's prompt tokens."""
+        prompts = np.asarray(self.prompt_tokens, dtype=np.float64)
+        return np.full(len(request_ids), float(prompts)) if prompts.ndim == 0 else prompts[request_ids]
 
     def _waiting(self, field: str) -> np.ndarray:
         return np.array([getattr(p, field) for p in self.waiting], dtype=np.float64)
 
     def context_tokens(self) -> float:
         waiting_ids = self._waiting("request_id").astype(np.int64)
-        return (float(np.sum(self.positions)) + self._prompts(self.request_ids)
-                + float(np.sum(self._waiting("position"))) + self._prompts(waiting_ids))
+        return self._batch_context() + float(np.sum(self._waiting("position") + self._prompts(waiting_ids)))
 
     def reserved_tokens(self) -> float:
         waiting_ids = self._waiting("request_id").astype(np.int64)
-        return (float(np.sum(self.reserved_stops)) + self._prompts(self.request_ids)
-                + float(np.sum(self._waiting("stop"))) + self._prompts(waiting_ids))
+        return (float(np.sum(self.reserved_stops + self._prompts(self.request_ids)))
+                + float(np.sum(self._waiting("stop") + self._prompts(waiting_ids))))
 
     def sync(self, now_seconds: float) -> None:
         """Advance positions and busy time to now_seconds, inside the current segment."""
@@ -204,20 +203,15 @@ class Worker:
         return self.segment.end_seconds
 
     def _batch_context(self) -> float:
-        return float(np.sum(self.positions)) + self._prompts(self.request_ids)
+        return float(np.sum(self.positions + self._prompts(self.request_ids)))
 
     def _positions_read(self) -> float:
         """Cached positions one forward reads: the batch's context, or under the engine's rules its
         attention chunks' rows each padded to the chunk's longest."""
         if self.rules is None:
             return self._batch_context()
-        rows = self.positions + self._row_prompts()
+        rows = self.positions + self._prompts(self.request_ids)  # (b,) each row's context
         return float(sum(c.positions_read for c in plan_chunks([int(r) + 1 for r in rows]))) - len(rows)
-
-    def _row_prompts(self) -> np.ndarray:
-        if np.ndim(self.prompt_tokens) == 0:
-            return np.full(self.num_in_batch, float(self.prompt_tokens))
-        return np.asarray(self.prompt_tokens, dtype=np.float64)[self.request_ids]
 
     def _iterations(self, plan: IterationPlan, max_iters: int, is_growing_kv: bool) -> int:
         if self.reached_stop().any():
