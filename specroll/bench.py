@@ -18,9 +18,11 @@ from dataclasses import dataclass, field, replace
 from specroll.baselines.hf_generate import hf_generate
 from specroll.drafting.oracle import OracleDrafter
 from specroll.engine.factory import apply_threads
+from specroll.policies.cost_model import CostModel
 from specroll.rollout import (RolloutConfig, RolloutResult, encode_prompts, load_cost_model, load_problems,
                               run_rollout)
 from specroll.scheduling.dispatch import DISPATCHES
+from specroll.sim.replay import MeasuredRollout, predict_engine_makespan, predict_makespan, scaled
 from specroll.tokenizer import load_tokenizer
 
 DEFAULT_SYSTEMS = ("plain", "speculative", "hf-generate")
@@ -41,7 +43,8 @@ class BenchRow:
     makespans_seconds: list[float] = field(default_factory=list)
     paired_vs_plain: float | None = None
     paired_vs_first: float | None = None  # the same, over the first system listed
-    predicted_makespan_seconds: float | None = None  # workers systems: the simulator's, on the same requests
+    predicted_makespan_seconds: float | None = None  # workers and plain: the simulator's, on these requests
+    scaled_makespan_seconds: float | None = None  # workers: the same on the profile scaled to plain's level
 
 
 def parse_system(system: str) -> tuple[str, str, str]:
@@ -64,6 +67,7 @@ class Bench:
         self.config = config = replace(config, workers=1)
         self._plain: RolloutResult | None = None
         self._prompts: dict[int, tuple[int, ...]] | None = None
+        self._replays: dict[str, tuple[MeasuredRollout, str]] = {}  # workers system -> its requests, dispatch
         apply_threads(config.engine_spec())  # every system, hf-generate included, runs with the same threads
 
     def row(self, system: str) -> BenchRow:
@@ -74,13 +78,28 @@ class Bench:
             return _engine_row(system, self._oracle_row(policy))
         if name == "workers":
             result = self._workers_row(policy, drafter)
-            return replace(_engine_row(system, result), predicted_makespan_seconds=self._predict(result, policy, drafter))
+            return replace(_engine_row(system, result),
+                           predicted_makespan_seconds=self._predict(system, result, policy, drafter))
         if name == "plain-fast":
             return _engine_row(system, run_rollout(replace(self.config, speculate="off", batch_invariant=False)))
         return self._plain_row() if name == "plain" else self._hf_generate_row()
 
     def _plain_row(self) -> BenchRow:
-        return _engine_row("plain", self.plain())
+        cost = load_cost_model(self.config)
+        predicted = None if cost is None else predict_engine_makespan(self._measured(self.plain()),
+                                                                      self.config.max_batch_size, cost)
+        return replace(_engine_row("plain", self.plain()), predicted_makespan_seconds=predicted)
+
+    def scaled(self, rows: list[BenchRow]) -> list[BenchRow]:
+        """This round's rows, each workers system's with its replay on the profile scaled to the level
+        the plain run of this round measured (`sim.replay.level_factor`); as they were without one."""
+        plain = next((r for r in rows if r.system == "plain" and r.predicted_makespan_seconds), None)
+        cost = load_cost_model(self.config)
+        if plain is None or cost is None:
+            return rows
+        level = scaled(cost, plain.makespan_seconds / plain.predicted_makespan_seconds)
+        return [replace(r, scaled_makespan_seconds=self._replay(*self._replays[r.system], level))
+                if r.system in self._replays else r for r in rows]
 
     def _speculative_row(self, policy: str, drafter: str) -> RolloutResult:
         return run_rollout(replace(self.config, speculate=drafter or "on", policy=policy or self.config.policy))
@@ -92,20 +111,24 @@ class Bench:
                          fastest_of_n=dispatch.endswith("+fon"), speculate=drafter or "off")
         return run_rollout(config)
 
-    def _predict(self, result: RolloutResult, dispatch: str, drafter: str) -> float | None:
+    def _predict(self, system: str, result: RolloutResult, dispatch: str, drafter: str) -> float | None:
         """The simulator's makespan for these requests under this dispatch, on the profiled cost model
         (None without a profile for the checkpoint, or for a speculative run: it predicts plain decoding)."""
-        from specroll.sim.replay import MeasuredRollout, predict_makespan
-
         cost = load_cost_model(self.config)
         if cost is None or drafter or dispatch.endswith("+fon"):
             return None  # the replay simulates plain decoding, without copies
-        prompts = self._encoded_prompts()
-        measured = MeasuredRollout.from_records(result.records, [len(prompts[r.prompt_id]) for r in result.records],
-                                                self.config.max_tokens)
+        self._replays[system] = (self._measured(result), dispatch)
+        return self._replay(*self._replays[system], cost)
+
+    def _replay(self, measured: MeasuredRollout, dispatch: str, cost: CostModel) -> float:
         cluster = replace(self.config, workers=self.num_workers, dispatch=dispatch).cluster
         return predict_makespan(measured, dispatch, self.num_workers, self.config.max_batch_size,
                                 cluster.chunk_size(self.config.max_tokens), cost, self.config.seed)
+
+    def _measured(self, result: RolloutResult) -> MeasuredRollout:
+        prompts = self._encoded_prompts()
+        prompt_tokens = [len(prompts[r.prompt_id]) for r in result.records]
+        return MeasuredRollout.from_records(result.records, prompt_tokens, self.config.max_tokens)
 
     def _oracle_row(self, policy: str) -> RolloutResult:
         outputs = {r.request_id: r.token_ids for r in self.plain().records}
@@ -149,7 +172,7 @@ def run_bench(config: RolloutConfig, systems: list[str], warmup: bool = True, re
     rounds = []
     for _ in range(repeats):
         bench = Bench(config)
-        rounds.append([bench.row(name) for name in systems])
+        rounds.append(bench.scaled([bench.row(name) for name in systems]))
     return [_combined([r[i] for r in rounds], rounds) for i in range(len(systems))]
 
 
@@ -165,7 +188,8 @@ def _combined(rows: list[BenchRow], rounds: list[list[BenchRow]]) -> BenchRow:
                    forward_passes=_median_of(r.forward_passes for r in rows),
                    paired_vs_plain=statistics.median(ratios) if ratios else None,
                    paired_vs_first=statistics.median(firsts),
-                   predicted_makespan_seconds=_median_of(r.predicted_makespan_seconds for r in rows))
+                   predicted_makespan_seconds=_median_of(r.predicted_makespan_seconds for r in rows),
+                   scaled_makespan_seconds=_median_of(r.scaled_makespan_seconds for r in rows))
 
 
 def _median_of(values) -> float | None:

@@ -130,14 +130,17 @@ def test_commands_without_a_model_start_without_torch(argv):
 
 
 def test_bench_sets_workers_dispatches_side_by_side_with_the_simulators_prediction(capsys):
-    systems = "workers:static,workers:context-aware"
+    systems = "workers:static,workers:context-aware,plain"
     assert main(["bench", *SMALL, "--workers", "2", "--worker-backend", "inline", "--systems", systems,
                  "--chunk-tokens", "16", "--json"]) == 0
-    static, aware = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rows"]
+    static, aware, plain = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rows"]
     # one round, the same tokens: the paired ratio is the makespans' inverse ratio
     assert aware["paired_vs_first"] == pytest.approx(static["makespan_seconds"] / aware["makespan_seconds"])
     assert static["output_tokens"] == aware["output_tokens"]  # exact mode: the same tokens under any dispatch
     for row in (static, aware):
         assert row["mean_acceptance_length"] == 1.0 and row["predicted_makespan_seconds"] > 0
+        # scaled to the level plain measured: slower than the profile's where plain ran slower than its replay
+        level = plain["makespan_seconds"] / plain["predicted_makespan_seconds"]
+        assert (row["scaled_makespan_seconds"] - row["predicted_makespan_seconds"]) * (level - 1) > 0
     assert main(["bench", *SMALL, "--systems", "workers:static"]) == 2
     assert "need --workers 2 or more" in capsys.readouterr().err

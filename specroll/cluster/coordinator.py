@@ -148,7 +148,7 @@ class WorkerSlots:
         states = self._coordinator.states
         return float(sum(len(states[i].item.prompt_token_ids) + stop for i, stop in self.running.items()))
 
-    def add(self, request_id: int, drafter: int, position: float, stop: float, prefill_seconds: float) -> None:
+    def add(self, request_id: int, drafter: int, position: float, stop: float, prefill_tokens: float) -> None:
         self._coordinator.place(self, request_id, int(stop))
 
 

@@ -33,8 +33,11 @@ class RayPool:
         ray = _ray()
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
+            # worker_niceness 0: Ray starts workers at niceness 15, which on a shared machine leaves the
+            # engines only what every other process (the coordinator included) does not take
             ray.init(num_cpus=max(num_workers * cpus_per_worker, os.cpu_count() or 1), include_dashboard=False,
-                     _node_ip_address="127.0.0.1", log_to_driver=True, logging_level="WARNING")
+                     _node_ip_address="127.0.0.1", log_to_driver=True, logging_level="WARNING",
+                     _system_config={"worker_niceness": 0})
         actor = ray.remote(num_cpus=cpus_per_worker, max_restarts=0)(EngineWorker)
         self.num_workers = num_workers
         self._actors = [actor.remote(i, spec, longest_prompt) for i in range(num_workers)]

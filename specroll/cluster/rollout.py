@@ -15,13 +15,6 @@ from specroll.engine.spec import EngineSpec
 from specroll.scheduling.dispatch import DISPATCHES, Dispatcher, dense_ids, make_dispatcher
 
 
-class _Unpriced:
-    """Real workers pay their prefills in time; the dispatcher's estimate of them is not needed."""
-
-    def prefill_seconds(self, num_tokens: float) -> float:
-        return 0.0
-
-
 @dataclass(frozen=True)
 class ClusterConfig:
     num_workers: int
@@ -50,7 +43,7 @@ def make_cluster_dispatcher(cluster: ClusterConfig, requests: list[Request], max
     """The dispatcher the config names; a request's length is unknown here, so it may run to max_tokens."""
     return make_dispatcher(cluster.dispatch, np.full(len(requests), float(max_tokens)), dense_ids([r.group_id for r in requests]),
                            np.array([len(r.prompt_token_ids) for r in requests]), cluster.num_workers,
-                           cluster.chunk_size(max_tokens), max_tokens, _Unpriced(), cluster.seed)
+                           cluster.chunk_size(max_tokens), max_tokens, cluster.seed)
 
 
 def make_pool(cluster: ClusterConfig, spec: EngineSpec, longest_prompt: int) -> WorkerPool:

@@ -45,7 +45,8 @@ def print_table(rows: list[BenchRow], args: argparse.Namespace) -> None:
     table = Table(title=f"specroll bench: {args.num_prompts} prompts x {args.n}, batch {args.max_batch_size}, "
                         f"max_tokens {args.max_tokens}, T={args.temperature}, seed {args.seed}")
     for col in ("system", "makespan (s)", "output tokens", "tokens/s", "accept len", "forwards",
-                "vs plain", "vs plain, paired", f"vs {rows[0].system}, paired", "vs hf-generate", "simulated (s)"):
+                "vs plain", "vs plain, paired", f"vs {rows[0].system}, paired", "vs hf-generate",
+                "simulated (s)", "simulated at plain's level (s)"):
         table.add_column(col, justify="left" if col == "system" else "right")
     for r in rows:
         table.add_row(r.system, f"{r.makespan_seconds:.2f}", str(r.output_tokens), f"{r.tokens_per_second:.1f}",
@@ -54,18 +55,20 @@ def print_table(rows: list[BenchRow], args: argparse.Namespace) -> None:
                       _ratio(base.get("plain"), r),
                       "" if r.paired_vs_plain is None else f"{r.paired_vs_plain:.2f}x",
                       "" if r.paired_vs_first is None else f"{r.paired_vs_first:.2f}x",
-                      _ratio(base.get("hf-generate"), r), _predicted(r))
+                      _ratio(base.get("hf-generate"), r), _predicted(r.predicted_makespan_seconds, r),
+                      _predicted(r.scaled_makespan_seconds, r))
     table.caption = (f"{platform.machine()} {platform.processor() or ''}, {args.repeats} round(s): median makespan; "
-                     "ratios are tokens/s over the reference's; paired: median over rounds of the ratio in each round")
+                     "ratios are tokens/s over the reference's; paired: median over rounds of the ratio in "
+                     "each round; simulated: `sim.replay` on the profile, and on the profile scaled so that "
+                     "plain's replay matches plain's makespan in each round")
     Console().print(table)
 
 
-def _predicted(row: BenchRow) -> str:
-    """The simulator's makespan for a workers system, and its error against the measured one."""
-    if row.predicted_makespan_seconds is None:
+def _predicted(seconds: float | None, row: BenchRow) -> str:
+    """A simulated makespan of the row's system, and its error against the measured one."""
+    if seconds is None:
         return ""
-    error = row.predicted_makespan_seconds / row.makespan_seconds - 1
-    return f"{row.predicted_makespan_seconds:.2f} ({error:+.0%})"
+    return f"{seconds:.2f} ({seconds / row.makespan_seconds - 1:+.0%})"
 
 
 def _ratio(reference: BenchRow | None, row: BenchRow) -> str:

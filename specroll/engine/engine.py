@@ -19,12 +19,12 @@ import torch
 
 from specroll.drafting.protocol import Draft, Drafter, RequestInfo
 from specroll.drafting.switching import SwitchingDrafter
+from specroll.engine.admission import plan_prefill_forwards
 from specroll.engine.verifier import VerifyResult, build_drafts, row_parents, verify_batch
 from specroll.engine.config import EngineConfig
 from specroll.engine.request import Request
 from specroll.engine.scheduler import Scheduler, SchedulerConfig
 from specroll.engine.telemetry import Telemetry
-from specroll.model.attention_chunks import plan_chunks
 from specroll.model.runner import ModelRunner, SequenceInput
 from specroll.policies.base import BatchView, DraftDecision, ForwardStats, RequestView, SpeculationPolicy
 from specroll.policies.fixed import NoSpeculation
@@ -211,14 +211,11 @@ class Engine:
         self.telemetry.record_decode(stats)
 
 
-def prefill_groups(requests: list[Request], min_saving: int, max_groups: int = 4) -> list[list[Request]]:
-    """Requests to prefill, longest first, cut into at most `max_groups` forwards so that less of
-    each is padding: a prefill pads every row to its longest prompt, and prompts here range from a
-    few tokens to a few hundred. A cut is made where it saves `min_saving` padded tokens (a forward
-    costs a fixed overhead); the same planner as attention chunks (`plan_chunks`)."""
-    ordered = sorted(requests, key=lambda r: -r.num_tokens)
-    chunks = plan_chunks([r.num_tokens for r in ordered], max_groups, min_saving)
-    return [ordered[c.first: c.end] for c in chunks]
+def prefill_groups(requests: list[Request], min_saving: int) -> list[list[Request]]:
+    """Requests to prefill, in the forwards `plan_prefill_forwards` cuts them into (prompts here
+    range from a few tokens to a few hundred, and a prefill pads every row to its forward's longest)."""
+    return [[requests[i] for i in forward]
+            for forward in plan_prefill_forwards([r.num_tokens for r in requests], min_saving)]
 
 
 def add_requests(engine: Engine, requests: Iterable[Request]) -> dict[int, str]:

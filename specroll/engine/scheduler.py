@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from specroll.engine.admission import ADMIT_FRACTION, is_admission_due
 from specroll.engine.request import Request, Status
 
 
@@ -29,7 +30,7 @@ class SchedulerConfig:
     kv_budget_tokens: int  # cached positions allowed over all running requests
     max_prefill_tokens: int = 16384  # tokens recomputed by one prefill forward
     reserve_per_request: int = 1  # positions a running request may add in one forward (1 + max draft)
-    admit_fraction: float = 0.125  # admit once this share of slots is free: fewer, larger prefills
+    admit_fraction: float = ADMIT_FRACTION  # admit once this share of slots is free (`is_admission_due`)
 
     def __post_init__(self) -> None:
         for name in ("num_slots", "capacity", "kv_budget_tokens", "max_prefill_tokens", "reserve_per_request"):
@@ -135,9 +136,9 @@ class Scheduler:
     def _admit(self, usage: int) -> list[Request]:
         admitted: list[Request] = []
         prefill_tokens = 0
-        enough = max(1, int(self.config.admit_fraction * self.config.num_slots))
-        if self.running and len(self.free_slots) < min(enough, len(self.waiting)):
-            return admitted  # wait for more free slots rather than prefill one request per iteration
+        if not is_admission_due(len(self.running), len(self.free_slots), len(self.waiting),
+                                self.config.num_slots, self.config.admit_fraction):
+            return admitted
         while self.waiting and self.free_slots:
             request = self.waiting[0]
             need = request.num_tokens + self.config.reserve_per_request

@@ -7,7 +7,10 @@ the simulator's workers (`specroll.sim`) and for real engines on Ray (`specroll.
 workers the `WorkerSlots` shape.
 
 A request's dispatch names the output position it may run to (`stop`): its length where the caller
-knows it (the simulator), else max_tokens; a real worker also stops a request when it finishes.
+knows it (the simulator), else max_tokens; a real worker also stops a request when it finishes. It also
+names the context the worker must compute before the request decodes (`prefill_tokens`: the prompt and
+any tokens generated elsewhere, 0 where the request's cache is on that worker); the worker pays for it,
+in its own prefill forwards, as a real engine does.
 """
 
 from __future__ import annotations
@@ -37,11 +40,8 @@ class WorkerSlots(Protocol):
     def num_running(self) -> int: ...
     def context_tokens(self) -> float: ...
     def reserved_tokens(self) -> float: ...
-    def add(self, request_id: int, drafter: int, position: float, stop: float, prefill_seconds: float) -> None: ...
-
-
-class PrefillCost(Protocol):
-    def prefill_seconds(self, num_tokens: float) -> float: ...
+    def add(self, request_id: int, drafter: int, position: float, stop: float,
+            prefill_tokens: float) -> None: ...
 
 
 Touch = Callable[[int], WorkerSlots]
@@ -85,14 +85,13 @@ class StaticDispatch:
 
     is_growing_kv = True
 
-    def __init__(self, lengths: np.ndarray, group_ids: np.ndarray, num_workers: int, cost: PrefillCost,
+    def __init__(self, lengths: np.ndarray, group_ids: np.ndarray, num_workers: int,
                  prompt_tokens: int | np.ndarray, rng: np.random.Generator):
         self._lengths = lengths
         owner = assign_groups(int(group_ids.max()) + 1, num_workers, rng)[group_ids]
         self._queues = [deque(np.flatnonzero(owner == w).tolist()) for w in range(num_workers)]
         self._live = set(range(num_workers))
         self._resume_at: dict[int, float] = {}
-        self._cost = cost
         self._prompt = _per_request(prompt_tokens, len(lengths))
         self.num_preemptions = 0
         self.num_reprefills = 0
@@ -114,10 +113,10 @@ class StaticDispatch:
         while queue and self._can_admit(worker, queue[0]):
             request_id = queue.popleft()
             position = self._resume_at.pop(request_id, 0.0)
-            prefill = self._cost.prefill_seconds(self._prompt[request_id] + position)
+            prefill = self._prompt[request_id] + position
             if position > 0:  # a preempted or orphaned request recomputes what it generated
                 self.num_reprefills += 1
-                self.reprefill_tokens += self._prompt[request_id] + position
+                self.reprefill_tokens += prefill
             worker.add(request_id, 0, position, float(self._lengths[request_id]), prefill)
 
     def on_stop(self, worker: WorkerSlots, request_id: int, position: float) -> None:
@@ -163,12 +162,11 @@ class DividedDispatch:
 
     is_growing_kv = False
 
-    def __init__(self, lengths: np.ndarray, order: RequestOrder, chunks: ChunkPolicy, cost: PrefillCost,
+    def __init__(self, lengths: np.ndarray, order: RequestOrder, chunks: ChunkPolicy,
                  prompt_tokens: int | np.ndarray, max_tokens: int, resume_prefill: bool = False):
         self._lengths = lengths
         self._order = order
         self._chunks = chunks
-        self._cost = cost
         self._prompt = _per_request(prompt_tokens, len(lengths))
         self._max_tokens = max_tokens
         self._resume_prefill = resume_prefill
@@ -224,18 +222,18 @@ class DividedDispatch:
 
     def _give(self, request_id: int, index: int, stop: float, need: float, touch: Touch) -> None:
         position = self._position[request_id]
-        touch(index).add(request_id, 0, position, stop, self._prefill_seconds(request_id, position, index))
+        touch(index).add(request_id, 0, position, stop, self._prefill_tokens(request_id, position, index))
         self._last_worker[request_id] = index
         self._loads.add(index, need)
 
-    def _prefill_seconds(self, request_id: int, position: float, worker: int) -> float:
+    def _prefill_tokens(self, request_id: int, position: float, worker: int) -> float:
         if position == 0:
-            return self._cost.prefill_seconds(self._prompt[request_id])
+            return float(self._prompt[request_id])
         if not self._resume_prefill or self._last_worker[request_id] == worker:
             return 0.0
         self.num_reprefills += 1
         self.reprefill_tokens += self._prompt[request_id] + position
-        return self._cost.prefill_seconds(self._prompt[request_id] + position)
+        return float(self._prompt[request_id] + position)
 
     def on_stop(self, worker: WorkerSlots, request_id: int, position: float) -> None:
         self._order.on_progress(request_id, int(position - self._position[request_id]))
@@ -271,7 +269,7 @@ class DividedDispatch:
 
 
 def make_dispatcher(name: str, lengths: np.ndarray, group_ids: np.ndarray, prompt_tokens: int | np.ndarray,
-                    num_workers: int, chunk_size: int, max_tokens: int, cost: PrefillCost, seed: int = 0,
+                    num_workers: int, chunk_size: int, max_tokens: int, seed: int = 0,
                     resume_prefill: bool = True) -> Dispatcher:
     """The dispatcher `name` (one of DISPATCHES) over requests 0..n-1 with dense group ids."""
     from specroll.scheduling.context_aware import ContextAwareOrder, FifoOrder
@@ -279,6 +277,6 @@ def make_dispatcher(name: str, lengths: np.ndarray, group_ids: np.ndarray, promp
     if name not in DISPATCHES:
         raise ValueError(f"dispatch must be one of {', '.join(DISPATCHES)}, got {name!r}")
     if name == "static":
-        return StaticDispatch(lengths, group_ids, num_workers, cost, prompt_tokens, np.random.default_rng(seed))
+        return StaticDispatch(lengths, group_ids, num_workers, prompt_tokens, np.random.default_rng(seed))
     order = ContextAwareOrder(group_ids, max_tokens) if name == "context-aware" else FifoOrder()
-    return DividedDispatch(lengths, order, ChunkPolicy(chunk_size), cost, prompt_tokens, max_tokens, resume_prefill)
+    return DividedDispatch(lengths, order, ChunkPolicy(chunk_size), prompt_tokens, max_tokens, resume_prefill)

@@ -19,14 +19,25 @@ figure SpecActor §5.1 reports for its platform. A `specroll profile` fit can re
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, Sequence
 
 GIB = 1024**3
 
 
 class ForwardCost(Protocol):
     def forward_seconds(self, num_seqs: int, tokens_per_seq: float, context_tokens: float) -> float: ...
-    def prefill_seconds(self, num_tokens: float) -> float: ...
+
+
+def prefill_seconds(cost: ForwardCost, num_tokens: Sequence[float]) -> float:
+    """One prefill forward over requests whose contexts (`num_tokens` each) are computed together:
+    every row padded to the longest, as the engine pads a prefill, and each token attending on
+    average to half its row (causal attention). The simulator's one prefill charge; requests admitted
+    together share forwards (`worker.Worker.admit`). A `specroll profile` fit times decode and
+    verification widths only, so on `ProfiledCost` this extrapolates the fit far past the widths it saw."""
+    if len(num_tokens) == 0 or max(num_tokens) <= 0:
+        return 0.0
+    width = float(max(num_tokens))
+    return cost.forward_seconds(len(num_tokens), width, len(num_tokens) * width / 2.0)
 
 
 @dataclass(frozen=True)
@@ -125,9 +136,6 @@ class RooflineCost:
 
     def _read_s(self, num_bytes: float) -> float:
         return num_bytes / (self.num_gpus * self.gpu.bandwidth * self.bandwidth_efficiency)
-
-    def prefill_seconds(self, num_tokens: float) -> float:
-        return self.forward_seconds(1, num_tokens, num_tokens / 2.0) if num_tokens > 0 else 0.0
 
     @property
     def kv_capacity_tokens(self) -> float:

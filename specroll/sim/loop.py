@@ -16,6 +16,7 @@ import numpy as np
 
 from specroll.scheduling.fastest_of_n import FonCandidate, assign_fastest_of_n, straggler_order
 from specroll.sim.acceptance import AcceptanceModel
+from specroll.sim.cost_model import ForwardCost
 from specroll.scheduling.dispatch import PREEMPT_TO_FRACTION, Dispatcher
 from specroll.sim.speculation import RunningBatch, SpeculationStrategy
 from specroll.sim.worker import Worker
@@ -27,6 +28,8 @@ class LoopConfig:
     max_iters_per_segment: int = 1000  # re-plan cadence (SpecActor §4.1 reconfigures every 1000)
     is_fastest_of_n: bool = False
     record_segments: bool = False
+    contention: float = 0.0  # a forward takes 1 + contention x (other busy workers) times as long:
+    # workers that share one machine's cores, memory and caches (specroll's engines on one CPU)
 
 
 @dataclass
@@ -44,7 +47,7 @@ class SimTrace:
 class RolloutLoop:
     def __init__(self, workload: Workload, acceptance: AcceptanceModel, base_acceptance: np.ndarray,
                  workers: list[Worker], dispatcher: Dispatcher, strategy: SpeculationStrategy,
-                 prefill_cost, total_gpus: int, config: LoopConfig):
+                 prefill_cost: ForwardCost, total_gpus: int, config: LoopConfig):
         self.workload, self.acceptance, self.base = workload, acceptance, base_acceptance
         self.workers, self.dispatcher, self.strategy = workers, dispatcher, strategy
         self.prefill_cost, self.total_gpus, self.config = prefill_cost, total_gpus, config
@@ -61,6 +64,7 @@ class RolloutLoop:
         self.num_fon_copies = 0
         self.segments: list[tuple[int, float, float, int]] = []
         self._open: dict[int, tuple[float, float, int]] = {}  # worker -> planned (start, end, running)
+        self._num_busy = 0  # workers with requests, as last planned
 
     def run(self) -> SimTrace:
         self.dispatcher.fill(self.workers, self._touch, range(len(self.workers)))
@@ -94,13 +98,17 @@ class RolloutLoop:
 
     def _retire_stopped(self, worker: Worker) -> None:
         stopped = worker.reached_stop()
-        for request_id, position in zip(worker.request_ids[stopped], worker.positions[stopped]):
-            if position >= self.workload.output_lengths[request_id] - 1e-6:
+        ids, positions = worker.request_ids[stopped], worker.positions[stopped]
+        finished = positions >= self.workload.output_lengths[ids] - 1e-6
+        for request_id, position, is_finished in zip(ids, positions, finished):
+            if is_finished:
                 self._finish(int(request_id), worker.index)
             else:
                 self.dispatcher.on_stop(worker, int(request_id), float(position))
                 self.copies_on[request_id].discard(worker.index)
         worker.remove(stopped)
+        if finished.any():
+            worker.report()
 
     def _finish(self, request_id: int, at_worker: int) -> None:
         if not np.isnan(self.finish_seconds[request_id]):
@@ -117,8 +125,8 @@ class RolloutLoop:
 
     def _preempt_overflow(self, worker: Worker) -> None:
         """vLLM recompute preemption: drop the newest requests until the cache fits again."""
-        while worker.num_running > 1 and worker.context_tokens() > PREEMPT_TO_FRACTION * worker.kv_capacity:
-            last = np.zeros(worker.num_running, dtype=bool)
+        while worker.num_in_batch > 1 and worker.context_tokens() > PREEMPT_TO_FRACTION * worker.kv_capacity:
+            last = np.zeros(worker.num_in_batch, dtype=bool)
             last[-1] = True
             request_id = int(worker.request_ids[-1])
             self.dispatcher.on_preempted(worker, request_id, float(worker.positions[-1]))
@@ -157,9 +165,9 @@ class RolloutLoop:
             return  # its chunk ended during this event: the request is back in the dispatcher's buffer
         source = self._touch(holders[0])
         position = float(source.positions[source.request_ids == request_id][0])
-        prefill = self.prefill_cost.prefill_seconds(self.workload.prompt_tokens + position)  # KV recovery
         length = float(self.workload.output_lengths[request_id])
-        self._touch(index).add(request_id, drafter, position, length, prefill)
+        recovery = self.workload.prompt_tokens + position  # the copy recomputes the context it resumes from
+        self._touch(index).add(request_id, drafter, position, length, recovery)
         self.copies_on[request_id].add(index)
         self.num_fon_copies += 1
 
@@ -182,16 +190,29 @@ class RolloutLoop:
             prompt_tokens=self.workload.prompt_tokens,
         )
 
+    def _slowdown(self) -> float:
+        """Every busy worker's forwards slow down with the others busy beside it; when their number
+        changes, every busy worker re-plans at the new pace."""
+        busy = sum(w.num_running > 0 for w in self.workers)
+        if busy != self._num_busy and self.config.contention:
+            for worker in self.workers:
+                if worker.num_in_batch:
+                    self._touch(worker.index)
+        self._num_busy = busy
+        return 1.0 + self.config.contention * max(busy - 1, 0)
+
     def _replan_touched(self) -> None:
+        slowdown = self._slowdown()
         for index in sorted(self._touched):
             worker = self.workers[index]
+            worker.admit(self.prefill_cost, slowdown)
             for request_id in worker.request_ids.tolist():
                 self.copies_on[request_id].add(index)
             end = worker.plan(self._view(worker), self.strategy, self.config.max_iters_per_segment,
-                              self.dispatcher.is_growing_kv)
+                              self.dispatcher.is_growing_kv, slowdown)
             worker.version += 1
             if self.config.record_segments:
-                self._record(index, end, worker.num_running)
+                self._record(index, end, worker.num_in_batch)
             if end < math.inf:
                 self._seq += 1
                 heapq.heappush(self._heap, (end, self._seq, index, worker.version))

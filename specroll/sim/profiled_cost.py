@@ -29,10 +29,7 @@ class ProfiledCost:
 
     A profile is one measured worker: it does not scale with the number of GPUs a plan gives the
     worker. It says nothing about memory, so `kv_capacity_tokens` comes from elsewhere (the preset's
-    roofline). Prefill: a profile times decode and verification forwards only (widths up to
-    max_draft + 1), so a prefill of n tokens is ASSUMED to cost what the fit predicts for one row n
-    tokens wide at a mean cached context of n / 2 (causal attention over the prompt), the same
-    convention as `RooflineCost.prefill_seconds`; the fit is extrapolated far beyond the widths it saw.
+    roofline). Its prefills are priced as every worker's, by `cost_model.prefill_seconds`.
     """
 
     model: CostModel
@@ -43,9 +40,6 @@ class ProfiledCost:
         per_row_context = context_tokens / num_seqs if num_seqs else 0.0
         return self.model.forward_seconds(num_seqs, tokens_per_seq, per_row_context)
 
-    def prefill_seconds(self, num_tokens: float) -> float:
-        return self.model.forward_seconds(1, num_tokens, num_tokens / 2.0) if num_tokens > 0 else 0.0
-
 
 @dataclass(frozen=True)
 class ProfiledDraftCost:
@@ -55,9 +49,6 @@ class ProfiledDraftCost:
 
     def forward_seconds(self, num_seqs: int, tokens_per_seq: float, context_tokens: float) -> float:
         return tokens_per_seq * self.draft(num_seqs)
-
-    def prefill_seconds(self, num_tokens: float) -> float:
-        return 0.0  # the draft model's prefill is not profiled; it overlaps the target's here
 
 
 def forward_seconds_per_row(cost: ForwardCost, num_seqs: int, tokens_per_seq: float,

@@ -112,7 +112,7 @@ def _dispatcher(preset: Preset, options: SystemOptions, workload: Workload, topo
     pool at no cost. Its static shuffle is seeded apart from the workload's draws."""
     return make_dispatcher(options.dispatch, workload.output_lengths, workload.group_ids,
                            preset.prompt_tokens, topology.num_workers, preset.chunk_size, workload.max_tokens,
-                           topology.target, seed=preset.seed, resume_prefill=False)
+                           seed=preset.seed, resume_prefill=False)
 
 
 def _topology(preset: Preset, options: SystemOptions) -> Topology:

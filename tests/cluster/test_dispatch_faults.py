@@ -15,7 +15,7 @@ class Slots:
 
     def __init__(self, index: int, kv_capacity: float = 1e9, max_num_seqs: int = 100):
         self.index, self.kv_capacity, self.max_num_seqs = index, kv_capacity, max_num_seqs
-        self.added: list[tuple[int, float, float, float]] = []  # request, position, stop, prefill
+        self.added: list[tuple[int, float, float, float]] = []  # request, position, stop, prefill tokens
 
     @property
     def num_running(self) -> int:
@@ -27,13 +27,8 @@ class Slots:
     def reserved_tokens(self) -> float:
         return sum(10 + stop for _, _, stop, _ in self.added)
 
-    def add(self, request_id, drafter, position, stop, prefill_seconds):
-        self.added.append((request_id, position, stop, prefill_seconds))
-
-
-class PerToken:
-    def prefill_seconds(self, num_tokens: float) -> float:
-        return num_tokens / 1000
+    def add(self, request_id, drafter, position, stop, prefill_tokens):
+        self.added.append((request_id, position, stop, prefill_tokens))
 
 
 def fill(dispatcher, workers):
@@ -42,7 +37,7 @@ def fill(dispatcher, workers):
 
 def test_static_dispatch_gives_a_lost_workers_requests_to_the_live_ones():
     groups = np.repeat(np.arange(4), 2)
-    dispatcher = StaticDispatch(np.full(8, 50.0), groups, 3, PerToken(), 10, np.random.default_rng(0))
+    dispatcher = StaticDispatch(np.full(8, 50.0), groups, 3, 10, np.random.default_rng(0))
     workers = [Slots(i, max_num_seqs=1) for i in range(3)]
     fill(dispatcher, workers)
     still_running = {workers[0].added[0][0], workers[2].added[0][0]}
@@ -53,13 +48,13 @@ def test_static_dispatch_gives_a_lost_workers_requests_to_the_live_ones():
     assert workers[1].added == []
     added = {a[0]: a for w in workers for a in w.added}
     assert set(added) == set(range(8)) - still_running  # the lost worker's queue moved too
-    assert added[lost][1] == 7.0 and added[lost][3] == pytest.approx(17 / 1000)  # resumed, re-prefilled
+    assert added[lost][1] == 7.0 and added[lost][3] == 17  # resumed, re-prefilled
     assert dispatcher.num_reprefills == 1 and dispatcher.reprefill_tokens == 17
     assert not dispatcher.has_pending()
 
 
 def test_divided_dispatch_requeues_a_lost_workers_chunks_and_never_picks_it_again():
-    dispatcher = DividedDispatch(np.full(4, 40.0), FifoOrder(), ChunkPolicy(8), PerToken(), 10, 40,
+    dispatcher = DividedDispatch(np.full(4, 40.0), FifoOrder(), ChunkPolicy(8), 10, 40,
                                  resume_prefill=True)
     workers = [Slots(i, max_num_seqs=2) for i in range(2)]
     fill(dispatcher, workers)
@@ -81,7 +76,7 @@ def test_divided_dispatch_requeues_a_lost_workers_chunks_and_never_picks_it_agai
 
 
 def test_a_chunk_resumed_through_seers_kv_pool_pays_no_prefill():
-    dispatcher = DividedDispatch(np.full(2, 40.0), FifoOrder(), ChunkPolicy(8), PerToken(), 10, 40)
+    dispatcher = DividedDispatch(np.full(2, 40.0), FifoOrder(), ChunkPolicy(8), 10, 40)
     workers = [Slots(0)]
     fill(dispatcher, workers)
     dispatcher.on_stop(workers[0], 0, 8.0)
@@ -91,8 +86,8 @@ def test_a_chunk_resumed_through_seers_kv_pool_pays_no_prefill():
 
 
 @pytest.mark.parametrize("make", [
-    lambda: StaticDispatch(np.full(2, 9.0), np.array([0, 1]), 2, PerToken(), 1, np.random.default_rng(0)),
-    lambda: DividedDispatch(np.full(2, 9.0), FifoOrder(), ChunkPolicy(4), PerToken(), 1, 9),
+    lambda: StaticDispatch(np.full(2, 9.0), np.array([0, 1]), 2, 1, np.random.default_rng(0)),
+    lambda: DividedDispatch(np.full(2, 9.0), FifoOrder(), ChunkPolicy(4), 1, 9),
 ])
 def test_losing_every_worker_is_an_error(make):
     dispatcher = make()
@@ -104,11 +99,11 @@ def test_losing_every_worker_is_an_error(make):
 
 
 def test_a_chunk_on_the_worker_that_ran_the_last_one_keeps_its_cache():
-    dispatcher = DividedDispatch(np.full(1, 40.0), FifoOrder(), ChunkPolicy(8), PerToken(), 10, 40,
+    dispatcher = DividedDispatch(np.full(1, 40.0), FifoOrder(), ChunkPolicy(8), 10, 40,
                                  resume_prefill=True)
     workers = [Slots(0), Slots(1)]
     fill(dispatcher, workers)
-    assert workers[0].added == [(0, 0.0, 8.0, pytest.approx(10 / 1000))]  # the prompt's prefill
+    assert workers[0].added == [(0, 0.0, 8.0, 10)]  # the prompt's prefill
     dispatcher.on_stop(workers[0], 0, 8.0)
     workers = [Slots(0), Slots(1)]
     fill(dispatcher, workers)  # both idle: the least loaded, ties to worker 0, where its cache is
@@ -117,7 +112,7 @@ def test_a_chunk_on_the_worker_that_ran_the_last_one_keeps_its_cache():
     workers = [Slots(0), Slots(1)]
     workers[0].add(9, 0, 0.0, 40.0, 0.0)  # worker 0 is busier now: the chunk moves and re-prefills
     fill(dispatcher, workers)
-    assert workers[1].added == [(0, 16.0, 24.0, pytest.approx(26 / 1000))]
+    assert workers[1].added == [(0, 16.0, 24.0, 26)]
     assert dispatcher.num_reprefills == 1 and dispatcher.reprefill_tokens == 26
 
 
@@ -136,7 +131,7 @@ def test_copies_go_to_free_workers_lowest_acceptance_first():
 
 
 def test_a_chunk_with_no_better_worker_goes_on_where_it_runs_ahead_of_the_buffer():
-    dispatcher = DividedDispatch(np.full(3, 40.0), FifoOrder(), ChunkPolicy(8), PerToken(), 10, 40,
+    dispatcher = DividedDispatch(np.full(3, 40.0), FifoOrder(), ChunkPolicy(8), 10, 40,
                                  resume_prefill=True)
     workers = [Slots(0, max_num_seqs=1), Slots(1, max_num_seqs=1)]
     fill(dispatcher, workers)  # requests 0 and 1 run; request 2 waits in the buffer

@@ -10,6 +10,7 @@ from specroll.policies.cost_model import CostModel
 from specroll.policies.registry import fixed_draft_length
 from specroll.policies.speculation_math import expected_tokens
 from specroll.policies.profile_grid import ProfileGrid
+from specroll.sim.cost_model import prefill_seconds
 from specroll.sim.profiled_cost import ProfiledCost, forward_seconds_per_row, profile_forward_cost
 from specroll.sim.presets import PRESETS, get_preset
 from specroll.sim.workload import LengthDistribution, Workload
@@ -40,15 +41,19 @@ def test_kv_read_does_not_hide_verification_compute():
 
 def test_a_profile_loads_as_a_worker_cost(tmp_path):
     """`specroll profile` output (CostModel JSON) is the simulator's per-worker cost: per-row context
-    is the batch's total over its rows, a prefill is one row as wide as the prompt at half its length."""
+    is the batch's total over its rows, a prefill forward pads its rows to the longest, at half its length."""
     path = tmp_path / "fit.cost.json"
     CostModel(c_base=0.01, c_tok=1e-5, c_ctx=1e-9, c_row=2e-6, c_row_ctx=3e-9).save(path)
     cost = ProfiledCost(CostModel.load(path), kv_capacity_tokens=1e6)
     # b = 10 rows of 2 tokens, 1000 cached positions in total: 100 per row
     assert cost.forward_seconds(10, 2, 1000) == pytest.approx(0.01 + 10 * 2e-6 + 10 * 100 * 3e-9 + 20 * 1e-5
                                                               + 20 * 100 * 1e-9)
-    assert cost.prefill_seconds(400) == pytest.approx(0.01 + 2e-6 + 200 * 3e-9 + 400 * 1e-5 + 400 * 200 * 1e-9)
-    assert cost.prefill_seconds(0) == 0.0 and cost.kv_capacity_tokens == 1e6 and not cost.model.has_draft_model
+    one_row = 2e-6 + 200 * 3e-9 + 400 * 1e-5 + 400 * 200 * 1e-9  # 400 tokens at a mean context of 200
+    assert prefill_seconds(cost, [400]) == pytest.approx(0.01 + one_row)
+    # two prompts prefilled together: one forward, both rows padded to the longer
+    assert prefill_seconds(cost, [100, 400]) == pytest.approx(0.01 + 2 * one_row)
+    assert prefill_seconds(cost, []) == 0.0
+    assert cost.kv_capacity_tokens == 1e6 and not cost.model.has_draft_model
 
 
 def test_the_two_context_units_meet_in_one_place():
