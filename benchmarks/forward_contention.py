@@ -46,8 +46,10 @@ def measure(processes: int, batch: int, context: int, seconds: float) -> float:
     queue = mp.get_context("spawn").Queue()
     start_at = time.time() + 15.0  # room for every process to load the model
     spawn = mp.get_context("spawn")
-    workers = [spawn.Process(target=_median_forward, args=(batch, context, seconds, start_at, queue))
-               for _ in range(processes)]
+    workers = [
+        spawn.Process(target=_median_forward, args=(batch, context, seconds, start_at, queue))
+        for _ in range(processes)
+    ]
     for worker in workers:
         worker.start()
     medians = [queue.get() for _ in workers]
@@ -65,8 +67,10 @@ def main() -> None:
     args = parser.parse_args()
     alone = measure(1, args.batch, args.context, args.seconds)
     together = measure(args.processes, args.batch, args.context, args.seconds)
-    print(f"batch {args.batch}, context {args.context}: alone {alone * 1e3:.2f} ms, {args.processes} at once "
-          f"{together * 1e3:.2f} ms, ratio {together / alone:.3f}")
+    print(
+        f"batch {args.batch}, context {args.context}: alone {alone * 1e3:.2f} ms, {args.processes} at once "
+        f"{together * 1e3:.2f} ms, ratio {together / alone:.3f}"
+    )
 
 
 if __name__ == "__main__":

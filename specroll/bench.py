@@ -19,8 +19,14 @@ from specroll.baselines.hf_generate import hf_generate
 from specroll.drafting.oracle import OracleDrafter
 from specroll.engine.factory import apply_threads
 from specroll.policies.cost_model import CostModel
-from specroll.rollout import (RolloutConfig, RolloutResult, encode_prompts, load_cost_model, load_problems,
-                              run_rollout)
+from specroll.rollout import (
+    RolloutConfig,
+    RolloutResult,
+    encode_prompts,
+    load_cost_model,
+    load_problems,
+    run_rollout,
+)
 from specroll.scheduling.dispatch import DISPATCHES
 from specroll.sim.replay import MeasuredRollout, predict_engine_makespan, predict_makespan, scaled
 from specroll.tokenizer import load_tokenizer
@@ -51,13 +57,24 @@ def parse_system(system: str) -> tuple[str, str, str]:
     """`name[:policy][/drafter]` -> (name, policy, drafter), '' where not given."""
     head, _, drafter = system.partition("/")
     name, _, policy = head.partition(":")
-    allowed = {"plain": (), "plain-fast": (), "hf-generate": (), "oracle": ("policy",),
-               "speculative": ("policy", "drafter"), "workers": ("policy", "drafter")}
+    allowed = {
+        "plain": (),
+        "plain-fast": (),
+        "hf-generate": (),
+        "oracle": ("policy",),
+        "speculative": ("policy", "drafter"),
+        "workers": ("policy", "drafter"),
+    }
     given = [option for option, value in (("policy", policy), ("drafter", drafter)) if value]
-    if (name not in allowed or not set(given) <= set(allowed[name])
-            or (name == "workers" and policy.removesuffix("+fon") not in DISPATCHES)):
-        raise ValueError(f"unknown system {system!r}; known: plain, speculative[:<policy>][/<drafter>], "
-                         f"oracle[:<policy>], plain-fast, hf-generate, workers:<{'|'.join(DISPATCHES)}>[+fon][/<drafter>]")
+    if (
+        name not in allowed
+        or not set(given) <= set(allowed[name])
+        or (name == "workers" and policy.removesuffix("+fon") not in DISPATCHES)
+    ):
+        raise ValueError(
+            f"unknown system {system!r}; known: plain, speculative[:<policy>][/<drafter>], "
+            f"oracle[:<policy>], plain-fast, hf-generate, workers:<{'|'.join(DISPATCHES)}>[+fon][/<drafter>]"
+        )
     return name, policy, drafter
 
 
@@ -78,16 +95,23 @@ class Bench:
             return _engine_row(system, self._oracle_row(policy))
         if name == "workers":
             result = self._workers_row(policy, drafter)
-            return replace(_engine_row(system, result),
-                           predicted_makespan_seconds=self._predict(system, result, policy, drafter))
+            return replace(
+                _engine_row(system, result),
+                predicted_makespan_seconds=self._predict(system, result, policy, drafter),
+            )
         if name == "plain-fast":
-            return _engine_row(system, run_rollout(replace(self.config, speculate="off", batch_invariant=False)))
+            return _engine_row(
+                system, run_rollout(replace(self.config, speculate="off", batch_invariant=False))
+            )
         return self._plain_row() if name == "plain" else self._hf_generate_row()
 
     def _plain_row(self) -> BenchRow:
         cost = load_cost_model(self.config)
-        predicted = None if cost is None else predict_engine_makespan(self._measured(self.plain()),
-                                                                      self.config.max_batch_size, cost)
+        predicted = (
+            None
+            if cost is None
+            else predict_engine_makespan(self._measured(self.plain()), self.config.max_batch_size, cost)
+        )
         return replace(_engine_row("plain", self.plain()), predicted_makespan_seconds=predicted)
 
     def scaled(self, rows: list[BenchRow]) -> list[BenchRow]:
@@ -98,17 +122,28 @@ class Bench:
         if plain is None or cost is None:
             return rows
         level = scaled(cost, plain.makespan_seconds / plain.predicted_makespan_seconds)
-        return [replace(r, scaled_makespan_seconds=self._replay(*self._replays[r.system], level))
-                if r.system in self._replays else r for r in rows]
+        return [
+            replace(r, scaled_makespan_seconds=self._replay(*self._replays[r.system], level))
+            if r.system in self._replays
+            else r
+            for r in rows
+        ]
 
     def _speculative_row(self, policy: str, drafter: str) -> RolloutResult:
-        return run_rollout(replace(self.config, speculate=drafter or "on", policy=policy or self.config.policy))
+        return run_rollout(
+            replace(self.config, speculate=drafter or "on", policy=policy or self.config.policy)
+        )
 
     def _workers_row(self, dispatch: str, drafter: str) -> RolloutResult:
         if self.num_workers < 2:
             raise ValueError("workers:<dispatch> systems need --workers 2 or more")
-        config = replace(self.config, workers=self.num_workers, dispatch=dispatch.removesuffix("+fon"),
-                         fastest_of_n=dispatch.endswith("+fon"), speculate=drafter or "off")
+        config = replace(
+            self.config,
+            workers=self.num_workers,
+            dispatch=dispatch.removesuffix("+fon"),
+            fastest_of_n=dispatch.endswith("+fon"),
+            speculate=drafter or "off",
+        )
         return run_rollout(config)
 
     def _predict(self, system: str, result: RolloutResult, dispatch: str, drafter: str) -> float | None:
@@ -122,8 +157,15 @@ class Bench:
 
     def _replay(self, measured: MeasuredRollout, dispatch: str, cost: CostModel) -> float:
         cluster = replace(self.config, workers=self.num_workers, dispatch=dispatch).cluster
-        return predict_makespan(measured, dispatch, self.num_workers, self.config.max_batch_size,
-                                cluster.chunk_size(self.config.max_tokens), cost, self.config.seed)
+        return predict_makespan(
+            measured,
+            dispatch,
+            self.num_workers,
+            self.config.max_batch_size,
+            cluster.chunk_size(self.config.max_tokens),
+            cost,
+            self.config.seed,
+        )
 
     def _measured(self, result: RolloutResult) -> MeasuredRollout:
         prompts = self._encoded_prompts()
@@ -150,18 +192,38 @@ class Bench:
     def _hf_generate_row(self) -> BenchRow:
         config = self.config
         prompts = [list(ids) for ids in self._encoded_prompts().values() for _ in range(config.n)]
-        run = hf_generate(config.model_dir, prompts, config.max_tokens, config.temperature, config.top_k,
-                          config.top_p, config.max_batch_size, config.seed, config.device, config.dtype)
-        return BenchRow("hf-generate", run.makespan_seconds, run.output_tokens, run.output_tokens / run.makespan_seconds)
+        run = hf_generate(
+            config.model_dir,
+            prompts,
+            config.max_tokens,
+            config.temperature,
+            config.top_k,
+            config.top_p,
+            config.max_batch_size,
+            config.seed,
+            config.device,
+            config.dtype,
+        )
+        return BenchRow(
+            "hf-generate", run.makespan_seconds, run.output_tokens, run.output_tokens / run.makespan_seconds
+        )
 
 
 def _engine_row(system: str, result: RolloutResult) -> BenchRow:
     s = result.summary
-    return BenchRow(system, s.makespan_seconds, s.output_tokens, s.tokens_per_second, s.mean_acceptance_length,
-                    s.forward_passes)
+    return BenchRow(
+        system,
+        s.makespan_seconds,
+        s.output_tokens,
+        s.tokens_per_second,
+        s.mean_acceptance_length,
+        s.forward_passes,
+    )
 
 
-def run_bench(config: RolloutConfig, systems: list[str], warmup: bool = True, repeats: int = 1) -> list[BenchRow]:
+def run_bench(
+    config: RolloutConfig, systems: list[str], warmup: bool = True, repeats: int = 1
+) -> list[BenchRow]:
     """Every system once per round, in the given order, for `repeats` rounds (A B C A B C ...)."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
@@ -181,15 +243,24 @@ def _combined(rows: list[BenchRow], rounds: list[list[BenchRow]]) -> BenchRow:
     makespans = [r.makespan_seconds for r in rows]
     median = statistics.median(makespans)
     plain = [next((p for p in round_ if p.system == "plain"), None) for round_ in rounds]
-    ratios = [r.tokens_per_second / p.tokens_per_second for r, p in zip(rows, plain) if p is not None and p.tokens_per_second]
+    ratios = [
+        r.tokens_per_second / p.tokens_per_second
+        for r, p in zip(rows, plain)
+        if p is not None and p.tokens_per_second
+    ]
     firsts = [r.tokens_per_second / round_[0].tokens_per_second for r, round_ in zip(rows, rounds)]
-    return replace(rows[0], makespan_seconds=median, tokens_per_second=rows[0].output_tokens / median, makespans_seconds=makespans,
-                   mean_acceptance_length=_median_of(r.mean_acceptance_length for r in rows),
-                   forward_passes=_median_of(r.forward_passes for r in rows),
-                   paired_vs_plain=statistics.median(ratios) if ratios else None,
-                   paired_vs_first=statistics.median(firsts),
-                   predicted_makespan_seconds=_median_of(r.predicted_makespan_seconds for r in rows),
-                   scaled_makespan_seconds=_median_of(r.scaled_makespan_seconds for r in rows))
+    return replace(
+        rows[0],
+        makespan_seconds=median,
+        tokens_per_second=rows[0].output_tokens / median,
+        makespans_seconds=makespans,
+        mean_acceptance_length=_median_of(r.mean_acceptance_length for r in rows),
+        forward_passes=_median_of(r.forward_passes for r in rows),
+        paired_vs_plain=statistics.median(ratios) if ratios else None,
+        paired_vs_first=statistics.median(firsts),
+        predicted_makespan_seconds=_median_of(r.predicted_makespan_seconds for r in rows),
+        scaled_makespan_seconds=_median_of(r.scaled_makespan_seconds for r in rows),
+    )
 
 
 def _median_of(values) -> float | None:

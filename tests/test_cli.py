@@ -76,20 +76,30 @@ def test_bench_repeats_report_medians_and_paired_ratios(capsys):
     assert main(["bench", *SMALL, "--systems", "plain,oracle", "--repeats", "3", "--json"]) == 0
     plain, oracle = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rows"]
     for row in (plain, oracle):
-        assert len(row["makespans_seconds"]) == 3 and row["makespan_seconds"] == sorted(row["makespans_seconds"])[1]
+        assert (
+            len(row["makespans_seconds"]) == 3
+            and row["makespan_seconds"] == sorted(row["makespans_seconds"])[1]
+        )
     assert plain["paired_vs_plain"] == 1.0
     assert oracle["paired_vs_plain"] > 1.0  # the oracle drafts the very tokens, so it is faster
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--temperature", "-1"], "temperature"),
-    (["--top-p", "0"], "top_p"),
-    (["--max-tokens", "0"], "max_tokens"),
-    (["--speculate", "nonsense"], "unknown drafter"),
-    (["--policy", "nonsense"], "unknown policy"),
-    (["--model", "/nonexistent"], "does not exist"),
-    *([(["--device", "cuda"], "--device cuda: CUDA is not available")] if not torch.cuda.is_available() else []),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--temperature", "-1"], "temperature"),
+        (["--top-p", "0"], "top_p"),
+        (["--max-tokens", "0"], "max_tokens"),
+        (["--speculate", "nonsense"], "unknown drafter"),
+        (["--policy", "nonsense"], "unknown policy"),
+        (["--model", "/nonexistent"], "does not exist"),
+        *(
+            [(["--device", "cuda"], "--device cuda: CUDA is not available")]
+            if not torch.cuda.is_available()
+            else []
+        ),
+    ],
+)
 def test_bad_flags_give_clear_errors(flags, message, tmp_path, capsys):
     assert main(["rollout", *SMALL, *flags, "--out", str(tmp_path / "x.jsonl"), "--no-progress"]) == 2
     err = capsys.readouterr().err
@@ -97,20 +107,50 @@ def test_bad_flags_give_clear_errors(flags, message, tmp_path, capsys):
 
 
 def test_simulate_on_a_profile(capsys):
-    argv = ["simulate", "--preset", "DeepScaleR-7B", "--systems", "verl,auto", "--prompts", "4", "--group-size", "2",
-            "--workers", "2", "--max-tokens", "512", "--median-tokens", "100", "--json",
-            "--cost-model", str(Path(__file__).resolve().parents[1] / "profiles" / "policy.cost.json")]
+    argv = [
+        "simulate",
+        "--preset",
+        "DeepScaleR-7B",
+        "--systems",
+        "verl,auto",
+        "--prompts",
+        "4",
+        "--group-size",
+        "2",
+        "--workers",
+        "2",
+        "--max-tokens",
+        "512",
+        "--median-tokens",
+        "100",
+        "--json",
+        "--cost-model",
+        str(Path(__file__).resolve().parents[1] / "profiles" / "policy.cost.json"),
+    ]
     assert main(argv) == 0
     rows = json.loads(capsys.readouterr().out)["systems"]
     assert [row["system"] for row in rows] == ["verl", "auto"]
     assert all(row["makespan_seconds"] > 0 for row in rows)
 
 
-@pytest.mark.parametrize("argv", [
-    ["simulate", "--preset", "DeepScaleR-7B", "--systems", "verl,seer", "--prompts", "8", "--workers", "2"],
-    ["models", "list"],
-    ["--help"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [
+            "simulate",
+            "--preset",
+            "DeepScaleR-7B",
+            "--systems",
+            "verl,seer",
+            "--prompts",
+            "8",
+            "--workers",
+            "2",
+        ],
+        ["models", "list"],
+        ["--help"],
+    ],
+)
 def test_commands_without_a_model_start_without_torch(argv):
     """In a fresh interpreter: the command runs, and neither torch nor transformers was imported."""
     import os
@@ -118,21 +158,41 @@ def test_commands_without_a_model_start_without_torch(argv):
     import sys
     from pathlib import Path
 
-    script = ("import sys\nfrom specroll.cli import main\n"
-              f"try:\n    code = main({argv!r})\nexcept SystemExit as exit:\n    code = exit.code\n"
-              "print('loaded:', sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n"
-              "sys.exit(code)\n")
+    script = (
+        "import sys\nfrom specroll.cli import main\n"
+        f"try:\n    code = main({argv!r})\nexcept SystemExit as exit:\n    code = exit.code\n"
+        "print('loaded:', sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n"
+        "sys.exit(code)\n"
+    )
     root = str(Path(__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert "loaded: []" in done.stdout
 
 
 def test_bench_sets_workers_dispatches_side_by_side_with_the_simulators_prediction(capsys):
     systems = "workers:static,workers:context-aware,plain"
-    assert main(["bench", *SMALL, "--workers", "2", "--worker-backend", "inline", "--systems", systems,
-                 "--chunk-tokens", "16", "--json"]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                *SMALL,
+                "--workers",
+                "2",
+                "--worker-backend",
+                "inline",
+                "--systems",
+                systems,
+                "--chunk-tokens",
+                "16",
+                "--json",
+            ]
+        )
+        == 0
+    )
     static, aware, plain = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rows"]
     # one round, the same tokens: the paired ratio is the makespans' inverse ratio
     assert aware["paired_vs_first"] == pytest.approx(static["makespan_seconds"] / aware["makespan_seconds"])

@@ -100,10 +100,12 @@ class RequestState:
         did not reproduce them, which exact mode rules out)."""
         held = len(self.token_ids)
         if update.start > held:
-            raise ValueError(f"request {self.request_id}: an update from position {update.start} "
-                             f"skips tokens after the {held} held")
+            raise ValueError(
+                f"request {self.request_id}: an update from position {update.start} "
+                f"skips tokens after the {held} held"
+            )
         overlap = min(held - update.start, len(update.token_ids))
-        if list(update.token_ids[:overlap]) != self.token_ids[update.start:update.start + overlap]:
+        if list(update.token_ids[:overlap]) != self.token_ids[update.start : update.start + overlap]:
             return False
         self.token_ids.extend(update.token_ids[overlap:])
         self.logprobs.extend(update.logprobs[overlap:])
@@ -115,13 +117,21 @@ class RequestState:
 
     def work_item(self) -> WorkItem:
         """The dispatch that resumes the request from the tokens held here."""
-        return replace(self.item, output_token_ids=tuple(self.token_ids),
-                       output_logprobs=tuple(self.logprobs))
+        return replace(
+            self.item, output_token_ids=tuple(self.token_ids), output_logprobs=tuple(self.logprobs)
+        )
 
     def output(self) -> RequestOutput:
         item = self.item
-        return RequestOutput(item.request_id, item.group_id, item.sample_index, list(self.token_ids),
-                             list(self.logprobs), self.finish_reason, self.error)
+        return RequestOutput(
+            item.request_id,
+            item.group_id,
+            item.sample_index,
+            list(self.token_ids),
+            list(self.logprobs),
+            self.finish_reason,
+            self.error,
+        )
 
 
 class WorkerSlots:
@@ -175,9 +185,16 @@ ReportHook = Callable[["Coordinator", int], None]  # coordinator, worker whose r
 
 
 class Coordinator:
-    def __init__(self, requests: Sequence[Request], dispatcher: Dispatcher, pool: WorkerPool,
-                 kv_capacity: float, max_num_seqs: int, on_report: ReportHook | None = None,
-                 fastest_of_n: bool = False):
+    def __init__(
+        self,
+        requests: Sequence[Request],
+        dispatcher: Dispatcher,
+        pool: WorkerPool,
+        kv_capacity: float,
+        max_num_seqs: int,
+        on_report: ReportHook | None = None,
+        fastest_of_n: bool = False,
+    ):
         self.states = [RequestState(WorkItem.first(r)) for r in requests]  # the dispatcher's i is states[i]
         self._index = {r.request_id: i for i, r in enumerate(requests)}
         if len(self._index) != len(requests):
@@ -201,7 +218,11 @@ class Coordinator:
             if not any(self.pool.in_flight(s.index) for s in self.slots if s.alive):
                 raise ClusterError(f"{self._unfinished} requests are left and no live worker can take them")
             worker, outcome = self.pool.next_report()
-            changed = self._lose(worker, outcome.reason) if isinstance(outcome, WorkerLost) else self._apply(outcome)
+            changed = (
+                self._lose(worker, outcome.reason)
+                if isinstance(outcome, WorkerLost)
+                else self._apply(outcome)
+            )
             self.dispatcher.fill(self.slots, self._touch, changed)
             self._copy_stragglers()
             self._hand_out()
@@ -235,9 +256,11 @@ class Coordinator:
         idle = [s.index for s in self.slots if s.alive and not s.hosted and not self.pool.in_flight(s.index)]
         if not idle:
             return
-        stragglers = [FonCandidate(i, s.num_accepted / max(s.num_drafted, 1), len(s.token_ids))
-                      for i, s in enumerate(self.states)
-                      if not s.is_finished and s.worker is not None and not s.copies]
+        stragglers = [
+            FonCandidate(i, s.num_accepted / max(s.num_drafted, 1), len(s.token_ids))
+            for i, s in enumerate(self.states)
+            if not s.is_finished and s.worker is not None and not s.copies
+        ]
         for copy in assign_fastest_of_n(stragglers, COPY_LADDER, idle, {}, self.max_num_seqs):
             state, slot = self.states[copy.request_id], self.slots[copy.worker]
             slot.outbox.append(state.work_item())
@@ -272,8 +295,10 @@ class Coordinator:
                 continue
             if not state.apply(update):
                 if report.worker == state.worker:
-                    raise ValueError(f"request {update.request_id}: worker {report.worker} generated other "
-                                     f"tokens than a copy of it did (copies need exact, batch-invariant decoding)")
+                    raise ValueError(
+                        f"request {update.request_id}: worker {report.worker} generated other "
+                        f"tokens than a copy of it did (copies need exact, batch-invariant decoding)"
+                    )
                 state.copies.discard(report.worker)
                 self._unhost(index, report.worker, drop=True)
                 continue
@@ -292,7 +317,11 @@ class Coordinator:
             self._finish(index, update.finish_reason, update.error)  # as the worker's request decided
             return hosts
         primary = self.slots[state.worker] if state.worker is not None else None
-        if primary is not None and index in primary.running and len(state.token_ids) >= primary.running[index]:
+        if (
+            primary is not None
+            and index in primary.running
+            and len(state.token_ids) >= primary.running[index]
+        ):
             del primary.running[index]  # its chunk is over: the dispatcher places the next one
             self.dispatcher.on_stop(primary, index, float(len(state.token_ids)))
             return {primary.index}
@@ -330,6 +359,15 @@ class Coordinator:
         return [s.index for s in self.slots if s.alive]
 
     def _outcome(self, makespan: float) -> ClusterOutcome:
-        return ClusterOutcome(self.states, makespan, self.busy_seconds, self.pool.telemetry(), self.num_reports,
-                              sum(not s.alive for s in self.slots), self.dispatcher.num_reprefills,
-                              self.dispatcher.reprefill_tokens, self.dropped_tokens, self.num_copies)
+        return ClusterOutcome(
+            self.states,
+            makespan,
+            self.busy_seconds,
+            self.pool.telemetry(),
+            self.num_reports,
+            sum(not s.alive for s in self.slots),
+            self.dispatcher.num_reprefills,
+            self.dispatcher.reprefill_tokens,
+            self.dropped_tokens,
+            self.num_copies,
+        )

@@ -22,22 +22,30 @@ def _ray():
     try:
         import ray
     except ImportError:
-        raise ImportError("a rollout over several workers runs them on Ray: pip install 'specroll[ray]' "
-                          "(or pip install ray)") from None
+        raise ImportError(
+            "a rollout over several workers runs them on Ray: pip install 'specroll[ray]' "
+            "(or pip install ray)"
+        ) from None
     return ray
 
 
 class RayPool:
-    def __init__(self, num_workers: int, spec: EngineSpec, longest_prompt: int,
-                 cpus_per_worker: float = 1.0) -> None:
+    def __init__(
+        self, num_workers: int, spec: EngineSpec, longest_prompt: int, cpus_per_worker: float = 1.0
+    ) -> None:
         ray = _ray()
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
             # worker_niceness 0: Ray starts workers at niceness 15, which on a shared machine leaves the
             # engines only what every other process (the coordinator included) does not take
-            ray.init(num_cpus=max(num_workers * cpus_per_worker, os.cpu_count() or 1), include_dashboard=False,
-                     _node_ip_address="127.0.0.1", log_to_driver=True, logging_level="WARNING",
-                     _system_config={"worker_niceness": 0})
+            ray.init(
+                num_cpus=max(num_workers * cpus_per_worker, os.cpu_count() or 1),
+                include_dashboard=False,
+                _node_ip_address="127.0.0.1",
+                log_to_driver=True,
+                logging_level="WARNING",
+                _system_config={"worker_niceness": 0},
+            )
         actor = ray.remote(num_cpus=cpus_per_worker, max_restarts=0)(EngineWorker)
         self.num_workers = num_workers
         self._actors = [actor.remote(i, spec, longest_prompt) for i in range(num_workers)]

@@ -41,9 +41,16 @@ class ClusterConfig:
 
 def make_cluster_dispatcher(cluster: ClusterConfig, requests: list[Request], max_tokens: int) -> Dispatcher:
     """The dispatcher the config names; a request's length is unknown here, so it may run to max_tokens."""
-    return make_dispatcher(cluster.dispatch, np.full(len(requests), float(max_tokens)), dense_ids([r.group_id for r in requests]),
-                           np.array([len(r.prompt_token_ids) for r in requests]), cluster.num_workers,
-                           cluster.chunk_size(max_tokens), max_tokens, cluster.seed)
+    return make_dispatcher(
+        cluster.dispatch,
+        np.full(len(requests), float(max_tokens)),
+        dense_ids([r.group_id for r in requests]),
+        np.array([len(r.prompt_token_ids) for r in requests]),
+        cluster.num_workers,
+        cluster.chunk_size(max_tokens),
+        max_tokens,
+        cluster.seed,
+    )
 
 
 def make_pool(cluster: ClusterConfig, spec: EngineSpec, longest_prompt: int) -> WorkerPool:
@@ -61,19 +68,29 @@ def make_pool(cluster: ClusterConfig, spec: EngineSpec, longest_prompt: int) -> 
 ProgressHook = Callable[[int, int], None]  # finished requests, output tokens so far
 
 
-def run_cluster(cluster: ClusterConfig, spec: EngineSpec, requests: list[Request], longest_prompt: int,
-                on_report: ReportHook | None = None, progress: ProgressHook | None = None) -> ClusterOutcome:
+def run_cluster(
+    cluster: ClusterConfig,
+    spec: EngineSpec,
+    requests: list[Request],
+    longest_prompt: int,
+    on_report: ReportHook | None = None,
+    progress: ProgressHook | None = None,
+) -> ClusterOutcome:
     """Run `requests` over the cluster's workers, each with an engine built from `spec`; the requests
     are read, never written (results: `ClusterOutcome.outputs`). The pool is closed at the end,
     whatever happens."""
     pool = make_pool(cluster, spec, longest_prompt)
     try:
         hooks = [h for h in (on_report, _progress_hook(progress)) if h is not None]
-        coordinator = Coordinator(requests, make_cluster_dispatcher(cluster, requests, spec.max_tokens), pool,
-                                  kv_capacity=float(spec.max_batch_size * (longest_prompt + spec.max_tokens)),
-                                  max_num_seqs=spec.max_batch_size,
-                                  on_report=(lambda c, w: [h(c, w) for h in hooks]) if hooks else None,
-                                  fastest_of_n=cluster.fastest_of_n)
+        coordinator = Coordinator(
+            requests,
+            make_cluster_dispatcher(cluster, requests, spec.max_tokens),
+            pool,
+            kv_capacity=float(spec.max_batch_size * (longest_prompt + spec.max_tokens)),
+            max_num_seqs=spec.max_batch_size,
+            on_report=(lambda c, w: [h(c, w) for h in hooks]) if hooks else None,
+            fastest_of_n=cluster.fastest_of_n,
+        )
         return coordinator.run()
     finally:
         pool.close()

@@ -16,13 +16,20 @@ def register(parser: argparse.ArgumentParser) -> None:
     add_rollout_arguments(parser)
     add_worker_arguments(parser)
     parser.set_defaults(num_prompts=16, n=8, max_batch_size=32)
-    parser.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS),
-                        help="comma-separated: plain, speculative[:<policy>][/<drafter>], oracle[:<policy>], "
-                             "plain-fast (plain with --fast-numerics), hf-generate, "
-                             "workers:<static|divided|context-aware>[+fon][/<drafter>] (over --workers engines; "
-                             "+fon: Fastest-of-N copies)")
-    parser.add_argument("--repeats", type=int, default=1,
-                        help="rounds of every system, interleaved; figures are medians (a noisy machine)")
+    parser.add_argument(
+        "--systems",
+        default=",".join(DEFAULT_SYSTEMS),
+        help="comma-separated: plain, speculative[:<policy>][/<drafter>], oracle[:<policy>], "
+        "plain-fast (plain with --fast-numerics), hf-generate, "
+        "workers:<static|divided|context-aware>[+fon][/<drafter>] (over --workers engines; "
+        "+fon: Fastest-of-N copies)",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="rounds of every system, interleaved; figures are medians (a noisy machine)",
+    )
     parser.add_argument("--json", action="store_true", help="print one line of JSON")
     parser.set_defaults(func=run)
 
@@ -42,25 +49,46 @@ def print_table(rows: list[BenchRow], args: argparse.Namespace) -> None:
     from rich.table import Table
 
     base = {r.system: r for r in rows}
-    table = Table(title=f"specroll bench: {args.num_prompts} prompts x {args.n}, batch {args.max_batch_size}, "
-                        f"max_tokens {args.max_tokens}, T={args.temperature}, seed {args.seed}")
-    for col in ("system", "makespan (s)", "output tokens", "tokens/s", "accept len", "forwards",
-                "vs plain", "vs plain, paired", f"vs {rows[0].system}, paired", "vs hf-generate",
-                "simulated (s)", "simulated at plain's level (s)"):
+    table = Table(
+        title=f"specroll bench: {args.num_prompts} prompts x {args.n}, batch {args.max_batch_size}, "
+        f"max_tokens {args.max_tokens}, T={args.temperature}, seed {args.seed}"
+    )
+    for col in (
+        "system",
+        "makespan (s)",
+        "output tokens",
+        "tokens/s",
+        "accept len",
+        "forwards",
+        "vs plain",
+        "vs plain, paired",
+        f"vs {rows[0].system}, paired",
+        "vs hf-generate",
+        "simulated (s)",
+        "simulated at plain's level (s)",
+    ):
         table.add_column(col, justify="left" if col == "system" else "right")
     for r in rows:
-        table.add_row(r.system, f"{r.makespan_seconds:.2f}", str(r.output_tokens), f"{r.tokens_per_second:.1f}",
-                      "" if r.mean_acceptance_length is None else f"{r.mean_acceptance_length:.2f}",
-                      "" if r.forward_passes is None else str(r.forward_passes),
-                      _ratio(base.get("plain"), r),
-                      "" if r.paired_vs_plain is None else f"{r.paired_vs_plain:.2f}x",
-                      "" if r.paired_vs_first is None else f"{r.paired_vs_first:.2f}x",
-                      _ratio(base.get("hf-generate"), r), _predicted(r.predicted_makespan_seconds, r),
-                      _predicted(r.scaled_makespan_seconds, r))
-    table.caption = (f"{platform.machine()} {platform.processor() or ''}, {args.repeats} round(s): median makespan; "
-                     "ratios are tokens/s over the reference's; paired: median over rounds of the ratio in "
-                     "each round; simulated: `sim.replay` on the profile, and on the profile scaled so that "
-                     "plain's replay matches plain's makespan in each round")
+        table.add_row(
+            r.system,
+            f"{r.makespan_seconds:.2f}",
+            str(r.output_tokens),
+            f"{r.tokens_per_second:.1f}",
+            "" if r.mean_acceptance_length is None else f"{r.mean_acceptance_length:.2f}",
+            "" if r.forward_passes is None else str(r.forward_passes),
+            _ratio(base.get("plain"), r),
+            "" if r.paired_vs_plain is None else f"{r.paired_vs_plain:.2f}x",
+            "" if r.paired_vs_first is None else f"{r.paired_vs_first:.2f}x",
+            _ratio(base.get("hf-generate"), r),
+            _predicted(r.predicted_makespan_seconds, r),
+            _predicted(r.scaled_makespan_seconds, r),
+        )
+    table.caption = (
+        f"{platform.machine()} {platform.processor() or ''}, {args.repeats} round(s): median makespan; "
+        "ratios are tokens/s over the reference's; paired: median over rounds of the ratio in "
+        "each round; simulated: `sim.replay` on the profile, and on the profile scaled so that "
+        "plain's replay matches plain's makespan in each round"
+    )
     Console().print(table)
 
 
@@ -72,4 +100,8 @@ def _predicted(seconds: float | None, row: BenchRow) -> str:
 
 
 def _ratio(reference: BenchRow | None, row: BenchRow) -> str:
-    return "" if reference is None or reference.tokens_per_second == 0 else f"{row.tokens_per_second / reference.tokens_per_second:.2f}x"
+    return (
+        ""
+        if reference is None or reference.tokens_per_second == 0
+        else f"{row.tokens_per_second / reference.tokens_per_second:.2f}x"
+    )

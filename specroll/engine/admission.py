@@ -14,8 +14,13 @@ ADMIT_FRACTION = 0.125  # a busy engine admits once this share of its slots is f
 MAX_PREFILL_FORWARDS = 4  # the most forwards one admission's prefills are cut into
 
 
-def is_admission_due(num_running: int, num_free_slots: int, num_waiting: int, num_slots: int,
-                     admit_fraction: float = ADMIT_FRACTION) -> bool:
+def is_admission_due(
+    num_running: int,
+    num_free_slots: int,
+    num_waiting: int,
+    num_slots: int,
+    admit_fraction: float = ADMIT_FRACTION,
+) -> bool:
     """Admit now, or wait for more free slots: an engine with requests running waits until
     `admit_fraction` of its slots are free (or as many as there are waiting requests) rather than
     prefill one request per iteration; an idle engine admits at once."""
@@ -23,12 +28,13 @@ def is_admission_due(num_running: int, num_free_slots: int, num_waiting: int, nu
     return num_running == 0 or num_free_slots >= min(enough, num_waiting)
 
 
-def plan_prefill_forwards(num_tokens: Sequence[int], min_saving: int,
-                          max_forwards: int = MAX_PREFILL_FORWARDS) -> list[list[int]]:
+def plan_prefill_forwards(
+    num_tokens: Sequence[int], min_saving: int, max_forwards: int = MAX_PREFILL_FORWARDS
+) -> list[list[int]]:
     """The prefill forwards of requests admitted together, as indices into `num_tokens` (each one's
     context to compute): longest first, cut into at most `max_forwards` forwards where a cut saves
     `min_saving` padded tokens (a prefill pads every row to its forward's longest; a forward costs a
     fixed overhead). The same planner as attention chunks (`plan_chunks`)."""
     order = sorted(range(len(num_tokens)), key=lambda i: -num_tokens[i])
     chunks = plan_chunks([num_tokens[i] for i in order], max_forwards, min_saving)
-    return [order[c.first: c.end] for c in chunks]
+    return [order[c.first : c.end] for c in chunks]

@@ -31,18 +31,29 @@ from specroll.policies.fixed import NoSpeculation
 
 
 class Engine:
-    def __init__(self, runner: ModelRunner, config: EngineConfig, drafter: Drafter | None = None,
-                 policy: SpeculationPolicy | None = None, training_step: int = 0) -> None:
+    def __init__(
+        self,
+        runner: ModelRunner,
+        config: EngineConfig,
+        drafter: Drafter | None = None,
+        policy: SpeculationPolicy | None = None,
+        training_step: int = 0,
+    ) -> None:
         self.runner = runner
         self.config = config
         self.drafter = drafter
         self.policy = policy or NoSpeculation()
         self.training_step = training_step
         self.eos_token_ids = frozenset(runner.config.eos_token_ids)
-        self.scheduler = Scheduler(SchedulerConfig(
-            num_slots=runner.cache.num_slots, capacity=runner.cache.capacity,
-            kv_budget_tokens=config.kv_budget_tokens or runner.cache.num_slots * runner.cache.capacity,
-            max_prefill_tokens=config.max_prefill_tokens, reserve_per_request=config.max_draft + 1))
+        self.scheduler = Scheduler(
+            SchedulerConfig(
+                num_slots=runner.cache.num_slots,
+                capacity=runner.cache.capacity,
+                kv_budget_tokens=config.kv_budget_tokens or runner.cache.num_slots * runner.cache.capacity,
+                max_prefill_tokens=config.max_prefill_tokens,
+                reserve_per_request=config.max_draft + 1,
+            )
+        )
         self.telemetry = Telemetry()
 
     # ----- requests
@@ -52,8 +63,11 @@ class Engine:
         self._validate(request)
         self.scheduler.add(request)
         if self.drafter is not None:
-            self.drafter.begin(RequestInfo(request.request_id, request.group_id,
-                                           tuple(request.prompt_token_ids), self.training_step))
+            self.drafter.begin(
+                RequestInfo(
+                    request.request_id, request.group_id, tuple(request.prompt_token_ids), self.training_step
+                )
+            )
             if request.output_token_ids:  # resumed elsewhere: the drafter reads what it generated
                 self.drafter.observe(request.request_id, list(request.output_token_ids))
 
@@ -64,7 +78,9 @@ class Engine:
         vocab = self.runner.config.vocab_size
         bad = [t for t in prompt if not 0 <= t < vocab]
         if bad:
-            raise ValueError(f"request {request.request_id}: token ids {bad[:5]} outside the vocabulary 0..{vocab - 1}")
+            raise ValueError(
+                f"request {request.request_id}: token ids {bad[:5]} outside the vocabulary 0..{vocab - 1}"
+            )
 
     def abort(self, request: Request) -> None:
         """Stop running `request` here and forget it (its tokens stay with it; nothing is emitted)."""
@@ -104,7 +120,9 @@ class Engine:
             drafted = time.perf_counter()
             result = self._verify(requests, drafts)
             finished += self._commit(requests, drafts, result)
-            self._observe(requests, decision, drafts, result, drafted - started, time.perf_counter() - drafted)
+            self._observe(
+                requests, decision, drafts, result, drafted - started, time.perf_counter() - drafted
+            )
         return finished
 
     def _prefill(self, requests: list[Request]) -> list[Request]:
@@ -117,11 +135,17 @@ class Engine:
         started = time.perf_counter()
         inputs = [SequenceInput(r.slot, r.num_cached, r.pending_tokens()) for r in requests]
         out = self.runner.forward(inputs)
-        result = verify_batch(requests, [Draft(r.request_id) for r in requests], out.logits,
-                              self.config.seed, self.config.verify)
+        result = verify_batch(
+            requests,
+            [Draft(r.request_id) for r in requests],
+            out.logits,
+            self.config.seed,
+            self.config.verify,
+        )
         finished = self._append(requests, result, [len(i.token_ids) for i in inputs])
-        self.telemetry.record_prefill(len(requests), sum(len(i.token_ids) for i in inputs),
-                                      time.perf_counter() - started)
+        self.telemetry.record_prefill(
+            len(requests), sum(len(i.token_ids) for i in inputs), time.perf_counter() - started
+        )
         return finished
 
     def _draft(self, requests: list[Request]) -> tuple[DraftDecision, list[Draft]]:
@@ -134,8 +158,12 @@ class Engine:
         budgets = view.clip(decision.draft_lengths)
         if self.drafter is None or not any(budgets):
             return used, [Draft(r.request_id) for r in requests]
-        proposer = self.drafter.member(used.drafter) if isinstance(self.drafter, SwitchingDrafter) else self.drafter
-        drafts = build_drafts(proposer, requests, budgets, self.runner.config.vocab_size, allow_trees=self.allows_trees)
+        proposer = (
+            self.drafter.member(used.drafter) if isinstance(self.drafter, SwitchingDrafter) else self.drafter
+        )
+        drafts = build_drafts(
+            proposer, requests, budgets, self.runner.config.vocab_size, allow_trees=self.allows_trees
+        )
         return used, drafts
 
     def _member_name(self, name: str | None) -> str | None:
@@ -151,13 +179,32 @@ class Engine:
         return self.config.verify == "exact" and not self.runner.batch_invariant
 
     def _batch_view(self, requests: list[Request]) -> BatchView:
-        views = [RequestView(r.request_id, r.group_id, r.num_output_tokens, r.num_remaining,
-                             r.num_drafted, r.num_accepted, r.num_forwards, r.num_cached) for r in requests]
+        views = [
+            RequestView(
+                r.request_id,
+                r.group_id,
+                r.num_output_tokens,
+                r.num_remaining,
+                r.num_drafted,
+                r.num_accepted,
+                r.num_forwards,
+                r.num_cached,
+            )
+            for r in requests
+        ]
         return BatchView(views, self.config.max_draft)
 
     def _verify(self, requests: list[Request], drafts: list[Draft]) -> VerifyResult:
-        inputs = [SequenceInput(r.slot, r.num_cached, [*r.pending_tokens(), *d.token_ids], row_parents(d),
-                                num_logits=1 + d.num_tokens) for r, d in zip(requests, drafts)]
+        inputs = [
+            SequenceInput(
+                r.slot,
+                r.num_cached,
+                [*r.pending_tokens(), *d.token_ids],
+                row_parents(d),
+                num_logits=1 + d.num_tokens,
+            )
+            for r, d in zip(requests, drafts)
+        ]
         out = self.runner.forward(inputs)
         return verify_batch(requests, drafts, out.logits, self.config.seed, self.config.verify)
 
@@ -169,7 +216,9 @@ class Engine:
         for r, d, n, nodes in zip(requests, drafts, result.num_accepted, result.accepted_nodes):
             if nodes and nodes != list(range(len(nodes))):  # an accepted branch off the main chain
                 first = r.num_cached + 1
-                self.runner.cache.move(r.slot, [first + i for i in nodes], [first + j for j in range(len(nodes))])
+                self.runner.cache.move(
+                    r.slot, [first + i for i in nodes], [first + j for j in range(len(nodes))]
+                )
             r.num_drafted += d.num_tokens
             r.num_accepted += n
             r.num_forwards += 1
@@ -192,8 +241,15 @@ class Engine:
             finished.append(r)
         return finished
 
-    def _observe(self, requests: list[Request], decision: DraftDecision, drafts: list[Draft],
-                 result: VerifyResult, draft_seconds: float, forward_seconds: float) -> None:
+    def _observe(
+        self,
+        requests: list[Request],
+        decision: DraftDecision,
+        drafts: list[Draft],
+        result: VerifyResult,
+        draft_seconds: float,
+        forward_seconds: float,
+    ) -> None:
         stats = ForwardStats(
             batch_size=len(requests),
             num_drafted=sum(d.num_tokens for d in drafts),
@@ -214,8 +270,10 @@ class Engine:
 def prefill_groups(requests: list[Request], min_saving: int) -> list[list[Request]]:
     """Requests to prefill, in the forwards `plan_prefill_forwards` cuts them into (prompts here
     range from a few tokens to a few hundred, and a prefill pads every row to its forward's longest)."""
-    return [[requests[i] for i in forward]
-            for forward in plan_prefill_forwards([r.num_tokens for r in requests], min_saving)]
+    return [
+        [requests[i] for i in forward]
+        for forward in plan_prefill_forwards([r.num_tokens for r in requests], min_saving)
+    ]
 
 
 def add_requests(engine: Engine, requests: Iterable[Request]) -> dict[int, str]:

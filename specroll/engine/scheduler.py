@@ -33,7 +33,7 @@ class SchedulerConfig:
     admit_fraction: float = ADMIT_FRACTION  # admit once this share of slots is free (`is_admission_due`)
 
     def __post_init__(self) -> None:
-        for name in ("num_slots", "capacity", "kv_budget_tokens", "max_prefill_tokens", "reserve_per_request"):
+        for name in "num_slots capacity kv_budget_tokens max_prefill_tokens reserve_per_request".split():
             if getattr(self, name) <= 0:
                 raise ValueError(f"scheduler {name} must be positive, got {getattr(self, name)}")
 
@@ -65,12 +65,11 @@ class Scheduler:
         self.free_slots = list(range(config.num_slots))
 
     def add(self, request: Request) -> None:
-        need = len(request.prompt_token_ids) + request.params.max_tokens + self.config.reserve_per_request
-        if need > min(self.config.capacity, self.config.kv_budget_tokens):
+        room = min(self.config.capacity, self.config.kv_budget_tokens) - self.config.reserve_per_request
+        if len(request.prompt_token_ids) + request.params.max_tokens > room:
             raise ValueError(
                 f"request {request.request_id}: prompt ({len(request.prompt_token_ids)} tokens) plus "
-                f"max_tokens ({request.params.max_tokens}) exceeds the context of "
-                f"{min(self.config.capacity, self.config.kv_budget_tokens) - self.config.reserve_per_request} tokens"
+                f"max_tokens ({request.params.max_tokens}) exceeds the context of {room} tokens"
             )
         self.waiting.append(request)
 
@@ -98,9 +97,11 @@ class Scheduler:
         `num_cached` grows."""
         cached = request.num_cached + num_written
         if request.status is not Status.RUNNING or cached != request.num_tokens - 1:
-            raise RuntimeError(f"request {request.request_id} ({request.status.value}): a forward wrote "
-                               f"{num_written} positions after {request.num_cached}, but its context of "
-                               f"{request.num_tokens} tokens needs all but the newest cached")
+            raise RuntimeError(
+                f"request {request.request_id} ({request.status.value}): a forward wrote "
+                f"{num_written} positions after {request.num_cached}, but its context of "
+                f"{request.num_tokens} tokens needs all but the newest cached"
+            )
         request.num_cached = cached
 
     def finish(self, request: Request) -> None:
@@ -136,8 +137,13 @@ class Scheduler:
     def _admit(self, usage: int) -> list[Request]:
         admitted: list[Request] = []
         prefill_tokens = 0
-        if not is_admission_due(len(self.running), len(self.free_slots), len(self.waiting),
-                                self.config.num_slots, self.config.admit_fraction):
+        if not is_admission_due(
+            len(self.running),
+            len(self.free_slots),
+            len(self.waiting),
+            self.config.num_slots,
+            self.config.admit_fraction,
+        ):
             return admitted
         while self.waiting and self.free_slots:
             request = self.waiting[0]

@@ -51,16 +51,8 @@ class ModelConfig:
                 f"unsupported architecture {self.architecture!r}; "
                 f"supported: {', '.join(SUPPORTED_ARCHITECTURES)}"
             )
-        for name in (
-            "vocab_size",
-            "hidden_size",
-            "intermediate_size",
-            "num_layers",
-            "num_heads",
-            "num_kv_heads",
-            "head_dim",
-            "max_position_embeddings",
-        ):
+        positive = "vocab_size hidden_size intermediate_size num_layers num_heads num_kv_heads head_dim"
+        for name in [*positive.split(), "max_position_embeddings"]:
             if getattr(self, name) <= 0:
                 raise ValueError(f"config {name} must be positive, got {getattr(self, name)}")
         if self.num_heads % self.num_kv_heads:

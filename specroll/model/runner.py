@@ -73,16 +73,9 @@ class ModelRunner:
     (`specroll.model.batch_invariant`); exact-mode token identity on large vocabularies needs it.
     """
 
-    def __init__(
-        self,
-        model: CausalLM,
-        num_slots: int,
-        capacity: int,
-        max_attention_chunks: int = 4,
-        batch_invariant: bool = False,
-    ) -> None:
+    def __init__(self, model: CausalLM, num_slots: int, capacity: int, batch_invariant: bool = False) -> None:
         self.model = model
-        self.max_attention_chunks = max_attention_chunks
+        self.max_attention_chunks = 4  # a draft model's runner takes 1 (`from_pretrained`)
         self.min_chunk_saving = 512  # row-positions a cut must save (tests set 0 to cut wherever it can)
         self.config: ModelConfig = model.config
         self.device = next(model.parameters()).device
@@ -110,13 +103,9 @@ class ModelRunner:
         max_attention_chunks: int = 4,
         batch_invariant: bool = False,
     ) -> "ModelRunner":
-        return cls(
-            load_model(model_dir, dtype=dtype, device=device),
-            num_slots,
-            capacity,
-            max_attention_chunks,
-            batch_invariant=batch_invariant,
-        )
+        runner = cls(load_model(model_dir, dtype=dtype, device=device), num_slots, capacity, batch_invariant)
+        runner.max_attention_chunks = max_attention_chunks
+        return runner
 
     @torch.no_grad()
     def load_weights(self, weights: Mapping[str, torch.Tensor]) -> None:

@@ -40,8 +40,9 @@ class WorkerSlots(Protocol):
     def num_running(self) -> int: ...
     def context_tokens(self) -> float: ...
     def reserved_tokens(self) -> float: ...
-    def add(self, request_id: int, drafter: int, position: float, stop: float,
-            prefill_tokens: float) -> None: ...
+    def add(
+        self, request_id: int, drafter: int, position: float, stop: float, prefill_tokens: float
+    ) -> None: ...
 
 
 Touch = Callable[[int], WorkerSlots]
@@ -85,8 +86,14 @@ class StaticDispatch:
 
     is_growing_kv = True
 
-    def __init__(self, lengths: np.ndarray, group_ids: np.ndarray, num_workers: int,
-                 prompt_tokens: int | np.ndarray, rng: np.random.Generator):
+    def __init__(
+        self,
+        lengths: np.ndarray,
+        group_ids: np.ndarray,
+        num_workers: int,
+        prompt_tokens: int | np.ndarray,
+        rng: np.random.Generator,
+    ):
         self._lengths = lengths
         owner = assign_groups(int(group_ids.max()) + 1, num_workers, rng)[group_ids]
         self._queues = [deque(np.flatnonzero(owner == w).tolist()) for w in range(num_workers)]
@@ -162,8 +169,15 @@ class DividedDispatch:
 
     is_growing_kv = False
 
-    def __init__(self, lengths: np.ndarray, order: RequestOrder, chunks: ChunkPolicy,
-                 prompt_tokens: int | np.ndarray, max_tokens: int, resume_prefill: bool = False):
+    def __init__(
+        self,
+        lengths: np.ndarray,
+        order: RequestOrder,
+        chunks: ChunkPolicy,
+        prompt_tokens: int | np.ndarray,
+        max_tokens: int,
+        resume_prefill: bool = False,
+    ):
         self._lengths = lengths
         self._order = order
         self._chunks = chunks
@@ -202,11 +216,16 @@ class DividedDispatch:
         """Move to the least-loaded worker if it has room and less reserved than here; else stay."""
         stop, need = self._next_chunk(request_id)
         best = self._loads.select(need)
-        moves = best is not None and best != worker and self._loads.reserved[best] < self._loads.reserved[worker]
+        moves = (
+            best is not None and best != worker and self._loads.reserved[best] < self._loads.reserved[worker]
+        )
         self._give(request_id, best if moves else worker, stop, need, touch)
 
     def _next_chunk(self, request_id: int) -> tuple[float, float]:
-        stop = min(self._chunks.chunk_end(int(self._position[request_id]), self._max_tokens), self._lengths[request_id])
+        stop = min(
+            self._chunks.chunk_end(int(self._position[request_id]), self._max_tokens),
+            self._lengths[request_id],
+        )
         return float(stop), self._prompt[request_id] + stop
 
     def _dispatch_next(self, touch: Touch) -> bool:
@@ -268,9 +287,17 @@ class DividedDispatch:
         return len(self._order) > 0
 
 
-def make_dispatcher(name: str, lengths: np.ndarray, group_ids: np.ndarray, prompt_tokens: int | np.ndarray,
-                    num_workers: int, chunk_size: int, max_tokens: int, seed: int = 0,
-                    resume_prefill: bool = True) -> Dispatcher:
+def make_dispatcher(
+    name: str,
+    lengths: np.ndarray,
+    group_ids: np.ndarray,
+    prompt_tokens: int | np.ndarray,
+    num_workers: int,
+    chunk_size: int,
+    max_tokens: int,
+    seed: int = 0,
+    resume_prefill: bool = True,
+) -> Dispatcher:
     """The dispatcher `name` (one of DISPATCHES) over requests 0..n-1 with dense group ids."""
     from specroll.scheduling.context_aware import ContextAwareOrder, FifoOrder
 

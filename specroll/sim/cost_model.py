@@ -147,8 +147,13 @@ class RooflineCost:
 
     def with_gpus(self, num_gpus: int) -> "RooflineCost":
         return RooflineCost(
-            self.model, self.gpu, num_gpus, self.overhead_seconds, self.flops_efficiency,
-            self.bandwidth_efficiency, self.memory_utilization,
+            self.model,
+            self.gpu,
+            num_gpus,
+            self.overhead_seconds,
+            self.flops_efficiency,
+            self.bandwidth_efficiency,
+            self.memory_utilization,
         )
 
 

@@ -45,9 +45,18 @@ class SimTrace:
 
 
 class RolloutLoop:
-    def __init__(self, workload: Workload, acceptance: AcceptanceModel, base_acceptance: np.ndarray,
-                 workers: list[Worker], dispatcher: Dispatcher, strategy: SpeculationStrategy,
-                 prefill_cost: ForwardCost, total_gpus: int, config: LoopConfig):
+    def __init__(
+        self,
+        workload: Workload,
+        acceptance: AcceptanceModel,
+        base_acceptance: np.ndarray,
+        workers: list[Worker],
+        dispatcher: Dispatcher,
+        strategy: SpeculationStrategy,
+        prefill_cost: ForwardCost,
+        total_gpus: int,
+        config: LoopConfig,
+    ):
         self.workload, self.acceptance, self.base = workload, acceptance, base_acceptance
         self.workers, self.dispatcher, self.strategy = workers, dispatcher, strategy
         self.prefill_cost, self.total_gpus, self.config = prefill_cost, total_gpus, config
@@ -76,7 +85,9 @@ class RolloutLoop:
                 self._handle(self.workers[index])
                 self.num_events += 1
         if np.isnan(self.finish_seconds).any():
-            raise RuntimeError(f"{int(np.isnan(self.finish_seconds).sum())} requests never ran: KV budget too small?")
+            raise RuntimeError(
+                f"{int(np.isnan(self.finish_seconds).sum())} requests never ran: KV budget too small?"
+            )
         return self._trace()
 
     def _handle(self, worker: Worker) -> None:
@@ -208,8 +219,13 @@ class RolloutLoop:
             worker.admit(self.prefill_cost, slowdown)
             for request_id in worker.request_ids.tolist():
                 self.copies_on[request_id].add(index)
-            end = worker.plan(self._view(worker), self.strategy, self.config.max_iters_per_segment,
-                              self.dispatcher.is_growing_kv, slowdown)
+            end = worker.plan(
+                self._view(worker),
+                self.strategy,
+                self.config.max_iters_per_segment,
+                self.dispatcher.is_growing_kv,
+                slowdown,
+            )
             worker.version += 1
             if self.config.record_segments:
                 self._record(index, end, worker.num_in_batch)
@@ -229,5 +245,13 @@ class RolloutLoop:
 
     def _trace(self) -> SimTrace:
         busy = sum(w.busy_seconds * w.num_gpus for w in self.workers)
-        return SimTrace(self.finish_seconds, self.generated, busy, self.total_gpus, self.num_events,
-                        self.dispatcher.num_preemptions, self.num_fon_copies, self.segments)
+        return SimTrace(
+            self.finish_seconds,
+            self.generated,
+            busy,
+            self.total_gpus,
+            self.num_events,
+            self.dispatcher.num_preemptions,
+            self.num_fon_copies,
+            self.segments,
+        )

@@ -51,14 +51,16 @@ class ProfiledDraftCost:
         return tokens_per_seq * self.draft(num_seqs)
 
 
-def forward_seconds_per_row(cost: ForwardCost, num_seqs: int, tokens_per_seq: float,
-                            context_per_row: float) -> float:
+def forward_seconds_per_row(
+    cost: ForwardCost, num_seqs: int, tokens_per_seq: float, context_per_row: float
+) -> float:
     """A forward with `context_per_row` cached positions in each row (the CostModel's unit)."""
     return cost.forward_seconds(num_seqs, tokens_per_seq, num_seqs * context_per_row)
 
 
-def profile_forward_cost(cost: ForwardCost, grid: ProfileGrid, draft: ForwardCost | None = None,
-                         source: str = "") -> CostModel:
+def profile_forward_cost(
+    cost: ForwardCost, grid: ProfileGrid, draft: ForwardCost | None = None, source: str = ""
+) -> CostModel:
     """Fit a CostModel to a simulated worker's forwards on `grid`, the forwards `specroll profile`
     times on real hardware, with the model drafter's D(b) where there is one (`fit_on_grid`)."""
     drafting = None if draft is None else partial(forward_seconds_per_row, draft)

@@ -52,7 +52,9 @@ class MeasuredRollout:
     max_tokens: int
 
     @classmethod
-    def from_records(cls, records: Sequence, prompt_tokens: Sequence[int], max_tokens: int) -> "MeasuredRollout":
+    def from_records(
+        cls, records: Sequence, prompt_tokens: Sequence[int], max_tokens: int
+    ) -> "MeasuredRollout":
         """From rollout records (`RolloutRecord`: `prompt_id`, `token_ids`) and each one's prompt length."""
         groups = dense_ids([r.prompt_id for r in records])
         lengths = np.array([max(1, len(r.token_ids)) for r in records], dtype=np.int64)
@@ -67,16 +69,43 @@ class MeasuredRollout:
         return np.full(self.num_requests, float(self.max_tokens))
 
 
-def predict_makespan(rollout: MeasuredRollout, dispatch: str, num_workers: int, max_num_seqs: int,
-                     chunk_size: int, cost_model: CostModel, seed: int = 0,
-                     report_seconds: float = REPORT_SECONDS, contention: float = CONTENTION) -> float:
+def predict_makespan(
+    rollout: MeasuredRollout,
+    dispatch: str,
+    num_workers: int,
+    max_num_seqs: int,
+    chunk_size: int,
+    cost_model: CostModel,
+    seed: int = 0,
+    report_seconds: float = REPORT_SECONDS,
+    contention: float = CONTENTION,
+) -> float:
     """Seconds from the first dispatch to the last request's end over `num_workers` engines on Ray
     (`rollout --workers`), simulated. The KV capacity is the coordinator's."""
     capacity = float(max_num_seqs * (int(rollout.prompt_tokens.max()) + rollout.max_tokens))
-    workers = [Worker(i, 1, capacity, max_num_seqs, rollout.prompt_tokens, rollout.lengths,
-                      EngineRules(max_num_seqs), report_seconds) for i in range(num_workers)]
-    dispatcher = make_dispatcher(dispatch, rollout.unknown_lengths(), rollout.group_ids,
-                                 rollout.prompt_tokens, num_workers, chunk_size, rollout.max_tokens, seed)
+    workers = [
+        Worker(
+            i,
+            1,
+            capacity,
+            max_num_seqs,
+            rollout.prompt_tokens,
+            rollout.lengths,
+            EngineRules(max_num_seqs),
+            report_seconds,
+        )
+        for i in range(num_workers)
+    ]
+    dispatcher = make_dispatcher(
+        dispatch,
+        rollout.unknown_lengths(),
+        rollout.group_ids,
+        rollout.prompt_tokens,
+        num_workers,
+        chunk_size,
+        rollout.max_tokens,
+        seed,
+    )
     cost = ProfiledCost(cost_model, capacity)
     return _simulate(rollout, workers, dispatcher, cost, LoopConfig(contention=contention))
 
@@ -87,13 +116,21 @@ def predict_engine_makespan(rollout: MeasuredRollout, max_num_seqs: int, cost_mo
     n = rollout.num_requests
     capacity = float(n * (int(rollout.prompt_tokens.max()) + rollout.max_tokens))  # every whole context
     worker = Worker(0, 1, capacity, n, rollout.prompt_tokens, rollout.lengths, EngineRules(max_num_seqs))
-    dispatcher = make_dispatcher("static", rollout.unknown_lengths(), rollout.group_ids,
-                                 rollout.prompt_tokens, 1, rollout.max_tokens, rollout.max_tokens)
+    dispatcher = make_dispatcher(
+        "static",
+        rollout.unknown_lengths(),
+        rollout.group_ids,
+        rollout.prompt_tokens,
+        1,
+        rollout.max_tokens,
+        rollout.max_tokens,
+    )
     return _simulate(rollout, [worker], dispatcher, ProfiledCost(cost_model, capacity), LoopConfig())
 
 
-def level_factor(measured_seconds: float, rollout: MeasuredRollout, max_num_seqs: int,
-                 cost_model: CostModel) -> float:
+def level_factor(
+    measured_seconds: float, rollout: MeasuredRollout, max_num_seqs: int, cost_model: CostModel
+) -> float:
     """How much slower the machine ran a one-engine rollout than the profile predicts: its measured
     makespan over `predict_engine_makespan` (which is proportional to the profile's level)."""
     return measured_seconds / predict_engine_makespan(rollout, max_num_seqs, cost_model)
@@ -105,12 +142,26 @@ def scaled(cost_model: CostModel, factor: float) -> CostModel:
     return replace(cost_model, **{name: getattr(cost_model, name) * factor for name in fields})
 
 
-def _simulate(rollout: MeasuredRollout, workers: list[Worker], dispatcher: Dispatcher, cost: ProfiledCost,
-              config: LoopConfig) -> float:
+def _simulate(
+    rollout: MeasuredRollout,
+    workers: list[Worker],
+    dispatcher: Dispatcher,
+    cost: ProfiledCost,
+    config: LoopConfig,
+) -> float:
     n = rollout.num_requests
     mean_prompt = int(round(float(rollout.prompt_tokens.mean())))
     workload = Workload(rollout.lengths, rollout.group_ids, mean_prompt, rollout.max_tokens)
     acceptance = AcceptanceModel((DrafterProfile("none", 0.5, 1.0),))  # never read: plain decoding
-    loop = RolloutLoop(workload, acceptance, np.zeros((1, n)), workers, dispatcher,
-                       PlainDecoding(SpecCosts(cost, (None,), (0.0,))), cost, len(workers), config)
+    loop = RolloutLoop(
+        workload,
+        acceptance,
+        np.zeros((1, n)),
+        workers,
+        dispatcher,
+        PlainDecoding(SpecCosts(cost, (None,), (0.0,))),
+        cost,
+        len(workers),
+        config,
+    )
     return float(np.max(loop.run().finish_seconds))

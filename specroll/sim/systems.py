@@ -44,10 +44,17 @@ from specroll.sim.loop import LoopConfig, RolloutLoop, SimTrace
 from specroll.sim.metrics import RolloutMetrics
 from specroll.sim.presets import Preset, worker_overhead_seconds
 from specroll.sim.profiled_cost import (
-    ProfiledCost, ProfiledDraftCost, forward_seconds_per_row, profile_forward_cost,
+    ProfiledCost,
+    ProfiledDraftCost,
+    forward_seconds_per_row,
+    profile_forward_cost,
 )
 from specroll.sim.speculation import (
-    DecoupledSpeculation, GroupedAdaptiveSpeculation, PlainDecoding, SpecCosts, SpeculationStrategy,
+    DecoupledSpeculation,
+    GroupedAdaptiveSpeculation,
+    PlainDecoding,
+    SpecCosts,
+    SpeculationStrategy,
     group_bonus_from_table,
 )
 from specroll.sim.worker import Worker
@@ -83,9 +90,13 @@ class Topology:
     plan: DecoupledPlan | None = None
 
 
-def simulate(preset: Preset, options: SystemOptions, record_segments: bool = False) -> tuple[RolloutMetrics, SimTrace]:
+def simulate(
+    preset: Preset, options: SystemOptions, record_segments: bool = False
+) -> tuple[RolloutMetrics, SimTrace]:
     rng = np.random.default_rng(preset.seed)
-    workload = Workload.sample(preset.lengths, preset.num_prompts, preset.group_size, preset.prompt_tokens, rng)
+    workload = Workload.sample(
+        preset.lengths, preset.num_prompts, preset.group_size, preset.prompt_tokens, rng
+    )
     base = preset.acceptance.sample(workload.num_requests, rng)
     topology = _topology(preset, options)
     costs = _spec_costs(preset, topology)
@@ -93,26 +104,44 @@ def simulate(preset: Preset, options: SystemOptions, record_segments: bool = Fal
     workers = _workers(preset, workload, topology)
     dispatcher = _dispatcher(preset, options, workload, topology)
     config = LoopConfig(is_fastest_of_n=options.fastest_of_n, record_segments=record_segments)
-    loop = RolloutLoop(workload, preset.acceptance, base, workers, dispatcher, strategy, topology.target,
-                       preset.num_gpus, config)
+    loop = RolloutLoop(
+        workload,
+        preset.acceptance,
+        base,
+        workers,
+        dispatcher,
+        strategy,
+        topology.target,
+        preset.num_gpus,
+        config,
+    )
     trace = loop.run()
     return RolloutMetrics.from_trace(trace), trace
-
 
 
 def _workers(preset: Preset, workload: Workload, topology: Topology) -> list[Worker]:
     per_worker = math.ceil(workload.num_requests / topology.num_workers)
     capacity = topology.target.kv_capacity_tokens
-    return [Worker(i, topology.gpus_per_worker, capacity, per_worker, preset.prompt_tokens)
-            for i in range(topology.num_workers)]
+    return [
+        Worker(i, topology.gpus_per_worker, capacity, per_worker, preset.prompt_tokens)
+        for i in range(topology.num_workers)
+    ]
 
 
 def _dispatcher(preset: Preset, options: SystemOptions, workload: Workload, topology: Topology) -> Dispatcher:
     """The shared dispatcher (`make_dispatcher`), as Seer runs it: chunks move through its global KV
     pool at no cost. Its static shuffle is seeded apart from the workload's draws."""
-    return make_dispatcher(options.dispatch, workload.output_lengths, workload.group_ids,
-                           preset.prompt_tokens, topology.num_workers, preset.chunk_size, workload.max_tokens,
-                           seed=preset.seed, resume_prefill=False)
+    return make_dispatcher(
+        options.dispatch,
+        workload.output_lengths,
+        workload.group_ids,
+        preset.prompt_tokens,
+        topology.num_workers,
+        preset.chunk_size,
+        workload.max_tokens,
+        seed=preset.seed,
+        resume_prefill=False,
+    )
 
 
 def _topology(preset: Preset, options: SystemOptions) -> Topology:
@@ -121,7 +150,9 @@ def _topology(preset: Preset, options: SystemOptions) -> Topology:
         return Topology(preset.num_workers, preset.gpus_per_worker, target, preset.gpus_per_worker)
     plan = _decoupled_plan(preset)
     units = preset.num_gpus // plan.gpus_per_unit
-    return Topology(units, plan.gpus_per_unit, preset.target_cost(plan.num_verify_gpus), plan.num_draft_gpus, plan)
+    return Topology(
+        units, plan.gpus_per_unit, preset.target_cost(plan.num_verify_gpus), plan.num_draft_gpus, plan
+    )
 
 
 def _representative_context(preset: Preset) -> float:
@@ -216,8 +247,11 @@ def policy_cost_model(preset: Preset, topology: Topology, costs: SpecCosts) -> C
     draft = costs.drafters[0]
     if preset.cost_profile is not None:
         return preset.cost_profile if draft is not None else preset.cost_profile.with_draft(Affine(0.0, 0.0))
-    contexts = (preset.prompt_tokens, int(_representative_context(preset)),
-                preset.prompt_tokens + preset.lengths.max_tokens // 2)
+    contexts = (
+        preset.prompt_tokens,
+        int(_representative_context(preset)),
+        preset.prompt_tokens + preset.lengths.max_tokens // 2,
+    )
     grid = ProfileGrid.standard(_max_batch(preset, topology), preset.max_draft_per_request, contexts)
     return profile_forward_cost(topology.target, grid, draft, source=f"simulated {preset.name} worker")
 
@@ -230,11 +264,14 @@ PolicyMaker = Callable[[Preset, Topology, CostModel], SpeculationPolicy]
 
 POLICIES: dict[str, PolicyMaker] = {  # by registry name; fixed-K is parsed (`_policy_maker`)
     "das": lambda preset, topology, model: DasPolicy(model, efficiency=preset.das_efficiency),
-    "bandit": lambda preset, topology, model: BanditPolicy(tlt_buckets(preset.tlt_threshold),
-                                                           seed=preset.seed),
+    "bandit": lambda preset, topology, model: BanditPolicy(
+        tlt_buckets(preset.tlt_threshold), seed=preset.seed
+    ),
     "threshold": lambda preset, topology, model: BatchThreshold.from_cost_model(
-        model, alpha=preset.acceptance.drafters[0].mean_acceptance,
-        max_batch_size=_max_batch(preset, topology)),
+        model,
+        alpha=preset.acceptance.drafters[0].mean_acceptance,
+        max_batch_size=_max_batch(preset, topology),
+    ),
     "auto": lambda preset, topology, model: AutoPolicy(model, seed=preset.seed),
 }
 
@@ -249,8 +286,9 @@ def _policy_maker(name: str) -> PolicyMaker | None:
 def _engine_policy(preset, topology, costs, options, rng):
     model = policy_cost_model(preset, topology, costs)
     make = _policy_maker(options.speculation)
-    return EnginePolicySpeculation(costs, lambda: make(preset, topology, model), preset.max_draft_per_request,
-                                   seed=preset.seed)
+    return EnginePolicySpeculation(
+        costs, lambda: make(preset, topology, model), preset.max_draft_per_request, seed=preset.seed
+    )
 
 
 STRATEGIES = {"none": _no_spec, "decoupled": _decoupled, "grouped": _grouped}  # no engine counterpart
@@ -260,8 +298,13 @@ def is_speculation(name: str) -> bool:
     return name in STRATEGIES or _policy_maker(name) is not None
 
 
-def make_strategy(preset: Preset, topology: Topology, costs: SpecCosts, options: SystemOptions,
-                  rng: np.random.Generator | None) -> SpeculationStrategy:
+def make_strategy(
+    preset: Preset,
+    topology: Topology,
+    costs: SpecCosts,
+    options: SystemOptions,
+    rng: np.random.Generator | None,
+) -> SpeculationStrategy:
     build = STRATEGIES.get(options.speculation, _engine_policy)
     return build(preset, topology, costs, options, rng)
 

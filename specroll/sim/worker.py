@@ -63,9 +63,17 @@ class Placed:
 
 
 class Worker:
-    def __init__(self, index: int, num_gpus: int, kv_capacity: float, max_num_seqs: int,
-                 prompt_tokens: float | np.ndarray, output_lengths: np.ndarray | None = None,
-                 rules: EngineRules | None = None, report_seconds: float = 0.0):
+    def __init__(
+        self,
+        index: int,
+        num_gpus: int,
+        kv_capacity: float,
+        max_num_seqs: int,
+        prompt_tokens: float | np.ndarray,
+        output_lengths: np.ndarray | None = None,
+        rules: EngineRules | None = None,
+        report_seconds: float = 0.0,
+    ):
         """`prompt_tokens`: one figure for every request, or each request's (indexed by request id).
         `output_lengths`: where each request ends, for a worker that knows it when its dispatcher
         does not (a replay of measured requests). `report_seconds`: time the worker idles after an
@@ -97,7 +105,7 @@ class Worker:
 
     @property
     def num_in_batch(self) -> int:
-        return len(self.request_ids)
+        return int(self.request_ids.size)
 
     def _prompts(self, request_ids: np.ndarray) -> np.ndarray:
         """(len(request_ids),) each request's prompt tokens."""
@@ -113,13 +121,16 @@ class Worker:
 
     def reserved_tokens(self) -> float:
         waiting_ids = self._waiting("request_id").astype(np.int64)
-        return (float(np.sum(self.reserved_stops + self._prompts(self.request_ids)))
-                + float(np.sum(self._waiting("stop") + self._prompts(waiting_ids))))
+        return float(np.sum(self.reserved_stops + self._prompts(self.request_ids))) + float(
+            np.sum(self._waiting("stop") + self._prompts(waiting_ids))
+        )
 
     def sync(self, now_seconds: float) -> None:
         """Advance positions and busy time to now_seconds, inside the current segment."""
         if self.segment is not None and now_seconds > self.segment.start_seconds:
-            done = min(now_seconds, self.segment.end_seconds) - max(self.time_seconds, self.segment.start_seconds)
+            done = min(now_seconds, self.segment.end_seconds) - max(
+                self.time_seconds, self.segment.start_seconds
+            )
             if done > 0:
                 gained = self.segment.tokens_per_iter * (done / self.segment.iteration_seconds)
                 self.positions = np.minimum(self.positions + gained, self.stops)
@@ -140,7 +151,7 @@ class Worker:
         """Take waiting requests into the batch, paying their prefills in shared forwards (each
         `slowdown` times as long as `cost` says)."""
         taken = self._to_admit()
-        self.waiting = self.waiting[len(taken):]
+        self.waiting = self.waiting[len(taken) :]
         for placed in taken:
             self._start(placed)
         tokens = [p.prefill_tokens for p in taken if p.prefill_tokens > 0]
@@ -155,8 +166,9 @@ class Worker:
             return list(self.waiting)
         free = rules.num_slots - self.num_in_batch
         num_waiting = len(self.waiting)
-        if not num_waiting or not is_admission_due(self.num_in_batch, free, num_waiting, rules.num_slots,
-                                                   rules.admit_fraction):
+        if not num_waiting or not is_admission_due(
+            self.num_in_batch, free, num_waiting, rules.num_slots, rules.admit_fraction
+        ):
             return []
         taken, tokens = [], 0.0
         for placed in self.waiting[:free]:
@@ -186,8 +198,14 @@ class Worker:
     def reached_stop(self) -> np.ndarray:
         return self.positions >= self.stops - _EPS
 
-    def plan(self, view: RunningBatch, strategy: SpeculationStrategy, max_iters: int, is_growing_kv: bool,
-             slowdown: float = 1.0) -> float:
+    def plan(
+        self,
+        view: RunningBatch,
+        strategy: SpeculationStrategy,
+        max_iters: int,
+        is_growing_kv: bool,
+        slowdown: float = 1.0,
+    ) -> float:
         """Plan the next segment from time_seconds, every iteration `slowdown` times as long as the
         strategy's cost says; returns its end time (inf when idle)."""
         if self.num_in_batch == 0:
@@ -199,7 +217,9 @@ class Worker:
         iteration_seconds = slowdown * plan.latency_seconds(self._positions_read() + growth * iters / 2.0)
         strategy.observe(view, plan, iteration_seconds)
         start = self.time_seconds + self.pending_seconds
-        self.segment = Segment(start, start + iters * iteration_seconds, iteration_seconds, plan.tokens_per_iter)
+        self.segment = Segment(
+            start, start + iters * iteration_seconds, iteration_seconds, plan.tokens_per_iter
+        )
         return self.segment.end_seconds
 
     def _batch_context(self) -> float:

@@ -54,8 +54,7 @@ def test_static_dispatch_gives_a_lost_workers_requests_to_the_live_ones():
 
 
 def test_divided_dispatch_requeues_a_lost_workers_chunks_and_never_picks_it_again():
-    dispatcher = DividedDispatch(np.full(4, 40.0), FifoOrder(), ChunkPolicy(8), 10, 40,
-                                 resume_prefill=True)
+    dispatcher = DividedDispatch(np.full(4, 40.0), FifoOrder(), ChunkPolicy(8), 10, 40, resume_prefill=True)
     workers = [Slots(i, max_num_seqs=2) for i in range(2)]
     fill(dispatcher, workers)
     assert [a[0] for a in workers[0].added] == [0, 2] and [a[0] for a in workers[1].added] == [1, 3]
@@ -71,7 +70,10 @@ def test_divided_dispatch_requeues_a_lost_workers_chunks_and_never_picks_it_agai
     dispatcher.on_finished(2, 9)
     workers = [Slots(0), Slots(1)]
     dispatcher.fill(workers, lambda i: workers[i], [0])
-    assert {a[0]: a[1:3] for a in workers[0].added} == {1: (5.0, 13.0), 3: (0.0, 8.0)}  # from where they stood
+    assert {a[0]: a[1:3] for a in workers[0].added} == {
+        1: (5.0, 13.0),
+        3: (0.0, 8.0),
+    }  # from where they stood
     assert dispatcher.num_reprefills == 1 and dispatcher.reprefill_tokens == 10 + 5
 
 
@@ -85,10 +87,13 @@ def test_a_chunk_resumed_through_seers_kv_pool_pays_no_prefill():
     assert workers[0].added == [(0, 8.0, 16.0, 0.0)] and dispatcher.num_reprefills == 0
 
 
-@pytest.mark.parametrize("make", [
-    lambda: StaticDispatch(np.full(2, 9.0), np.array([0, 1]), 2, 1, np.random.default_rng(0)),
-    lambda: DividedDispatch(np.full(2, 9.0), FifoOrder(), ChunkPolicy(4), 1, 9),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: StaticDispatch(np.full(2, 9.0), np.array([0, 1]), 2, 1, np.random.default_rng(0)),
+        lambda: DividedDispatch(np.full(2, 9.0), FifoOrder(), ChunkPolicy(4), 1, 9),
+    ],
+)
 def test_losing_every_worker_is_an_error(make):
     dispatcher = make()
     workers = [Slots(0), Slots(1)]
@@ -99,8 +104,7 @@ def test_losing_every_worker_is_an_error(make):
 
 
 def test_a_chunk_on_the_worker_that_ran_the_last_one_keeps_its_cache():
-    dispatcher = DividedDispatch(np.full(1, 40.0), FifoOrder(), ChunkPolicy(8), 10, 40,
-                                 resume_prefill=True)
+    dispatcher = DividedDispatch(np.full(1, 40.0), FifoOrder(), ChunkPolicy(8), 10, 40, resume_prefill=True)
     workers = [Slots(0), Slots(1)]
     fill(dispatcher, workers)
     assert workers[0].added == [(0, 0.0, 8.0, 10)]  # the prompt's prefill
@@ -120,8 +124,12 @@ def test_copies_go_to_free_workers_lowest_acceptance_first():
     """The coordinator's Fastest-of-N: the simulator's algorithm over a ladder of one rung, a copy."""
     from specroll.scheduling.fastest_of_n import COPY_LADDER, FonCandidate, assign_fastest_of_n
 
-    stragglers = [FonCandidate(0, 0.9, 50), FonCandidate(1, 0.2, 10), FonCandidate(2, 0.2, 30),
-                  FonCandidate(3, 0.5, 5)]
+    stragglers = [
+        FonCandidate(0, 0.9, 50),
+        FonCandidate(1, 0.2, 10),
+        FonCandidate(2, 0.2, 30),
+        FonCandidate(3, 0.5, 5),
+    ]
     copies = assign_fastest_of_n(stragglers, COPY_LADDER, [4, 2], {}, max_batch=1)
     assert [(c.request_id, c.worker) for c in copies] == [(2, 2), (1, 4)]  # the longer at 0.2 first
     copies = assign_fastest_of_n(stragglers, COPY_LADDER, [4, 2], {}, max_batch=2)
@@ -131,8 +139,7 @@ def test_copies_go_to_free_workers_lowest_acceptance_first():
 
 
 def test_a_chunk_with_no_better_worker_goes_on_where_it_runs_ahead_of_the_buffer():
-    dispatcher = DividedDispatch(np.full(3, 40.0), FifoOrder(), ChunkPolicy(8), 10, 40,
-                                 resume_prefill=True)
+    dispatcher = DividedDispatch(np.full(3, 40.0), FifoOrder(), ChunkPolicy(8), 10, 40, resume_prefill=True)
     workers = [Slots(0, max_num_seqs=1), Slots(1, max_num_seqs=1)]
     fill(dispatcher, workers)  # requests 0 and 1 run; request 2 waits in the buffer
     dispatcher.on_stop(workers[0], 0, 8.0)

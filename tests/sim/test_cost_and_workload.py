@@ -46,8 +46,9 @@ def test_a_profile_loads_as_a_worker_cost(tmp_path):
     CostModel(c_base=0.01, c_tok=1e-5, c_ctx=1e-9, c_row=2e-6, c_row_ctx=3e-9).save(path)
     cost = ProfiledCost(CostModel.load(path), kv_capacity_tokens=1e6)
     # b = 10 rows of 2 tokens, 1000 cached positions in total: 100 per row
-    assert cost.forward_seconds(10, 2, 1000) == pytest.approx(0.01 + 10 * 2e-6 + 10 * 100 * 3e-9 + 20 * 1e-5
-                                                              + 20 * 100 * 1e-9)
+    assert cost.forward_seconds(10, 2, 1000) == pytest.approx(
+        0.01 + 10 * 2e-6 + 10 * 100 * 3e-9 + 20 * 1e-5 + 20 * 100 * 1e-9
+    )
     one_row = 2e-6 + 200 * 3e-9 + 400 * 1e-5 + 400 * 200 * 1e-9  # 400 tokens at a mean context of 200
     assert prefill_seconds(cost, [400]) == pytest.approx(0.01 + one_row)
     # two prompts prefilled together: one forward, both rows padded to the longer
@@ -109,5 +110,7 @@ def test_coupled_speculation_gains_little_at_batch_256():
     alpha = preset.acceptance.drafters[0].mean_acceptance
     k = fixed_draft_length(SYSTEMS["vanilla-spec"].speculation)
     tokens = expected_tokens(alpha, k)
-    speculative = (target.forward_seconds(batch, k + 1, context) + k * draft.forward_seconds(batch, 1, context)) / tokens
+    speculative = (
+        target.forward_seconds(batch, k + 1, context) + k * draft.forward_seconds(batch, 1, context)
+    ) / tokens
     assert 0.9 < target.forward_seconds(batch, 1, context) / speculative < 1.1

@@ -12,8 +12,13 @@ from specroll.policies.cost_model import CostModel
 from specroll.rollout import PROFILES
 from specroll.sim.cost_model import prefill_seconds
 from specroll.sim.profiled_cost import ProfiledCost
-from specroll.sim.replay import (MeasuredRollout, level_factor, predict_engine_makespan, predict_makespan,
-                                 scaled)
+from specroll.sim.replay import (
+    MeasuredRollout,
+    level_factor,
+    predict_engine_makespan,
+    predict_makespan,
+    scaled,
+)
 from specroll.sim.worker import EngineRules, Worker
 
 COST = CostModel.load(PROFILES / "policy.cost.json")
@@ -98,12 +103,16 @@ def test_each_report_idles_the_worker_once_per_finishing_iteration():
 
 def test_contention_slows_workers_only_while_others_compute_beside_them():
     equal = MeasuredRollout(np.full(16, 100), np.repeat([0, 1], 8), np.full(16, 30), 128)
-    alone, shared = (predict_makespan(equal, "static", 2, 8, 128, COST, report_seconds=0.0, contention=c)
-                     for c in (0.0, 0.25))
+    alone, shared = (
+        predict_makespan(equal, "static", 2, 8, 128, COST, report_seconds=0.0, contention=c)
+        for c in (0.0, 0.25)
+    )
     assert shared == pytest.approx(1.25 * alone)  # one group each, both busy to the end
     unequal = MeasuredRollout(np.repeat([50, 100], 8), np.repeat([0, 1], 8), np.full(16, 30), 128)
-    alone, shared = (predict_makespan(unequal, "static", 2, 8, 128, COST, report_seconds=0.0, contention=c)
-                     for c in (0.0, 0.25))
+    alone, shared = (
+        predict_makespan(unequal, "static", 2, 8, 128, COST, report_seconds=0.0, contention=c)
+        for c in (0.0, 0.25)
+    )
     assert alone < shared < 1.25 * alone  # the longer group runs alone, at full pace, once the shorter ends
 
 
