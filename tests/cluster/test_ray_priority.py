@@ -12,7 +12,8 @@ from specroll.rollout import RolloutConfig
 
 def test_engine_workers_are_not_niced_below_the_coordinator():
     assert not ray.is_initialized()  # the pool starts Ray itself, as `rollout --workers` does
-    pool = RayPool(2, RolloutConfig(num_prompts=1, n=2, max_tokens=8, speculate="off"), longest_prompt=64)
+    spec = RolloutConfig(num_prompts=1, n=2, max_tokens=8, speculate="off").engine_spec()
+    pool = RayPool(2, spec, longest_prompt=64)
     try:
         niceness = ray.get([actor.__ray_call__.remote(lambda _: os.nice(0)) for actor in pool._actors])
         assert niceness == [os.nice(0)] * 2
