@@ -38,7 +38,9 @@ class DraftQuery:
     context: Sequence[int]  # prompt + output so far; the draft continues it
     num_prompt_tokens: int
     budget: int  # draft tokens the policy allows this request in this forward (>= 1; 0 is never asked)
-    temperature: float = 1.0  # the request's sampling temperature (sampling drafters match it)
+    temperature: float = 1.0  # the request's sampling settings (sampling drafters match them)
+    top_k: int = 0
+    top_p: float = 1.0
 
 
 @dataclass

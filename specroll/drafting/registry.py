@@ -30,7 +30,8 @@ class DrafterContext:
     verify: str = "exact"  # rejection mode gets sampling drafters that report q
 
 
-def _draft_model(ctx: DrafterContext) -> Drafter:
+def _draft_model(ctx: DrafterContext, draw: str = "argmax") -> Drafter:
+    """A draft model: it draws as `draw` says in exact mode, samples (reporting q) in rejection mode."""
     import torch
 
     from specroll.drafting.draft_model import DraftModelDrafter
@@ -41,7 +42,7 @@ def _draft_model(ctx: DrafterContext) -> Drafter:
         ctx.draft_model_dir,
         ctx.max_batch_size,
         ctx.max_model_len + ctx.max_draft + 1,
-        sample=ctx.verify == "rejection",
+        draw="sample" if ctx.verify == "rejection" else draw,
         seed=ctx.seed,
         device=ctx.device,
         dtype=getattr(torch, ctx.dtype),
@@ -74,6 +75,7 @@ _FACTORIES: dict[str, Callable[[DrafterContext], Drafter]] = {
     "suffix": _suffix(0),
     "suffix-tree": _suffix(16),
     "draft-model": _draft_model,
+    "draft-model-coupled": lambda ctx: _draft_model(ctx, draw="coupled"),
     "ladder": _ladder,
 }
 

@@ -43,7 +43,7 @@ def build_drafts(
     drafter: Drafter, requests: Sequence[Request], budgets: Sequence[int], vocab_size: int, allow_trees: bool
 ) -> list[Draft]:
     queries = [
-        DraftQuery(r.request_id, r.group_id, r.context(), len(r.prompt_token_ids), k, r.params.temperature)
+        DraftQuery(r.request_id, r.group_id, r.context(), len(r.prompt_token_ids), k, *_sampling(r.params))
         for r, k in zip(requests, budgets)
         if k > 0
     ]
@@ -56,6 +56,10 @@ def build_drafts(
         _sanitised(proposed.get(r.request_id), r.request_id, k, vocab_size, allow_trees)
         for r, k in zip(requests, budgets)
     ]
+
+
+def _sampling(params) -> tuple[float, int, float]:
+    return params.temperature, params.top_k, params.top_p
 
 
 def _sanitised(

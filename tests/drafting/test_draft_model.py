@@ -21,7 +21,7 @@ def greedy(hf_model, context: list[int], k: int) -> list[int]:
 
 def test_greedy_drafts_follow_the_draft_model_and_roll_back(tmp_path):
     hf_model = save_tiny_checkpoint("qwen2", tmp_path, logit_scale=30.0)
-    drafter = DraftModelDrafter.from_pretrained(tmp_path, max_batch_size=2, capacity=64)
+    drafter = DraftModelDrafter.from_pretrained(tmp_path, max_batch_size=2, capacity=64, draw="argmax")
     contexts = {0: [5, 6, 7, 8], 1: [9, 10, 11]}
     for request_id, context in contexts.items():
         drafter.begin(RequestInfo(request_id, 0, tuple(context)))
@@ -41,7 +41,7 @@ def test_drafts_stay_right_as_requests_finish_and_queries_change_order(tmp_path,
     # the drafter moves cache rows so the queried requests sit in consecutive slots; a wrong move
     # would cost only speed in the engine, so the drafts themselves are checked here
     hf_model = save_tiny_checkpoint("qwen2", tmp_path, logit_scale=30.0)
-    drafter = DraftModelDrafter.from_pretrained(tmp_path, max_batch_size=4, capacity=64)
+    drafter = DraftModelDrafter.from_pretrained(tmp_path, max_batch_size=4, capacity=64, draw="argmax")
     drafter.min_split_saving = min_split_saving
     contexts = {0: [5, 6, 7, 8], 1: [9, 10, 11], 2: [12, 13, 14, 15, 16], 3: [17, 18]}
     for request_id, context in contexts.items():

@@ -109,7 +109,7 @@ def test_an_engine_step_names_the_device_of_every_tensor_it_makes(qwen2_dir, tmp
         config = dict(batch_invariant=False)
     else:
         save_tiny_checkpoint("qwen2", tmp_path, logit_scale=30.0)
-        make = lambda: DraftModelDrafter.from_pretrained(tmp_path, 16, 128, sample=True)  # noqa: E731
+        make = lambda: DraftModelDrafter.from_pretrained(tmp_path, 16, 128, draw="sample")  # noqa: E731
         config = dict(verify="rejection")
     spec = _rollout_with_default_device(META, qwen2_dir, workload(**params), make(), **config)
     if drafter == "tree":

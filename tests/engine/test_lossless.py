@@ -52,17 +52,35 @@ def test_siblings_differ(qwen2_dir):
     assert len(set(group)) > 1
 
 
-def test_draft_model_is_lossless(qwen2_dir, tmp_path):
+@pytest.mark.parametrize("draw", ["coupled", "argmax"])
+def test_draft_model_is_lossless(qwen2_dir, tmp_path, draw):
     from specroll.drafting.draft_model import DraftModelDrafter
     from tiny_checkpoints import save_tiny_checkpoint
 
     save_tiny_checkpoint("qwen2", tmp_path, logit_scale=30.0)  # same weights: drafts mostly right
-    for params in SAMPLING[:2]:
+    for params in SAMPLING:
         plain = rollout(qwen2_dir, workload(**params))
-        drafter = DraftModelDrafter.from_pretrained(tmp_path, 16, 128)
+        drafter = DraftModelDrafter.from_pretrained(tmp_path, 16, 128, draw=draw)
         spec = rollout(qwen2_dir, workload(**params), drafter, FixedDraftLength(3))
         assert_lossless(plain, spec, rollout.last_engine)
         assert rollout.last_engine.telemetry.acceptance_rate > 0.2
+
+
+def test_coupled_drafts_of_the_target_itself_are_its_own_samples(tmp_path):
+    """With q = p, drawing the draft at the target's own uniform reproduces the target's samples: at
+    temperature 1 every draft token is accepted (to the rounding between the two runners' forwards),
+    where the same model's argmax is accepted only where the target happened to sample its argmax."""
+    from specroll.drafting.draft_model import DraftModelDrafter
+    from tiny_checkpoints import save_tiny_checkpoint
+
+    save_tiny_checkpoint("qwen2", tmp_path)  # the very weights of the target: q = p
+    rates = {}
+    for draw in ("coupled", "argmax"):
+        params = dict(temperature=1.0, top_k=20, top_p=0.95)
+        drafter = DraftModelDrafter.from_pretrained(tmp_path, 16, 128, draw=draw, seed=7)  # the engine's seed
+        rollout(tmp_path, workload(**params), drafter, FixedDraftLength(3))
+        rates[draw] = rollout.last_engine.telemetry.acceptance_rate
+    assert rates["coupled"] > 0.97 and rates["argmax"] < rates["coupled"] - 0.2, rates
 
 
 class BranchingOracle(OracleDrafter):

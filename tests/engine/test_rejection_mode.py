@@ -80,6 +80,6 @@ def test_rejection_mode_with_sampling_draft_model(qwen2_dir, tmp_path):
     save_tiny_checkpoint("llama", tmp_path)  # a different model: q differs from p
     plain = histogram(qwen2_dir, seed=1)
     noise_floor = total_variation(plain, histogram(qwen2_dir, seed=2))
-    drafter = DraftModelDrafter.from_pretrained(tmp_path, 256, 32, sample=True, seed=5)
+    drafter = DraftModelDrafter.from_pretrained(tmp_path, 256, 32, draw="sample", seed=5)
     spec = histogram(qwen2_dir, drafter, FixedDraftLength(2), verify="rejection", seed=3)
     assert total_variation(plain, spec) < 1.5 * noise_floor + 0.02
