@@ -64,8 +64,14 @@ class Scheduler:
         self.running: list[Request] = []  # in admission order
         self.free_slots = list(range(config.num_slots))
 
+    @property
+    def context_room(self) -> int:
+        """The most positions (prompt plus max_tokens) one request may need: it must fit a slot and
+        the KV budget alone, with room for one forward's draft."""
+        return min(self.config.capacity, self.config.kv_budget_tokens) - self.config.reserve_per_request
+
     def add(self, request: Request) -> None:
-        room = min(self.config.capacity, self.config.kv_budget_tokens) - self.config.reserve_per_request
+        room = self.context_room
         if len(request.prompt_token_ids) + request.params.max_tokens > room:
             raise ValueError(
                 f"request {request.request_id}: prompt ({len(request.prompt_token_ids)} tokens) plus "

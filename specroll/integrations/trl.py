@@ -160,13 +160,14 @@ def run(engine: Engine, requests: list[Request]) -> None:
 
 
 def check_room(prompt_ids: list[list[int]], params: SamplingParams, engine: Engine) -> None:
-    """Refuse a batch before queueing any of it if a prompt leaves too little room for a completion."""
-    room = engine.config.max_model_len - params.max_tokens
+    """Refuse a batch before queueing any of it if a prompt leaves too little room for a completion
+    (the scheduler's own rule, `Scheduler.context_room`, applied to the whole batch first)."""
+    room = engine.scheduler.context_room
     longest = max(map(len, prompt_ids))
-    if longest > room:
+    if longest + params.max_tokens > room:
         raise ValueError(
             f"a prompt of {longest} tokens plus max_completion_length ({params.max_tokens}) exceeds "
-            f"the engine's {engine.config.max_model_len} positions: pass a larger max_prompt_length "
+            f"the engine's {room} positions: pass a larger max_prompt_length "
             f"to make_rollout_func (at most the model's positions minus max_completion_length)"
         )
 
