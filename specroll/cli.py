@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command = next((arg for arg in argv if not arg.startswith("-")), None)
     args = build_parser(command).parse_args(argv)
+    args.argv = list(argv)  # what was given, for a command that must tell a given flag from a default
     try:
         return int(args.func(args) or 0)
     except (ValueError, FileNotFoundError) as err:

@@ -62,8 +62,8 @@ def register(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="DIR",
-        help="go on with the run in DIR from its latest training state; flags left at their "
-        "defaults keep the run's values, --steps may extend it",
+        help="go on with the run in DIR from its latest training state; flags not given keep the "
+        "run's values, --steps may extend it",
     )
     parser.set_defaults(func=run)
 
@@ -165,16 +165,36 @@ def _resumed(args: argparse.Namespace):
     return out, trainer
 
 
+# flags whose config field is named otherwise; every other flag names its field
+_FLAG_FIELDS = {
+    "model": "model_dir",
+    "draft_model": "draft_model_dir",
+    "reward": "reward_name",
+    "fast_numerics": "batch_invariant",
+}
+
+
+def _given_flags(args: argparse.Namespace) -> set[str]:
+    """The flags the command line gives, at their default value too (argparse fills in the others)."""
+    parser = argparse.ArgumentParser()
+    register(parser)
+    not_given = object()
+    probe = argparse.Namespace(**{name: not_given for name in vars(args)})
+    argv = list(getattr(args, "argv", []))
+    parser.parse_args(argv[argv.index("train") + 1 :] if "train" in argv else argv, namespace=probe)
+    return {name for name, value in vars(probe).items() if value is not not_given}
+
+
 def _resumed_config(args: argparse.Namespace, saved):
-    """The run's saved config with what the command line sets: a flag left at its default keeps the
-    run's value; a flag that would change the run's future (`run_config.future_changes`) is refused."""
-    from specroll.cli import build_parser
+    """The run's saved config with what the command line gives: a flag not given keeps the run's value
+    (a flag given at its default value is given); a flag that would change the run's future
+    (`run_config.future_changes`) is refused."""
     from specroll.train.run_config import config_from_dict, config_to_dict, describe_changes, future_changes
 
     given = config_to_dict(_train_config(args))
-    defaults = config_to_dict(_train_config(build_parser("train").parse_args(["train"])))
+    fields = {_FLAG_FIELDS.get(flag, flag) for flag in _given_flags(args)} & set(given)
     values = config_to_dict(saved)
-    values.update({name: value for name, value in given.items() if value != defaults[name]})
+    values.update({name: given[name] for name in fields})
     config = config_from_dict(values)
     changes = future_changes(saved, config)
     if changes:

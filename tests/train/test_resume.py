@@ -97,6 +97,8 @@ def test_resume_refuses_flags_that_change_the_run_and_a_dir_without_a_state(stop
     assert main(["train", "--resume", str(stopped_run), "--seed", "7", "--lr", "0.5"]) == 2
     err = capsys.readouterr().err
     assert "lr 0.001 -> 0.5, seed 0 -> 7" in err and str(stopped_run) in err and len(err.splitlines()) == 1
+    assert main(["train", "--resume", str(stopped_run), "--lr", "1e-5"]) == 2  # given, though the default
+    assert "lr 0.001 -> 1e-05" in capsys.readouterr().err
     assert main(["train", "--resume", str(stopped_run), "--steps", "2"]) == 2
     assert "has done 2 steps" in capsys.readouterr().err
     assert main(["train", "--resume", str(tmp_path)]) == 2
