@@ -44,14 +44,23 @@ class SamplingRows:
         )
 
 
+def tempered(logits: torch.Tensor, temperature: torch.Tensor | float) -> torch.Tensor:
+    """logits (..., V) over the temperature (a float, or one per row (...)), in float32; a greedy row
+    (temperature 0) keeps its logits: its argmax is taken, its log-probabilities are the plain ones."""
+    if isinstance(temperature, torch.Tensor):
+        return logits.float() / temperature.masked_fill(temperature <= 0, 1.0).float()[..., None]
+    return logits.float() / (temperature if temperature > 0 else 1.0)
+
+
+def truncated(scaled: torch.Tensor, rows: SamplingRows) -> torch.Tensor:
+    """`tempered` logits (N, V) with the tokens outside each row's top-k and top-p nucleus at -inf."""
+    return _truncate(scaled, rows.top_k, rows.top_p) if rows.is_truncated else scaled
+
+
 def sampling_logits(logits: torch.Tensor, rows: SamplingRows) -> torch.Tensor:
     """logits (N, V) -> (N, V) float32 whose log-softmax is each row's sampling distribution (greedy
     rows: the plain distribution, whose argmax they take)."""
-    is_greedy = rows.temperature <= 0
-    scaled = logits.float() / rows.temperature.masked_fill(is_greedy, 1.0)[:, None]
-    if rows.is_truncated:
-        scaled = _truncate(scaled, rows.top_k, rows.top_p)
-    return scaled
+    return truncated(tempered(logits, rows.temperature), rows)
 
 
 def sampling_probs(scaled: torch.Tensor, rows: SamplingRows) -> torch.Tensor:
@@ -100,9 +109,9 @@ def policy_logprobs(
     no policy change. It is also what TRL's GRPOTrainer computes on its side (log_softmax of the
     logits over its temperature, over the whole vocabulary).
     """
-    if isinstance(temperature, torch.Tensor):
-        scale = torch.where(temperature > 0, temperature, 1.0).to(torch.float32)[..., None]
-    else:
-        scale = temperature if temperature > 0 else 1.0
-    scaled = logits.float() / scale
+    return token_logprobs(tempered(logits, temperature), tokens)
+
+
+def token_logprobs(scaled: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """`policy_logprobs` from logits already `tempered` (..., V), for a caller that has them."""
     return torch.log_softmax(scaled, dim=-1).gather(-1, tokens[..., None]).squeeze(-1)

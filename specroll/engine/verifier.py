@@ -16,7 +16,7 @@ import torch
 from specroll.drafting.protocol import Draft, Drafter, DraftQuery
 from specroll.engine.request import Request
 from specroll.noise import STREAM_ACCEPT, STREAM_SAMPLE, uniforms
-from specroll.sampling import SamplingRows, policy_logprobs, sample_from, sampling_logits, sampling_probs
+from specroll.sampling import SamplingRows, sample_from, sampling_probs, tempered, token_logprobs, truncated
 from specroll.verification import verify_exact, verify_exact_tree, verify_rejection
 
 log = logging.getLogger(__name__)
@@ -166,8 +166,8 @@ def verify_on_device(logits: torch.Tensor, inputs: VerifyInputs, seed: int, mode
     logits (B, Tl, V) -> (B, 2 Tl + 1) float64 packing each row's emitted token (exact in float64),
     its log-probability and the number of accepted drafts (`unpack`)."""
     B, Tl, V = logits.shape
-    flat = logits.reshape(B * Tl, V)
-    probs = sampling_probs(sampling_logits(flat, inputs.rows), inputs.rows).view(B, Tl, V)
+    scaled = tempered(logits.reshape(B * Tl, V), inputs.rows.temperature)  # (B*Tl, V), once for both uses
+    probs = sampling_probs(truncated(scaled, inputs.rows), inputs.rows).view(B, Tl, V)
     sample_u = uniforms(seed, inputs.request_ids, inputs.positions, STREAM_SAMPLE)  # (B, Tl)
     if mode == "exact":
         emitted = sample_from(probs.view(B * Tl, V), sample_u.view(-1)).view(B, Tl)
@@ -179,7 +179,7 @@ def verify_on_device(logits: torch.Tensor, inputs: VerifyInputs, seed: int, mode
         )
         emitted = torch.cat([inputs.draft_tokens, inputs.draft_tokens.new_zeros(B, 1)], 1)
         emitted = emitted.scatter(1, num_accepted[:, None], next_token[:, None])
-    logprobs = policy_logprobs(flat, emitted.view(-1), inputs.rows.temperature).view(B, Tl)
+    logprobs = token_logprobs(scaled, emitted.view(-1)).view(B, Tl)  # the policy's (`policy_logprobs`)
     return torch.cat([emitted.double(), logprobs.double(), num_accepted.double()[:, None]], 1)
 
 
