@@ -116,7 +116,7 @@ class Bench:
 
     def scaled(self, rows: list[BenchRow]) -> list[BenchRow]:
         """This round's rows, each workers system's with its replay on the profile scaled to the level
-        the plain run of this round measured (`sim.replay.level_factor`); as they were without one."""
+        the plain run of this round measured (its makespan over its replay); as they were without one."""
         plain = next((r for r in rows if r.system == "plain" and r.predicted_makespan_seconds), None)
         cost = load_cost_model(self.config)
         if plain is None or cost is None:

@@ -13,10 +13,25 @@ def check_placement(device: str, dtype: str, batch_invariant: bool) -> None:
         raise ValueError(
             f"device must be one of {', '.join(RESOLVED_DEVICES)} (resolve 'auto' first), got {device!r}"
         )
+    check_dtype(dtype)
+    check_numerics(device, batch_invariant)
+
+
+def check_dtype(dtype: str) -> None:
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-    if batch_invariant and device != "cpu":
+
+
+def check_numerics(device: str, batch_invariant: bool) -> None:
+    """Batch-invariant numerics only on the CPU (`meta`, shapes only, passes too)."""
+    if batch_invariant and device not in ("cpu", "meta"):
         raise ValueError(
             f"batch-invariant numerics are built and proven for the CPU's kernels, not for "
             f"{device}: pass --fast-numerics there"
         )
+
+
+def is_batch_invariant(device: str, fast_numerics: bool) -> bool:
+    """The numerics a run gets on `device`: batch-invariant on the CPU unless the fast ones are asked
+    for; the fast ones elsewhere."""
+    return device == "cpu" and not fast_numerics

@@ -15,6 +15,7 @@ from typing import Callable
 import torch
 
 from specroll.model.runner import ModelRunner, SequenceInput
+from specroll.placement import is_batch_invariant
 from specroll.policies.cost_model import CostModel, LatencySample
 from specroll.policies.profile_grid import ForwardTimer, ProfileGrid, fit_on_grid
 
@@ -74,7 +75,9 @@ def profile_checkpoint(
     """Profile the target (and the draft model, if given) and fit the cost model."""
     # the target as the engine runs it by default (batch-invariant on the CPU only); the draft
     # model's numerics never matter
-    runner = build_runner(model_dir, grid, dtype, device, batch_invariant=device == "cpu")
+    runner = build_runner(
+        model_dir, grid, dtype, device, batch_invariant=is_batch_invariant(device, fast_numerics=False)
+    )
     target = forward_timer(runner, grid)
     draft = None
     if draft_model_dir is not None:

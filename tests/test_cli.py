@@ -199,8 +199,10 @@ def test_bench_sets_workers_dispatches_side_by_side_with_the_simulators_predicti
     assert static["output_tokens"] == aware["output_tokens"]  # exact mode: the same tokens under any dispatch
     for row in (static, aware):
         assert row["mean_acceptance_length"] == 1.0 and row["predicted_makespan_seconds"] > 0
-        # scaled to the level plain measured: slower than the profile's where plain ran slower than its replay
+        # scaled to the level plain measured: about `level` times the profile's prediction (not exactly:
+        # the report gaps are not scaled, and admission's timing moves with the forwards' lengths)
         level = plain["makespan_seconds"] / plain["predicted_makespan_seconds"]
-        assert (row["scaled_makespan_seconds"] - row["predicted_makespan_seconds"]) * (level - 1) > 0
+        ratio = row["scaled_makespan_seconds"] / row["predicted_makespan_seconds"]
+        assert ratio == pytest.approx(level, rel=0.15)
     assert main(["bench", *SMALL, "--systems", "workers:static"]) == 2
     assert "need --workers 2 or more" in capsys.readouterr().err

@@ -13,6 +13,8 @@ from typing import Sequence
 
 import torch
 
+from specroll.model.device import torch_dtype
+
 
 @dataclass(frozen=True)
 class GenerateRun:
@@ -36,9 +38,7 @@ def hf_generate(
     from transformers import AutoModelForCausalLM
 
     model = (
-        AutoModelForCausalLM.from_pretrained(
-            str(model_dir), local_files_only=True, dtype=getattr(torch, dtype)
-        )
+        AutoModelForCausalLM.from_pretrained(str(model_dir), local_files_only=True, dtype=torch_dtype(dtype))
         .to(device)
         .eval()
     )

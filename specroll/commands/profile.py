@@ -45,7 +45,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from specroll.model.device import resolve_device
+    from specroll.model.device import resolve_device, torch_dtype
     from specroll.profiling import ProfileGrid, profile_checkpoint
 
     if args.threads:
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     source = f"{model_dir.resolve().name} on {platform.machine()} {device} {args.dtype}"
     model, samples = profile_checkpoint(
-        model_dir, grid, draft_dir, device, source, dtype=getattr(torch, args.dtype)
+        model_dir, grid, draft_dir, device, source, dtype=torch_dtype(args.dtype)
     )
     out = args.out or default_output(model_dir)
     model.save(out)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from specroll.model.catalog import resolve_model_dir
 from specroll.model.device import DEVICES, resolve_device
-from specroll.placement import DTYPES
+from specroll.placement import DTYPES, is_batch_invariant
 from specroll.rollout import RolloutConfig, RolloutResult, load_problems, run_rollout
 from specroll.scheduling.dispatch import DISPATCHES
 from specroll.tasks import known_rewards, known_tasks
@@ -81,6 +81,13 @@ _SAME_NAMED = (
     "threads dtype prompts prompt_field answer_field"
 ).split()
 _WORKER_FLAGS = ("workers", "dispatch", "chunk_tokens", "worker_backend", "fastest_of_n")
+# the flags whose RolloutConfig field `config_from_args` names otherwise (every other flag names its field)
+FLAG_FIELDS = {
+    "model": "model_dir",
+    "draft_model": "draft_model_dir",
+    "reward": "reward_name",
+    "fast_numerics": "batch_invariant",
+}
 
 
 def config_from_args(args: argparse.Namespace, **overrides) -> RolloutConfig:
@@ -93,7 +100,7 @@ def config_from_args(args: argparse.Namespace, **overrides) -> RolloutConfig:
         speculate=getattr(args, "speculate", "on"),
         reward_name=args.reward,
         device=device,
-        batch_invariant=not args.fast_numerics and device == "cpu",
+        batch_invariant=is_batch_invariant(device, args.fast_numerics),
     )
     return RolloutConfig(**{**values, **overrides})
 

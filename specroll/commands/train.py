@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from specroll.commands.rollout import add_rollout_arguments, config_from_args
+from specroll.commands.rollout import FLAG_FIELDS, add_rollout_arguments, config_from_args
 
 DEFAULT_OUT = Path("runs/train")
 
@@ -165,22 +165,15 @@ def _resumed(args: argparse.Namespace):
     return out, trainer
 
 
-# flags whose config field is named otherwise; every other flag names its field
-_FLAG_FIELDS = {
-    "model": "model_dir",
-    "draft_model": "draft_model_dir",
-    "reward": "reward_name",
-    "fast_numerics": "batch_invariant",
-}
-
-
 def _given_flags(args: argparse.Namespace) -> set[str]:
     """The flags the command line gives, at their default value too (argparse fills in the others)."""
     parser = argparse.ArgumentParser()
     register(parser)
     not_given = object()
     probe = argparse.Namespace(**{name: not_given for name in vars(args)})
-    argv = list(getattr(args, "argv", []))
+    if not hasattr(args, "argv"):
+        raise ValueError("--resume needs the command line's flags (args.argv, as `specroll.cli.main` sets)")
+    argv = list(args.argv)
     parser.parse_args(argv[argv.index("train") + 1 :] if "train" in argv else argv, namespace=probe)
     return {name for name, value in vars(probe).items() if value is not not_given}
 
@@ -192,7 +185,7 @@ def _resumed_config(args: argparse.Namespace, saved):
     from specroll.train.run_config import config_from_dict, config_to_dict, describe_changes, future_changes
 
     given = config_to_dict(_train_config(args))
-    fields = {_FLAG_FIELDS.get(flag, flag) for flag in _given_flags(args)} & set(given)
+    fields = {FLAG_FIELDS.get(flag, flag) for flag in _given_flags(args)} & set(given)
     values = config_to_dict(saved)
     values.update({name: given[name] for name in fields})
     config = config_from_dict(values)

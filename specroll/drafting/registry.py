@@ -32,9 +32,8 @@ class DrafterContext:
 
 def _draft_model(ctx: DrafterContext, draw: str = "argmax") -> Drafter:
     """A draft model: it draws as `draw` says in exact mode, samples (reporting q) in rejection mode."""
-    import torch
-
     from specroll.drafting.draft_model import DraftModelDrafter
+    from specroll.model.device import torch_dtype
 
     if ctx.draft_model_dir is None:
         raise ValueError("the draft-model drafter needs a draft checkpoint (--draft-model DIR)")
@@ -45,7 +44,7 @@ def _draft_model(ctx: DrafterContext, draw: str = "argmax") -> Drafter:
         draw="sample" if ctx.verify == "rejection" else draw,
         seed=ctx.seed,
         device=ctx.device,
-        dtype=getattr(torch, ctx.dtype),
+        dtype=torch_dtype(ctx.dtype),
     )
 
 

@@ -28,6 +28,18 @@ def is_admission_due(
     return num_running == 0 or num_free_slots >= min(enough, num_waiting)
 
 
+def num_to_admit(prefill_tokens: Sequence[float], num_free_slots: int, max_prefill_tokens: float) -> int:
+    """How many waiting requests, in queue order (`prefill_tokens`: each one's context to compute), one
+    admission takes: one per free slot while their prefills stay within `max_prefill_tokens` (the
+    first always goes). The scheduler also stops where the KV budget would be exceeded."""
+    taken, total = 0, 0.0
+    for tokens in prefill_tokens[:num_free_slots]:
+        if taken and total + tokens > max_prefill_tokens:
+            break
+        taken, total = taken + 1, total + tokens
+    return taken
+
+
 def plan_prefill_forwards(
     num_tokens: Sequence[int], min_saving: int, max_forwards: int = MAX_PREFILL_FORWARDS
 ) -> list[list[int]]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specroll.placement import DTYPES
+
 VERIFY_MODES = ("exact", "rejection")
 
 
@@ -31,7 +33,7 @@ class EngineConfig:
             raise ValueError(f"max_draft must be >= 0, got {self.max_draft}")
         if self.kv_budget_tokens is not None and self.kv_budget_tokens <= 0:
             raise ValueError(f"kv_budget_tokens must be positive, got {self.kv_budget_tokens}")
-        if self.dtype not in ("float32", "bfloat16", "float16"):
+        if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be float32, bfloat16 or float16, got {self.dtype!r}")
 
     @property

@@ -15,7 +15,6 @@ import time
 from dataclasses import replace
 from typing import Callable, Iterable
 
-import torch
 
 from specroll.drafting.protocol import Draft, Drafter, RequestInfo
 from specroll.drafting.switching import SwitchingDrafter
@@ -286,7 +285,3 @@ def add_requests(engine: Engine, requests: Iterable[Request]) -> dict[int, str]:
             request.fail(str(err))
             errors[request.request_id] = str(err)
     return errors
-
-
-def torch_dtype(name: str) -> torch.dtype:
-    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]

@@ -11,7 +11,8 @@ import torch
 from specroll.drafting.protocol import Drafter
 from specroll.drafting.registry import DrafterContext, make_drafter
 from specroll.engine.config import EngineConfig
-from specroll.engine.engine import Engine, torch_dtype
+from specroll.engine.engine import Engine
+from specroll.model.device import torch_dtype
 from specroll.engine.spec import EngineSpec
 from specroll.model.loader import read_config
 from specroll.model.runner import ModelRunner, batch_invariance_available

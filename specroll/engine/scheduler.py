@@ -16,10 +16,12 @@ admitted but never confirmed holds nothing and is prefilled again.
 
 from __future__ import annotations
 
+import itertools
+
 from collections import deque
 from dataclasses import dataclass, field
 
-from specroll.engine.admission import ADMIT_FRACTION, is_admission_due
+from specroll.engine.admission import ADMIT_FRACTION, is_admission_due, num_to_admit
 from specroll.engine.request import Request, Status
 
 
@@ -142,7 +144,6 @@ class Scheduler:
 
     def _admit(self, usage: int) -> list[Request]:
         admitted: list[Request] = []
-        prefill_tokens = 0
         if not is_admission_due(
             len(self.running),
             len(self.free_slots),
@@ -151,18 +152,17 @@ class Scheduler:
             self.config.admit_fraction,
         ):
             return admitted
-        while self.waiting and self.free_slots:
+        queued = [r.num_tokens for r in itertools.islice(self.waiting, len(self.free_slots))]
+        for _ in range(num_to_admit(queued, len(self.free_slots), self.config.max_prefill_tokens)):
             request = self.waiting[0]
             need = request.num_tokens + self.config.reserve_per_request
-            too_many = admitted and prefill_tokens + request.num_tokens > self.config.max_prefill_tokens
-            if usage + need > self.config.kv_budget_tokens or too_many:
+            if usage + need > self.config.kv_budget_tokens:
                 break
             self.waiting.popleft()
             request.status, request.slot, request.num_cached = Status.RUNNING, self.free_slots.pop(0), 0
             self.running.append(request)
             admitted.append(request)
             usage += need
-            prefill_tokens += request.num_tokens
         return admitted
 
     def _preempt(self, request: Request) -> None:

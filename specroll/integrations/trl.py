@@ -37,6 +37,7 @@ from specroll.engine.factory import apply_threads, build_engine
 from specroll.engine.request import Request, SamplingParams
 from specroll.engine.spec import EngineSpec
 from specroll.model.catalog import resolve_model_dir
+from specroll.placement import is_batch_invariant
 from specroll.policies.registry import DEFAULT_POLICY
 from specroll.rollout import RolloutConfig
 from specroll.tokenizer import Tokenizer
@@ -256,7 +257,7 @@ def rollout_config(
         step=trainer.state.global_step,
         threads=config.threads,
         device=device,
-        batch_invariant=config.batch_invariant and device == "cpu",
+        batch_invariant=is_batch_invariant(device, fast_numerics=not config.batch_invariant),
     )
 
 

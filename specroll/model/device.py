@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from specroll.placement import check_placement
+from specroll.placement import check_dtype
 
 DEVICES = ("cpu", "cuda", "auto")
 
@@ -22,7 +22,7 @@ def resolve_device(name: str) -> str:
     return name
 
 
-def check_numerics(device: torch.device, batch_invariant: bool) -> None:
-    """`check_placement`'s numerics rule for a model already placed (`meta`, shapes only, passes)."""
-    if device.type != "meta":
-        check_placement(device.type, "float32", batch_invariant)
+def torch_dtype(name: str) -> torch.dtype:
+    """A `placement.DTYPES` name as torch's dtype."""
+    check_dtype(name)
+    return getattr(torch, name)

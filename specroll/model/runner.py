@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 import torch
 
 from specroll.model.config import ModelConfig
-from specroll.model.device import check_numerics
+from specroll.placement import check_numerics
 from specroll.model.kv_cache import KVCache
 from specroll.model.loader import load_model, read_config
 from specroll.model.attention_chunks import Chunk, plan_chunks
@@ -80,7 +80,7 @@ class ModelRunner:
         self.config: ModelConfig = model.config
         self.device = next(model.parameters()).device
         self.batch_invariant = batch_invariant
-        check_numerics(self.device, batch_invariant)
+        check_numerics(self.device.type, batch_invariant)
         if batch_invariant:
             model.use_batch_invariant_numerics()
         self.cache = KVCache(

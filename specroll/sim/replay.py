@@ -9,17 +9,18 @@ Each simulated worker follows the engine's own rules (`sim.worker.EngineRules`):
 requests as the engine's scheduler does, prefills those admitted together in shared forwards, and
 reads each attention chunk's rows to the chunk's longest, as the engine's runner does. A
 worker on Ray also idles after every iteration in which a request finished, while its report goes
-back to the coordinator and the next call comes (`REPORT_SECONDS`), and engines that compute at once
+back to the coordinator and the next call comes (`REPORT_IDLE_SECONDS`), and engines that compute at once
 on one CPU slow each other down (`CONTENTION`, `LoopConfig.contention`). Both are measured apart
 from any rollout. What the model does not know is the level of a forward on the machine at the time:
 a profile times one process alone, once, where a bench runs beside whatever else the machine runs.
-`level_factor` measures that level on the one-engine run of the same bench (its measured makespan over
-its replay), to scale the profile by; the dispatches' differences are the model's.
+`bench` measures that level on the one-engine run of the same round (its measured makespan over its
+replay, `predict_engine_makespan`) and `scaled` the profile by it; the dispatches' differences are
+the model's.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Sequence
 
 import numpy as np
@@ -37,7 +38,7 @@ from specroll.sim.workload import Workload
 # the calls of `bench --workers 2`'s static system at B = 32 (2026-11-24, 2-core x86-64, instrumented, at
 # a 1-minute load of 4: 3.7 ms, a quarter of the calls under 2.5 ms; not fitted to any makespan): Ray's
 # round trip and the coordinator's bookkeeping.
-REPORT_SECONDS = 3.5e-3
+REPORT_IDLE_SECONDS = 3.5e-3
 # A forward of one engine while another computes beside it, over one alone, less one: `python
 # benchmarks/forward_contention.py` (batch 32, context 200: 6.58 ms alone, 7.16 ms two at once; 2026-11-24,
 # 2-core x86-64 at a 1-minute load of 1.4).
@@ -77,7 +78,7 @@ def predict_makespan(
     chunk_size: int,
     cost_model: CostModel,
     seed: int = 0,
-    report_seconds: float = REPORT_SECONDS,
+    report_seconds: float = REPORT_IDLE_SECONDS,
     contention: float = CONTENTION,
 ) -> float:
     """Seconds from the first dispatch to the last request's end over `num_workers` engines on Ray
@@ -128,18 +129,10 @@ def predict_engine_makespan(rollout: MeasuredRollout, max_num_seqs: int, cost_mo
     return _simulate(rollout, [worker], dispatcher, ProfiledCost(cost_model, capacity), LoopConfig())
 
 
-def level_factor(
-    measured_seconds: float, rollout: MeasuredRollout, max_num_seqs: int, cost_model: CostModel
-) -> float:
-    """How much slower the machine ran a one-engine rollout than the profile predicts: its measured
-    makespan over `predict_engine_makespan` (which is proportional to the profile's level)."""
-    return measured_seconds / predict_engine_makespan(rollout, max_num_seqs, cost_model)
-
-
 def scaled(cost_model: CostModel, factor: float) -> CostModel:
-    """Every forward `factor` times as long."""
-    fields = ("c_base", "c_tok", "c_ctx", "c_row", "c_row_ctx", "draft_base", "draft_row")
-    return replace(cost_model, **{name: getattr(cost_model, name) * factor for name in fields})
+    """Every forward `factor` times as long: each coefficient (every float field but the fit error)."""
+    names = [f.name for f in fields(cost_model) if f.type in ("float", float) and f.name != "fit_error"]
+    return replace(cost_model, **{name: getattr(cost_model, name) * factor for name in names})
 
 
 def _simulate(

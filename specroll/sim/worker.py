@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specroll.engine.admission import ADMIT_FRACTION, is_admission_due, plan_prefill_forwards
+from specroll.engine.admission import ADMIT_FRACTION, is_admission_due, num_to_admit, plan_prefill_forwards
 from specroll.engine.config import EngineConfig
 from specroll.model.attention_chunks import plan_chunks
 from specroll.sim.cost_model import ForwardCost, prefill_seconds
@@ -170,13 +170,8 @@ class Worker:
             self.num_in_batch, free, num_waiting, rules.num_slots, rules.admit_fraction
         ):
             return []
-        taken, tokens = [], 0.0
-        for placed in self.waiting[:free]:
-            if taken and tokens + placed.prefill_tokens > rules.max_prefill_tokens:
-                break
-            taken.append(placed)
-            tokens += placed.prefill_tokens
-        return taken
+        queued = [p.prefill_tokens for p in self.waiting[:free]]
+        return self.waiting[: num_to_admit(queued, free, rules.max_prefill_tokens)]
 
     def _start(self, placed: Placed) -> None:
         end = placed.stop

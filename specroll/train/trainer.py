@@ -98,6 +98,7 @@ class GRPOTrainer:
             self.policy.parameters(), lr=config.lr, weight_decay=config.weight_decay
         )
         self.initial_weights_sha256 = weights_sha256(self.policy)
+        self.weights_sha256 = self.initial_weights_sha256  # of the policy as it stands: hashed once a step
         self._ids_per_step = (max(self.problems) + 1) * rollout.n  # request ids never repeat across steps
         self.next_step = 0  # steps done; `run` goes on from here
         self.recent = RecentResponses()  # the last steps' responses, to warm a resumed run's drafters
@@ -122,7 +123,7 @@ class GRPOTrainer:
             self.policy.state_dict(),
             self.optimizer.state_dict(),
             torch.get_rng_state(),
-            weights_sha256(self.policy),
+            self.weights_sha256,
             self.initial_weights_sha256,
             list(self.recent.responses),
         )
@@ -133,7 +134,8 @@ class GRPOTrainer:
         future and an initial policy (the KL reference) other than the run's."""
         self._check_same_run(state)
         self.policy.load_state_dict(state.policy, strict=False)  # tied weights come once; the hash checks all
-        if weights_sha256(self.policy) != state.weights_sha256:
+        self.weights_sha256 = weights_sha256(self.policy)
+        if self.weights_sha256 != state.weights_sha256:
             raise ValueError("the saved policy's weights do not match their recorded sha256")
         self.optimizer.load_state_dict(state.optimizer)
         torch.set_rng_state(state.torch_rng)
@@ -168,6 +170,7 @@ class GRPOTrainer:
         start = time.perf_counter()
         loss, clip_fraction, kl, max_log_ratio = self._update(result)
         train_seconds = time.perf_counter() - start
+        self.weights_sha256 = weights_sha256(self.policy)
         start = time.perf_counter()
         self._sync_weights()
         sync_seconds = time.perf_counter() - start
@@ -181,7 +184,7 @@ class GRPOTrainer:
             s.output_tokens,
             s.mean_acceptance_length,
             s.forward_passes,
-            weights_sha256(self.policy),
+            self.weights_sha256,
             loss,
             clip_fraction,
             kl,

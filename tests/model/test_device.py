@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specroll.model.device import check_numerics, resolve_device
-from specroll.placement import check_placement
+from specroll.model.device import resolve_device, torch_dtype
+from specroll.placement import check_numerics, check_placement, is_batch_invariant
 
 
 def test_auto_is_the_cpu_without_cuda_and_cuda_is_refused_with_the_reason():
@@ -29,8 +29,16 @@ def test_unknown_devices_and_dtypes_are_named():
 
 
 def test_batch_invariant_numerics_are_refused_off_the_cpu():
-    check_numerics(torch.device("cpu"), batch_invariant=True)
-    check_numerics(torch.device("meta"), batch_invariant=True)
-    check_numerics(torch.device("cuda"), batch_invariant=False)
+    check_numerics("cpu", batch_invariant=True)
+    check_numerics("meta", batch_invariant=True)
+    check_numerics("cuda", batch_invariant=False)
     with pytest.raises(ValueError, match="--fast-numerics"):
-        check_numerics(torch.device("cuda"), batch_invariant=True)
+        check_numerics("cuda", batch_invariant=True)
+    assert [is_batch_invariant("cpu", False), is_batch_invariant("cpu", True)] == [True, False]
+    assert not is_batch_invariant("cuda", False)  # off the CPU the fast numerics run
+
+
+def test_dtype_names_map_to_torch_and_unknown_ones_are_named():
+    assert torch_dtype("bfloat16") is torch.bfloat16
+    with pytest.raises(ValueError, match="'int8'"):
+        torch_dtype("int8")

@@ -12,13 +12,7 @@ from specroll.policies.cost_model import CostModel
 from specroll.rollout import PROFILES
 from specroll.sim.cost_model import prefill_seconds
 from specroll.sim.profiled_cost import ProfiledCost
-from specroll.sim.replay import (
-    MeasuredRollout,
-    level_factor,
-    predict_engine_makespan,
-    predict_makespan,
-    scaled,
-)
+from specroll.sim.replay import MeasuredRollout, predict_engine_makespan, predict_makespan, scaled
 from specroll.sim.worker import EngineRules, Worker
 
 COST = CostModel.load(PROFILES / "policy.cost.json")
@@ -121,6 +115,5 @@ def test_the_level_is_measured_on_one_engine_and_scales_every_forward():
     engine = predict_engine_makespan(measured, 32, COST)
     # proportional but for whole positions in the attention chunks' padding
     assert predict_engine_makespan(measured, 32, scaled(COST, 1.5)) == pytest.approx(1.5 * engine, rel=1e-3)
-    assert level_factor(2.0 * engine, measured, 32, COST) == pytest.approx(2.0)
     # one engine queues everything and admits by its rules: slower than two, faster than its requests in turn
     assert predict_makespan(measured, "static", 2, 32, 256, COST) < engine
