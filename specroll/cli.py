@@ -19,6 +19,7 @@ COMMANDS = {
     "profile": "measure forward latency and fit the cost model",
     "simulate": "simulate a rollout step at cluster scale",
     "models": "list known models, pull one into the cache",
+    "head": "train a draft head for a checkpoint",
 }
 
 

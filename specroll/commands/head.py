@@ -1,0 +1,118 @@
+"""`specroll head train`: warm-start a draft head for a checkpoint, from a rollout JSONL or a rollout
+it runs, and save it where `--speculate on` finds it (`<checkpoint>/draft-head` by default)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from specroll.commands.rollout import add_rollout_arguments, config_from_args
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", required=True)
+    train = actions.add_parser("train", help="train a draft head for --model")
+    add_rollout_arguments(train)
+    train.add_argument(
+        "--rollouts",
+        type=Path,
+        default=None,
+        metavar="FILE.jsonl",
+        help="responses to learn from, written by `specroll rollout` with the same workload flags "
+        "(default: run that rollout now, without speculation)",
+    )
+    train.add_argument("--out", type=Path, default=None, help="default: <checkpoint>/draft-head")
+    train.add_argument("--minutes", type=float, default=10.0, help="training budget")
+    train.add_argument("--max-epochs", type=int, default=20)
+    train.add_argument("--depth", type=int, default=3, help="draft depth the training unrolls")
+    train.add_argument("--lr", type=float, default=1e-3)
+    train.add_argument("--draft-vocab", type=int, default=8192, help="tokens the head can propose")
+    train.add_argument(
+        "--exclude-seed",
+        type=int,
+        default=None,
+        help="leave out the problems a workload with this seed (and --exclude-prompts) draws, "
+        "e.g. a benchmark's, so that the head is measured on problems it never saw",
+    )
+    train.add_argument("--exclude-prompts", type=int, default=8)
+    train.add_argument("--no-progress", action="store_true")
+    train.set_defaults(func=run_train)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    import torch
+
+    from specroll.head.features import teacher_forced
+    from specroll.head.rollout_data import read_responses
+    from specroll.head.training import TrainConfig
+    from specroll.head.warm_start import WarmStartConfig, warm_start
+    from specroll.model.device import torch_dtype
+    from specroll.model.runner import ModelRunner
+    from specroll.rollout import load_problems
+
+    config = config_from_args(args, speculate="off")
+    torch.set_num_threads(config.threads or torch.get_num_threads())
+    rollouts = args.rollouts or _run_rollout(config, args)
+    excluded = frozenset()
+    if args.exclude_seed is not None:
+        held = replace(config, seed=args.exclude_seed, num_prompts=args.exclude_prompts)
+        excluded = frozenset(load_problems(held)[1])
+    data = read_responses(rollouts, config, excluded)
+    longest = max(len(p) + len(r) for p, r in zip(data.prompts, data.responses))
+    runner = ModelRunner.from_pretrained(config.model_dir, 8, longest, torch_dtype(config.dtype), config.device)
+    started = time.perf_counter()
+    sequences = teacher_forced(runner, data.prompts, data.responses, config.temperature)
+    positions = sum(s.num_positions for s in sequences)
+    print(f"features: {len(sequences)} responses, {positions} positions in {time.perf_counter() - started:.1f} s")
+    train = TrainConfig(depth=args.depth, lr=args.lr, seed=config.seed)
+    warm = WarmStartConfig(
+        seconds=args.minutes * 60, max_epochs=args.max_epochs, draft_vocab_size=args.draft_vocab, train=train
+    )
+    model = runner.model
+    result = warm_start(
+        sequences,
+        model.model.embed_tokens.weight,
+        model.lm_head.weight,
+        warm,
+        None if args.no_progress else _progress_bar(),
+        Path(config.model_dir).name,
+    )
+    if not args.no_progress:
+        sys.stderr.write("\n")
+    out = result.head.save(args.out or Path(config.model_dir) / "draft-head")
+    print(
+        f"trained {result.num_steps} steps ({result.num_epochs:.2f} epochs over {result.num_train_positions} "
+        f"positions) in {result.seconds:.0f} s; saved {out}"
+    )
+    if result.held_out is not None:
+        overlap = ", ".join(f"{o:.3f}" for o in result.held_out.overlap)
+        print(f"held out: loss {result.held_out.loss:.3f}, overlap with the target by depth {overlap}")
+    return 0
+
+
+def _run_rollout(config, args: argparse.Namespace) -> Path:
+    from specroll.commands.rollout import run_with_progress
+
+    path = Path(config.model_dir) / "draft-head.rollout.jsonl"
+    run_with_progress(config, show=not args.no_progress).write_jsonl(path)
+    print(f"rollout for the draft head written to {path}")
+    return path
+
+
+def _progress_bar():
+    last = [0.0]
+
+    def show(fraction: float, metrics) -> None:
+        now = time.perf_counter()
+        if now - last[0] < 1.0 and fraction < 1.0:
+            return
+        last[0] = now
+        filled = int(30 * fraction)
+        overlap = " ".join(f"{o:.2f}" for o in metrics.overlap)
+        sys.stderr.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {fraction:4.0%} loss {metrics.loss:.3f} overlap {overlap}")
+        sys.stderr.flush()
+
+    return show

@@ -1,0 +1,134 @@
+"""The warm start: a new head for a checkpoint, trained on feature sequences within a time budget.
+
+Sequences are split into training and held-out ones (by sequence, so that no held-out position was
+seen); training runs epochs of shuffled windows until the budget or `max_epochs` is spent, with a
+cosine learning rate over the budget; the held-out overlap per depth is what it reports.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+
+from specroll.head.features import FeatureSequence
+from specroll.head.model import DraftHead, HeadConfig
+from specroll.head.training import (
+    HeadTrainer,
+    StepMetrics,
+    TrainConfig,
+    cosine_lr,
+    draft_vocabulary,
+    make_batch,
+    shuffled_windows,
+    windows,
+)
+
+ProgressFn = Callable[[float, StepMetrics], None]  # fraction of the budget spent, the last step's metrics
+
+
+@dataclass(frozen=True)
+class WarmStartConfig:
+    seconds: float = 600.0  # the training budget
+    max_epochs: int = 20
+    draft_vocab_size: int = 8192
+    intermediate_size: int = 1536
+    num_blocks: int = 2
+    held_out_fraction: float = 0.05
+    train: TrainConfig = TrainConfig()
+
+
+@dataclass
+class WarmStartResult:
+    head: DraftHead
+    seconds: float
+    num_steps: int
+    num_epochs: float
+    num_train_positions: int
+    held_out: StepMetrics | None  # loss and overlap per depth on the held-out sequences
+
+
+def new_head(
+    sequences: Sequence[FeatureSequence],
+    lm_head_weight: torch.Tensor,
+    config: WarmStartConfig,
+    target_name: str = "",
+) -> DraftHead:
+    vocab_size, hidden_size = lm_head_weight.shape
+    head_config = HeadConfig(
+        hidden_size,
+        vocab_size,
+        min(config.draft_vocab_size, vocab_size),
+        config.intermediate_size,
+        config.num_blocks,
+        target=target_name,
+    )
+    head = DraftHead(head_config, draft_vocabulary(sequences, head_config.draft_vocab_size, vocab_size))
+    head.init_from_target(lm_head_weight.detach().float().cpu())
+    return head
+
+
+def warm_start(
+    sequences: Sequence[FeatureSequence],
+    embedding: torch.Tensor,
+    lm_head_weight: torch.Tensor,
+    config: WarmStartConfig = WarmStartConfig(),
+    progress: ProgressFn | None = None,
+    target_name: str = "",
+) -> WarmStartResult:
+    train, held_out = _split(sequences, config.held_out_fraction)
+    if not train:
+        raise ValueError("no sequences to train a draft head on")
+    head = new_head(train, lm_head_weight, config, target_name)
+    trainer = HeadTrainer(head, embedding.detach().float().cpu(), config.train)
+    started = time.perf_counter()
+    per_epoch = max(len(windows(train, config.train.window, config.train.depth)), 1)
+    metrics = StepMetrics(float("nan"))
+    epoch = 0
+    while epoch < config.max_epochs and time.perf_counter() - started < config.seconds:
+        spans = shuffled_windows(train, config.train, epoch)
+        for first in range(0, len(spans), config.train.windows_per_batch):
+            spent = (time.perf_counter() - started) / config.seconds
+            if spent >= 1.0:
+                break
+            batch = make_batch(train, spans[first : first + config.train.windows_per_batch], config.train.window)
+            metrics = trainer.step(batch, cosine_lr(config.train.lr, spent))
+            if progress is not None:
+                progress(min(spent, 1.0), metrics)
+        epoch += 1
+    seconds = time.perf_counter() - started
+    steps_per_epoch = -(-per_epoch // config.train.windows_per_batch)
+    return WarmStartResult(
+        head,
+        seconds,
+        trainer.num_steps,
+        trainer.num_steps / steps_per_epoch,
+        sum(s.num_positions for s in train),
+        evaluate(trainer, held_out, config.train) if held_out else None,
+    )
+
+
+def evaluate(trainer: HeadTrainer, sequences: Sequence[FeatureSequence], config: TrainConfig) -> StepMetrics:
+    """Mean loss and overlap per depth over every window of `sequences`, weighted by batch."""
+    spans = windows(sequences, config.window, config.depth)
+    results = [
+        trainer.evaluate(make_batch(sequences, spans[i : i + config.windows_per_batch], config.window))
+        for i in range(0, len(spans), config.windows_per_batch)
+    ]
+    depth = len(results[0].overlap)
+    return StepMetrics(
+        sum(r.loss for r in results) / len(results),
+        [sum(r.overlap[d] for r in results) / len(results) for d in range(depth)],
+    )
+
+
+def _split(
+    sequences: Sequence[FeatureSequence], fraction: float
+) -> tuple[list[FeatureSequence], list[FeatureSequence]]:
+    num_held_out = int(len(sequences) * fraction) if len(sequences) > 1 else 0
+    every = max(len(sequences) // num_held_out, 2) if num_held_out else 0
+    held = [s for i, s in enumerate(sequences) if every and i % every == every - 1][:num_held_out]
+    held_ids = {id(s) for s in held}
+    return [s for s in sequences if id(s) not in held_ids], held
