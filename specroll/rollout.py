@@ -35,6 +35,7 @@ _SPEC_FIELDS = (  # fields of both RolloutConfig and EngineSpec, carried over by
     "max_tokens max_batch_size max_draft verify seed batch_invariant draft_model_dir policy step threads "
     "device dtype"
 ).split()
+HEAD_DIR_NAME = "draft-head"  # where `specroll head train` saves a checkpoint's head by default
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class RolloutConfig:
     max_batch_size: int = 256
     max_draft: int = 8
     draft_model_dir: Path = DEFAULT_DRAFT_MODEL
+    draft_head_dir: Path | None = None  # None: <model_dir>/draft-head, where `specroll head train` saves
     step: int = 0  # the RL training step this rollout belongs to
     threads: int = 0  # CPU threads for torch; 0 = auto (`specroll.engine.factory.cpu_threads`)
     cost_model: Path | None = None  # a `specroll profile` fit; None = profiles/<model>.cost.json if present
@@ -87,9 +89,13 @@ class RolloutConfig:
 
     @property
     def drafter_name(self) -> str | None:
-        """`on` means the draft model when a draft checkpoint for this target is at hand (it measured
-        the highest acceptance on the bundled task), else the model-free suffix drafters."""
+        """`on` means the draft head when one was trained for this target (at temperature 1 only a
+        drafter following the policy's distribution keeps up), else the draft model when a draft
+        checkpoint for this target is at hand (it measured the highest acceptance on the bundled
+        task), else the model-free suffix drafters."""
         if self.speculate == "on":
+            if self.has_head:
+                return "draft-head"
             return "draft-model" if self.has_matching_draft else DEFAULT_DRAFTER
         return None if self.speculate == "off" else self.speculate
 
@@ -107,12 +113,24 @@ class RolloutConfig:
             return False
         return read_config(self.draft_model_dir).vocab_size == read_config(self.model_dir).vocab_size
 
+    @property
+    def head_dir(self) -> Path:
+        return Path(self.draft_head_dir or Path(self.model_dir) / HEAD_DIR_NAME)
+
+    @property
+    def has_head(self) -> bool:
+        """A draft head for this target's hidden size and vocabulary is saved at `head_dir`."""
+        from specroll.head.files import head_matches
+
+        return head_matches(self.head_dir, read_config(self.model_dir))
+
     def engine_spec(self) -> EngineSpec:
         """What building this rollout's engine needs, here or in a worker (`specroll.engine.factory`)."""
         same = {name: getattr(self, name) for name in _SPEC_FIELDS}
         return EngineSpec(
             model_dir=Path(self.model_dir),
             drafter=self.drafter_name,
+            draft_head_dir=self.head_dir,
             cost_model=cost_model_path(self),
             **same,
         )

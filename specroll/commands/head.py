@@ -62,11 +62,14 @@ def run_train(args: argparse.Namespace) -> int:
         excluded = frozenset(load_problems(held)[1])
     data = read_responses(rollouts, config, excluded)
     longest = max(len(p) + len(r) for p, r in zip(data.prompts, data.responses))
-    runner = ModelRunner.from_pretrained(config.model_dir, 8, longest, torch_dtype(config.dtype), config.device)
+    runner = ModelRunner.from_pretrained(
+        config.model_dir, 8, longest, torch_dtype(config.dtype), config.device
+    )
     started = time.perf_counter()
     sequences = teacher_forced(runner, data.prompts, data.responses, config.temperature)
     positions = sum(s.num_positions for s in sequences)
-    print(f"features: {len(sequences)} responses, {positions} positions in {time.perf_counter() - started:.1f} s")
+    seconds = time.perf_counter() - started
+    print(f"features: {len(sequences)} responses, {positions} positions in {seconds:.1f} s")
     train = TrainConfig(depth=args.depth, lr=args.lr, seed=config.seed)
     warm = WarmStartConfig(
         seconds=args.minutes * 60, max_epochs=args.max_epochs, draft_vocab_size=args.draft_vocab, train=train
@@ -112,7 +115,8 @@ def _progress_bar():
         last[0] = now
         filled = int(30 * fraction)
         overlap = " ".join(f"{o:.2f}" for o in metrics.overlap)
-        sys.stderr.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {fraction:4.0%} loss {metrics.loss:.3f} overlap {overlap}")
+        bar = "#" * filled + "." * (30 - filled)
+        sys.stderr.write(f"\r[{bar}] {fraction:4.0%} loss {metrics.loss:.3f} overlap {overlap}")
         sys.stderr.flush()
 
     return show

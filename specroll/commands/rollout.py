@@ -22,6 +22,12 @@ def add_rollout_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--draft-model", type=str, default=DEFAULTS.draft_model_dir)
     parser.add_argument(
+        "--draft-head",
+        type=Path,
+        default=None,
+        help="a draft head trained for --model (`specroll head train`; default: <model>/draft-head)",
+    )
+    parser.add_argument(
         "--task", default=DEFAULTS.task, help=f"a registered task ({', '.join(known_tasks())})"
     )
     parser.add_argument(
@@ -85,6 +91,7 @@ _WORKER_FLAGS = ("workers", "dispatch", "chunk_tokens", "worker_backend", "faste
 FLAG_FIELDS = {
     "model": "model_dir",
     "draft_model": "draft_model_dir",
+    "draft_head": "draft_head_dir",
     "reward": "reward_name",
     "fast_numerics": "batch_invariant",
 }
@@ -97,6 +104,7 @@ def config_from_args(args: argparse.Namespace, **overrides) -> RolloutConfig:
     values |= dict(
         model_dir=resolve_model_dir(args.model),
         draft_model_dir=resolve_model_dir(args.draft_model),
+        draft_head_dir=args.draft_head,
         speculate=getattr(args, "speculate", "on"),
         reward_name=args.reward,
         device=device,

@@ -6,21 +6,9 @@ with the committed context, so rejected drafts cost nothing to undo. Before draf
 requests' cache rows are moved to consecutive slots, longest budget first, so that every draft
 forward (a prefix of those rows) reads the cache as a view rather than gathering a copy of it.
 
-How a draft token is drawn from the draft model's logits (`DRAWS`):
-- argmax (exact verification's default): the draft model's most likely token, deterministic (q =
-  one-hot).
-- coupled: from q, the draft's distribution under the request's
-  temperature, top-k and top-p, by inverting its CDF at the very uniform the target inverts at the
-  same output position (`noise.STREAM_SAMPLE`). Exact mode keeps a draft token only where it equals
-  the target's own sample, so the closer q is to p, the more drafts match; where q = p every one does.
-  At temperature 1 a policy samples its argmax only part of the time (SmolLM2 on GSM8K: 47 %), which
-  caps any argmax drafter. But inverse-CDF coupling in vocabulary order is not a maximal coupling: a
-  draft token and the target's match only where their CDF intervals overlap, so a draft flatter than
-  a peaked target can match less often than its argmax. On the bundled pair the two accept alike
-  (2.835 and 2.82 tokens a forward at 4 drafts) and the coupled draw costs more (BENCHMARKS.md), so
-  argmax stays the default.
-- sample (rejection verification): from softmax(logits / T) with the drafter's own keyed stream
-  (`STREAM_DRAFT`), reporting q, which speculative sampling needs.
+How a draft token is drawn from the draft model's logits: `specroll.drafting.draws` (argmax is
+exact verification's default: on the bundled pair coupled drafting accepts alike and costs more,
+BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -33,10 +21,9 @@ import torch
 from specroll.drafting.protocol import BaseDrafter, Draft, DraftQuery, RequestInfo
 from specroll.model.attention_chunks import plan_chunks
 from specroll.model.runner import ModelRunner, SequenceInput
-from specroll.noise import STREAM_DRAFT, STREAM_SAMPLE, uniforms
-from specroll.sampling import SamplingRows, sample_from, sampling_logits, sampling_probs
+from specroll.drafting.draws import DRAWS, check_draw, draw_tokens
 
-DRAWS = ("argmax", "coupled", "sample")
+__all__ = ["DRAWS", "DraftModelDrafter"]
 
 
 class DraftModelDrafter(BaseDrafter):
@@ -45,8 +32,7 @@ class DraftModelDrafter(BaseDrafter):
     def __init__(
         self, runner: ModelRunner, draw: str = "argmax", seed: int = 0, min_split_saving: int = 1024
     ) -> None:
-        if draw not in DRAWS:
-            raise ValueError(f"draw must be one of {', '.join(DRAWS)}, got {draw!r}")
+        check_draw(draw)
         self.runner = runner
         self.min_split_saving = min_split_saving  # padded tokens a catch-up must save to be split
         self.draw = draw
@@ -168,30 +154,7 @@ class DraftModelDrafter(BaseDrafter):
         return sequence[shared:]
 
     def _choose(self, queries: Sequence[DraftQuery], logits: torch.Tensor, depth: int):
-        if self.draw == "argmax":
-            return logits.argmax(-1).tolist(), [None] * len(queries)
-        if self.draw == "coupled":
-            return self._coupled(queries, logits, depth), [None] * len(queries)
-        device = logits.device
-        temperature = torch.tensor([max(q.temperature, 1e-5) for q in queries], device=device)[:, None]
-        q_probs = torch.softmax(logits / temperature, -1)  # (B, V)
-        ids = torch.tensor([q.request_id for q in queries], device=device)
-        positions = torch.tensor([len(q.context) + depth for q in queries], device=device)
-        drawn = sample_from(q_probs, uniforms(self.seed, ids, positions, STREAM_DRAFT))
-        return drawn.tolist(), list(q_probs)
-
-    def _coupled(self, queries: Sequence[DraftQuery], logits: torch.Tensor, depth: int) -> list[int]:
-        """Each row's draw from q at the target's uniform for output position (outputs so far + depth)."""
-        device = logits.device
-        rows = SamplingRows.build(
-            [q.temperature for q in queries], [q.top_k for q in queries], [q.top_p for q in queries], device
-        )
-        probs = sampling_probs(sampling_logits(logits, rows), rows)  # (B, V)
-        ids = torch.tensor([q.request_id for q in queries], device=device)
-        positions = torch.tensor(
-            [len(q.context) - q.num_prompt_tokens + depth for q in queries], device=device
-        )
-        return sample_from(probs, uniforms(self.seed, ids, positions, STREAM_SAMPLE)).tolist()
+        return draw_tokens(self.draw, logits, queries, depth, self.seed)
 
     def _draft(self, request_id: int, tokens: list[int], probs: list) -> Draft:
         stacked = torch.stack(probs) if probs and probs[0] is not None else None

@@ -9,6 +9,10 @@ never what it produces. The engine drives each drafter through one lifecycle:
     finish(id)             the request has finished; its output is final
     advance_step(step)     the RL trainer moved to the next training step (history drafters)
 
+A drafter that conditions on the target's hidden states (a draft head) sets `needs_features`; after
+every forward, before `observe`, it is given the hidden states of the positions the forward committed
+(`observe_features(TargetFeatures)`), which the forward computed anyway.
+
 Vocabulary: a *request* is one sampled response; a *group* is the n requests of one prompt; a *step*
 is one RL training step. This module imports no torch: only `Draft.probs` may hold a tensor.
 """
@@ -73,6 +77,29 @@ class Draft:
         return self.parents is not None and any(p != i - 1 for i, p in enumerate(self.parents))
 
 
+@dataclass(frozen=True)
+class TargetFeatures:
+    """The target's final hidden states at the positions one forward committed, per request.
+
+    hidden row i of a request is the state at context position context_length - 1 - num_kept + i,
+    so its last row is the state whose logits drew the request's newest token (the context's last).
+    """
+
+    request_ids: tuple[int, ...]
+    hidden: Any  # (sum of num_kept, H) tensor on the model's device, the requests' rows in order
+    num_kept: tuple[int, ...]  # rows per request (>= 1)
+    context_lengths: tuple[int, ...]  # each request's prompt + output length once the tokens are committed
+    token_ids: tuple[tuple[int, ...], ...]  # each request's tokens at those positions + its newest token
+
+    def last_rows(self) -> list[int]:
+        """Index into `hidden` of each request's last row."""
+        ends, total = [], 0
+        for n in self.num_kept:
+            total += n
+            ends.append(total - 1)
+        return ends
+
+
 @runtime_checkable
 class Drafter(Protocol):
     """Strategy object proposing draft tokens; see the module docstring for the lifecycle."""
@@ -94,6 +121,10 @@ class BaseDrafter:
     """No-op lifecycle so that a drafter overrides only what it uses."""
 
     name = "base"
+    needs_features = False  # True: the engine calls observe_features after every forward
+
+    def observe_features(self, features: TargetFeatures) -> None:
+        pass
 
     def begin(self, info: RequestInfo) -> None:
         pass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from specroll.drafting.combined import CombinedDrafter
 from specroll.drafting.grouped import GroupedDrafter
@@ -28,6 +28,8 @@ class DrafterContext:
     max_model_len: int = 1024
     max_draft: int = 8
     verify: str = "exact"  # rejection mode gets sampling drafters that report q
+    draft_head_dir: Path | None = None  # a trained draft head (`specroll head train`)
+    target: Any = None  # the target's ModelRunner, for drafters that read its weights (a draft head)
 
 
 def _draft_model(ctx: DrafterContext, draw: str = "argmax") -> Drafter:
@@ -45,6 +47,20 @@ def _draft_model(ctx: DrafterContext, draw: str = "argmax") -> Drafter:
         seed=ctx.seed,
         device=ctx.device,
         dtype=torch_dtype(ctx.dtype),
+    )
+
+
+def _draft_head(ctx: DrafterContext, draw: str = "coupled") -> Drafter:
+    """A draft head on the target's features: coupled draws in exact mode, sampled (with q) in rejection."""
+    from specroll.drafting.draft_head import DraftHeadDrafter
+
+    if ctx.draft_head_dir is None or ctx.target is None:
+        raise ValueError(
+            "the draft-head drafter needs a trained head (--draft-head DIR, `specroll head train`)"
+        )
+    embedding = ctx.target.model.model.embed_tokens.weight
+    return DraftHeadDrafter.from_dir(
+        ctx.draft_head_dir, embedding, draw="sample" if ctx.verify == "rejection" else draw, seed=ctx.seed
     )
 
 
@@ -76,6 +92,8 @@ _FACTORIES: dict[str, Callable[[DrafterContext], Drafter]] = {
     "draft-model": _draft_model,
     "draft-model-coupled": lambda ctx: _draft_model(ctx, draw="coupled"),
     "ladder": _ladder,
+    "draft-head": _draft_head,
+    "draft-head-argmax": lambda ctx: _draft_head(ctx, draw="argmax"),
 }
 
 DEFAULT_DRAFTER = "suffix"

@@ -12,11 +12,13 @@ raised; on a device, its results never came back) confirms nothing, and its toke
 from __future__ import annotations
 
 import time
+
+import torch
 from dataclasses import replace
 from typing import Callable, Iterable
 
 
-from specroll.drafting.protocol import Draft, Drafter, RequestInfo
+from specroll.drafting.protocol import Draft, Drafter, RequestInfo, TargetFeatures
 from specroll.drafting.switching import SwitchingDrafter
 from specroll.engine.admission import plan_prefill_forwards
 from specroll.engine.verifier import VerifyResult, build_drafts, row_parents, verify_batch
@@ -141,6 +143,7 @@ class Engine:
             self.config.seed,
             self.config.verify,
         )
+        self._give_features(requests, inputs, result, out.hidden)
         finished = self._append(requests, result, [len(i.token_ids) for i in inputs])
         self.telemetry.record_prefill(
             len(requests), sum(len(i.token_ids) for i in inputs), time.perf_counter() - started
@@ -205,7 +208,37 @@ class Engine:
             for r, d in zip(requests, drafts)
         ]
         out = self.runner.forward(inputs)
-        return verify_batch(requests, drafts, out.logits, self.config.seed, self.config.verify)
+        result = verify_batch(requests, drafts, out.logits, self.config.seed, self.config.verify)
+        self._give_features(requests, inputs, result, out.hidden)
+        return result
+
+    def _give_features(
+        self, requests: list[Request], inputs: list[SequenceInput], result: VerifyResult, hidden
+    ) -> None:
+        """Hand a feature-reading drafter the hidden states (B, Tl, H) of the positions this forward
+        committed: each row's last fed token, then its accepted drafts (in tree order, the accepted
+        branch). One gather on the device; nothing is read back."""
+        if self.drafter is None or not self.drafter.needs_features:
+            return
+        rows = [
+            [0, *(i + 1 for i in (nodes if nodes is not None else range(n)))]
+            for n, nodes in zip(result.num_accepted, result.accepted_nodes)
+        ]
+        Tl = hidden.shape[1]
+        flat = [b * Tl + j for b, kept in enumerate(rows) for j in kept]
+        index = torch.tensor(flat, device=hidden.device)
+        self.drafter.observe_features(
+            TargetFeatures(
+                tuple(r.request_id for r in requests),
+                hidden.reshape(-1, hidden.shape[-1]).index_select(0, index),
+                tuple(len(kept) for kept in rows),
+                tuple(r.num_tokens + len(t) for r, t in zip(requests, result.token_ids)),
+                tuple(
+                    (i.token_ids[len(i.token_ids) - i.num_logits], *t)
+                    for i, t in zip(inputs, result.token_ids)
+                ),
+            )
+        )
 
     def _commit(self, requests: list[Request], drafts: list[Draft], result: VerifyResult) -> list[Request]:
         """Keep the accepted drafts' K/V, count the forward, append the emitted tokens. The cache

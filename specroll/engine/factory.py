@@ -73,6 +73,8 @@ def build_engine(spec: EngineSpec, longest_prompt: int, drafter: Drafter | None 
             max_model_len=engine_config.max_model_len,
             max_draft=spec.max_draft,
             verify=spec.verify,
+            draft_head_dir=spec.draft_head_dir,
+            target=runner,
         )
         drafter = make_drafter(spec.drafter, context)
     policy = make_policy(spec.policy if drafter is not None else "none", policy_cost_model(spec))

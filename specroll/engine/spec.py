@@ -26,6 +26,7 @@ class EngineSpec:
     batch_invariant: bool = True  # target logits independent of batch shape (`model.batch_invariant`)
     drafter: str | None = None  # a registered drafter's name; None: plain decoding
     draft_model_dir: Path | None = None  # for the drafters that run a draft model
+    draft_head_dir: Path | None = None  # for the draft-head drafters
     policy: str = DEFAULT_POLICY
     cost_model: Path | None = None  # a `specroll profile` fit; None: the policies' default costs
     step: int = 0  # the RL training step the engine starts at

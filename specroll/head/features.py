@@ -65,7 +65,9 @@ def teacher_forced(
     return [ranked[i] for i in range(len(prompts))]
 
 
-def _batches(order: list[int], lengths: list[int], runner: ModelRunner, max_positions: int) -> list[list[int]]:
+def _batches(
+    order: list[int], lengths: list[int], runner: ModelRunner, max_positions: int
+) -> list[list[int]]:
     """Consecutive runs of `order` (longest first), each padded to its first's length within budget."""
     batches: list[list[int]] = []
     longest = 0
@@ -96,5 +98,7 @@ def _forward_batch(
         n = len(r) + 1
         ids, probs = top_targets(out.logits[b, :n], temperature)
         tokens = torch.tensor([p[-1], *r], dtype=torch.long)
-        sequences.append(FeatureSequence(tokens, out.hidden[b, :n].float().cpu().clone(), ids.cpu(), probs.cpu()))
+        sequences.append(
+            FeatureSequence(tokens, out.hidden[b, :n].float().cpu().clone(), ids.cpu(), probs.cpu())
+        )
     return sequences

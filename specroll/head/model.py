@@ -30,9 +30,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-CONFIG_FILE = "config.json"
-WEIGHTS_FILE = "model.safetensors"
-FORMAT = "specroll-draft-head"
+from specroll.head.files import CONFIG_FILE, FORMAT, WEIGHTS_FILE, read_head_config
 
 
 @dataclass(frozen=True)
@@ -110,24 +108,13 @@ class DraftHead(nn.Module):
         return directory
 
 
-def is_head_dir(directory: str | Path | None) -> bool:
-    return directory is not None and (Path(directory) / CONFIG_FILE).is_file() and _format(directory) == FORMAT
-
-
-def _format(directory: str | Path) -> str | None:
-    try:
-        return json.loads((Path(directory) / CONFIG_FILE).read_text()).get("format")
-    except (json.JSONDecodeError, OSError):
-        return None
-
-
 def load_head(directory: str | Path, device: str | torch.device = "cpu") -> DraftHead:
     """The head saved in `directory`; a clear error if it is not one."""
     directory = Path(directory)
-    if not is_head_dir(directory):
+    fields = read_head_config(directory)
+    if fields is None:
         raise FileNotFoundError(f"{directory} holds no draft head ({CONFIG_FILE} with format {FORMAT!r})")
-    fields = json.loads((directory / CONFIG_FILE).read_text())
-    fields.pop("format")
+    fields = {k: v for k, v in fields.items() if k != "format"}
     config = HeadConfig(**fields)
     state = load_file(str(directory / WEIGHTS_FILE))
     head = DraftHead(config, state["draft_to_target"])

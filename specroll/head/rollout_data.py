@@ -21,7 +21,9 @@ class Responses:
     rewards: list[float]
 
 
-def read_responses(path: Path, config: RolloutConfig, exclude_prompt_ids: frozenset[int] = frozenset()) -> Responses:
+def read_responses(
+    path: Path, config: RolloutConfig, exclude_prompt_ids: frozenset[int] = frozenset()
+) -> Responses:
     """The records of `path` with a non-empty response, except those of `exclude_prompt_ids` (held
     out, e.g. the problems a benchmark measures on)."""
     task, problems = load_problems(config)

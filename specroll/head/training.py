@@ -184,7 +184,9 @@ def draft_vocabulary(sequences: Sequence[FeatureSequence], size: int, vocab_size
     return chosen.sort().values
 
 
-def shuffled_windows(sequences: Sequence[FeatureSequence], config: TrainConfig, epoch: int) -> list[tuple[int, int]]:
+def shuffled_windows(
+    sequences: Sequence[FeatureSequence], config: TrainConfig, epoch: int
+) -> list[tuple[int, int]]:
     spans = windows(sequences, config.window, config.depth)
     random.Random(config.seed * 1_000_003 + epoch).shuffle(spans)
     return spans

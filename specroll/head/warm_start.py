@@ -93,7 +93,9 @@ def warm_start(
             spent = (time.perf_counter() - started) / config.seconds
             if spent >= 1.0:
                 break
-            batch = make_batch(train, spans[first : first + config.train.windows_per_batch], config.train.window)
+            batch = make_batch(
+                train, spans[first : first + config.train.windows_per_batch], config.train.window
+            )
             metrics = trainer.step(batch, cosine_lr(config.train.lr, spent))
             if progress is not None:
                 progress(min(spent, 1.0), metrics)

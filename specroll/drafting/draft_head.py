@@ -1,0 +1,99 @@
+"""The draft-head drafter: chains from a `DraftHead` that continues the target's hidden states.
+
+After every forward the engine hands it the target's hidden state whose logits drew each request's
+newest token (`observe_features`); a proposal then steps the head from that state and the newest
+token's embedding, draws a token from the head's distribution (`specroll.drafting.draws`: coupled in
+exact mode, sampled with q in rejection mode), and steps again from its own prediction, for each
+request's budget: one small batched step per depth, no target forward. A request whose state is not
+at its current context (new, or resumed elsewhere) gets no draft this forward.
+
+The head's weights may be replaced between forwards (`swap_weights`, the online trainer's way in).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import torch
+
+from specroll.drafting.draws import check_draw, draw_tokens
+from specroll.drafting.protocol import BaseDrafter, Draft, DraftQuery, TargetFeatures
+from specroll.head.model import DraftHead, check_compatible, load_head
+
+
+class DraftHeadDrafter(BaseDrafter):
+    name = "draft-head"
+    needs_features = True
+
+    def __init__(
+        self, head: DraftHead, embedding: torch.Tensor, draw: str = "coupled", seed: int = 0
+    ) -> None:
+        check_draw(draw)
+        check_compatible(head, embedding.shape[1], embedding.shape[0], "")
+        self.head = head.eval()
+        self.embedding = embedding  # (V, H) the target's input embeddings, on its device
+        self.draw = draw
+        self.seed = seed
+        self.states: dict[int, tuple[torch.Tensor, int]] = {}  # request -> (hidden (H,), context length)
+        self.listeners: list = []  # called with every TargetFeatures (e.g. an online trainer's recorder)
+
+    @classmethod
+    def from_dir(
+        cls, directory: str | Path, embedding: torch.Tensor, draw: str = "coupled", seed: int = 0
+    ) -> "DraftHeadDrafter":
+        head = load_head(directory, embedding.device).to(embedding.dtype)
+        check_compatible(head, embedding.shape[1], embedding.shape[0], str(directory))
+        return cls(head, embedding, draw, seed)
+
+    def observe_features(self, features: TargetFeatures) -> None:
+        last = features.hidden.index_select(
+            0, torch.tensor(features.last_rows(), device=features.hidden.device)
+        )  # (B, H)
+        for request_id, row, length in zip(features.request_ids, last, features.context_lengths):
+            self.states[request_id] = (row, length)
+        for listener in self.listeners:
+            listener(features)
+
+    def finish(self, request_id: int) -> None:
+        self.states.pop(request_id, None)
+
+    @torch.no_grad()
+    def swap_weights(self, weights: Mapping[str, torch.Tensor]) -> None:
+        """Copy new head weights in (between forwards; the same parameter tensors)."""
+        self.head.load_state_dict(weights)
+
+    @torch.no_grad()
+    def propose(self, queries: Sequence[DraftQuery]) -> list[Draft]:
+        ready = [q for q in queries if self._is_current(q)]
+        tokens: dict[int, list[int]] = {q.request_id: [] for q in queries}
+        probs: dict[int, list] = {q.request_id: [] for q in queries}
+        active = sorted(ready, key=lambda q: -q.budget)  # each depth steps a prefix of these rows
+        if active:
+            feature = torch.stack([self.states[q.request_id][0] for q in active])  # (B, H)
+            last = torch.tensor([q.context[-1] for q in active], device=feature.device)
+            for depth in range(active[0].budget):
+                active = [q for q in active if q.budget > depth]
+                feature = self.head.step(feature[: len(active)], self.embedding[last[: len(active)]])
+                drawn, dists = draw_tokens(
+                    self.draw,
+                    self.head.logits(feature).float(),
+                    active,
+                    depth,
+                    self.seed,
+                    self.head.draft_to_target,
+                    self.head.config.vocab_size,
+                )
+                for q, token, dist in zip(active, drawn, dists):
+                    tokens[q.request_id].append(token)
+                    probs[q.request_id].append(dist)
+                last = torch.tensor(drawn, device=feature.device)
+        return [self._draft(q.request_id, tokens[q.request_id], probs[q.request_id]) for q in queries]
+
+    def _is_current(self, query: DraftQuery) -> bool:
+        state = self.states.get(query.request_id)
+        return state is not None and state[1] == len(query.context)
+
+    def _draft(self, request_id: int, tokens: list[int], probs: list) -> Draft:
+        stacked = torch.stack(probs) if probs and probs[0] is not None else None
+        return Draft(request_id, tokens, probs=stacked, source=self.name)

@@ -1,0 +1,83 @@
+"""How a drafter with a distribution turns its logits into draft tokens (`DRAWS`), shared by the draft
+model and the draft head.
+
+- argmax: the drafter's most likely token, deterministic (q = one-hot): exact verification's simplest.
+- coupled: from q, the drafter's distribution under the request's temperature, top-k and top-p, by
+  inverting its CDF at the very uniform the target inverts at the same output position
+  (`noise.STREAM_SAMPLE`). Exact mode keeps a draft token only where it equals the target's own
+  sample, so the closer q is to p, the more drafts match; where q = p every one does. Inverse-CDF
+  coupling in vocabulary order is not a maximal coupling: a draft and the target's sample match only
+  where their CDF intervals overlap, so it can agree less often than 1 - TV(p, q) (BENCHMARKS.md
+  measures the gap).
+- sample (rejection verification): from softmax(logits / T) with the drafter's own keyed stream
+  (`STREAM_DRAFT`), reporting q, which speculative sampling needs.
+
+A drafter over a reduced vocabulary passes `vocab_map` (draft index -> target id, ascending): its CDF
+then runs in the target's order, and q is reported over the target's vocabulary (zero elsewhere).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from specroll.drafting.protocol import DraftQuery
+from specroll.noise import STREAM_DRAFT, STREAM_SAMPLE, uniforms
+from specroll.sampling import SamplingRows, sample_from, sampling_logits, sampling_probs
+
+DRAWS = ("argmax", "coupled", "sample")
+
+
+def check_draw(draw: str) -> None:
+    if draw not in DRAWS:
+        raise ValueError(f"draw must be one of {', '.join(DRAWS)}, got {draw!r}")
+
+
+def draw_tokens(
+    draw: str,
+    logits: torch.Tensor,
+    queries: Sequence[DraftQuery],
+    depth: int,
+    seed: int,
+    vocab_map: torch.Tensor | None = None,
+    vocab_size: int | None = None,
+) -> tuple[list[int], list[torch.Tensor | None]]:
+    """Each query's draft token at `depth` (0 = the token after its context) from logits (B, V'), and
+    q (V,) per row where the draw reports it (sample), else None."""
+    if draw == "argmax":
+        drawn = logits.argmax(-1)
+        probs = None
+    elif draw == "coupled":
+        drawn, probs = _coupled(logits, queries, depth, seed), None
+    else:
+        drawn, probs = _sampled(logits, queries, depth, seed)
+    tokens = (drawn if vocab_map is None else vocab_map[drawn]).tolist()
+    if probs is None:
+        return tokens, [None] * len(queries)
+    if vocab_map is not None:
+        probs = probs.new_zeros(len(queries), vocab_size).index_copy_(1, vocab_map, probs)
+    return tokens, list(probs)
+
+
+def _coupled(logits: torch.Tensor, queries: Sequence[DraftQuery], depth: int, seed: int) -> torch.Tensor:
+    """Each row's draw from q at the target's uniform for output position (outputs so far + depth)."""
+    device = logits.device
+    rows = SamplingRows.build(
+        [q.temperature for q in queries], [q.top_k for q in queries], [q.top_p for q in queries], device
+    )
+    probs = sampling_probs(sampling_logits(logits, rows), rows)  # (B, V')
+    ids = torch.tensor([q.request_id for q in queries], device=device)
+    positions = torch.tensor([len(q.context) - q.num_prompt_tokens + depth for q in queries], device=device)
+    return sample_from(probs, uniforms(seed, ids, positions, STREAM_SAMPLE))
+
+
+def _sampled(
+    logits: torch.Tensor, queries: Sequence[DraftQuery], depth: int, seed: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    device = logits.device
+    temperature = torch.tensor([max(q.temperature, 1e-5) for q in queries], device=device)[:, None]
+    q_probs = torch.softmax(logits.float() / temperature, -1)  # (B, V')
+    ids = torch.tensor([q.request_id for q in queries], device=device)
+    positions = torch.tensor([len(q.context) + depth for q in queries], device=device)
+    return sample_from(q_probs, uniforms(seed, ids, positions, STREAM_DRAFT)), q_probs
