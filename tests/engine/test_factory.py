@@ -55,6 +55,7 @@ def test_a_rollout_config_maps_onto_its_engine_spec(qwen2_dir, tmp_path):
         seed=9,
         drafter="prompt-lookup",
         draft_model_dir=config.draft_model_dir,
+        draft_head_dir=qwen2_dir / "draft-head",
         policy="fixed-2",
         cost_model=cost,
         step=5,

@@ -1,0 +1,188 @@
+"""The draft head, from its features to the engine: what the engine hands it is the target's own
+hidden states at the right positions, training moves its distribution toward the target's, and
+drafting with it changes no token and no log-probability, in exact and in rejection mode."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+
+from specroll.drafting.draft_head import DraftHeadDrafter
+from specroll.drafting.protocol import BaseDrafter
+from specroll.head.features import teacher_forced
+from specroll.head.model import DraftHead, HeadConfig, check_compatible, load_head
+from specroll.head.training import TrainConfig, windows
+from specroll.head.warm_start import WarmStartConfig, warm_start
+from specroll.model.runner import ModelRunner, SequenceInput
+from specroll.policies.fixed import FixedDraftLength
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
+from helpers import assert_same_rollout, rollout, workload  # noqa: E402
+
+
+def _embedding(runner: ModelRunner) -> torch.Tensor:
+    return runner.model.model.embed_tokens.weight
+
+
+@pytest.fixture(scope="module")
+def trained(qwen2_dir, tmp_path_factory):
+    """A head warm-started for a few seconds on the target's own plain rollout."""
+    done = rollout(qwen2_dir, workload(num_prompts=8, n=4, max_tokens=40), max_model_len=64)
+    runner = ModelRunner.from_pretrained(qwen2_dir, 8, 64)
+    sequences = teacher_forced(runner, [r.prompt_token_ids for r in done], [r.output_token_ids for r in done])
+    config = WarmStartConfig(seconds=20, max_epochs=30, draft_vocab_size=64, train=TrainConfig(window=16))
+    before = warm_start(
+        sequences,
+        _embedding(runner),
+        runner.model.lm_head.weight,
+        WarmStartConfig(seconds=0.0, draft_vocab_size=64, train=TrainConfig(window=16)),
+    )
+    after = warm_start(sequences, _embedding(runner), runner.model.lm_head.weight, config)
+    directory = after.head.save(tmp_path_factory.mktemp("head"))
+    return directory, before, after, sequences
+
+
+def test_teacher_forced_features_are_the_runner_hidden_states_at_each_position(qwen2_dir):
+    runner = ModelRunner.from_pretrained(qwen2_dir, 2, 32)
+    prompt, response = [5, 17, 33], [40, 41, 42, 43]
+    (seq,) = teacher_forced(runner, [prompt], [response])
+    assert seq.tokens.tolist() == [33, 40, 41, 42, 43]
+    for j in range(1, 5):  # position of token j-1 of the response: a fresh forward's last hidden state
+        fresh = ModelRunner.from_pretrained(qwen2_dir, 1, 32)
+        out = fresh.forward([SequenceInput(0, 0, [*prompt, *response[:j]])])
+        torch.testing.assert_close(seq.hidden[j], out.hidden[0, 0], rtol=1e-5, atol=1e-5)
+    assert torch.all(seq.top_probs[:, :-1] >= seq.top_probs[:, 1:])  # most likely first
+
+
+def test_training_moves_the_head_toward_the_target(trained):
+    _, before, after, _ = trained
+    assert before.num_steps == 0 and after.num_steps > 0
+    for d, (b, a) in enumerate(zip(before.held_out.overlap, after.held_out.overlap)):
+        assert a > b + 0.1, f"depth {d + 1}: overlap {b:.3f} -> {a:.3f}"
+    assert after.held_out.loss < before.held_out.loss
+
+
+def test_windows_cover_every_position_as_a_target_at_every_depth():
+    class Seq:
+        num_positions = 40
+
+    spans = windows([Seq()], window=16, depth=3)
+    for d in range(1, 4):
+        covered = {s + t for _, s in spans for t in range(d, 16) if s + t < 40}
+        assert covered == set(range(d, 40))
+
+
+def test_a_saved_head_loads_with_its_weights_and_refuses_another_target(trained, qwen2_dir):
+    directory, _, after, _ = trained
+    loaded = load_head(directory)
+    for name, value in after.head.state_dict().items():
+        assert torch.equal(loaded.state_dict()[name], value), name
+    with pytest.raises(ValueError, match="vocabulary"):
+        check_compatible(loaded, 64, 1000, str(directory))
+    with pytest.raises(FileNotFoundError, match="no draft head"):
+        load_head(directory.parent)
+
+
+def test_the_engine_hands_the_head_the_hidden_state_that_drew_each_newest_token(qwen2_dir):
+    """Every state the drafter receives equals a teacher-forced forward's at that position."""
+
+    class Recorder(BaseDrafter):
+        needs_features = True
+
+        def __init__(self):
+            self.seen = []
+
+        def observe_features(self, features):
+            self.seen.append(features)
+
+        def propose(self, queries):
+            from specroll.drafting.protocol import Draft
+
+            return [Draft(q.request_id, [7, 8][: q.budget]) for q in queries]
+
+    recorder = Recorder()
+    done = rollout(qwen2_dir, workload(num_prompts=3, n=2), recorder, FixedDraftLength(2))
+    runner = ModelRunner.from_pretrained(qwen2_dir, 8, 96)
+    truth = teacher_forced(runner, [r.prompt_token_ids for r in done], [r.output_token_ids for r in done])
+    by_id = {r.request_id: (r, t) for r, t in zip(done, truth)}
+    checked = 0
+    for features in recorder.seen:
+        row = 0
+        for rid, n, length, tokens in zip(
+            features.request_ids, features.num_kept, features.context_lengths, features.token_ids
+        ):
+            request, seq = by_id[rid]
+            first = length - 1 - n - (len(request.prompt_token_ids) - 1)  # index into the sequence
+            context = [*request.prompt_token_ids, *request.output_token_ids]
+            assert list(tokens[: n + 1]) == context[length - 1 - n : length][: len(tokens)]
+            if first + n <= seq.num_positions:
+                torch.testing.assert_close(
+                    features.hidden[row : row + n], seq.hidden[first : first + n], rtol=1e-4, atol=1e-4
+                )
+                checked += n
+            row += n
+    assert checked > 100
+
+
+@pytest.mark.parametrize("draw", ["coupled", "argmax"])
+@pytest.mark.parametrize("batch", [1, 16])
+def test_drafting_with_the_head_changes_no_token(trained, qwen2_dir, draw, batch):
+    directory, *_ = trained
+    plain = rollout(qwen2_dir, workload(), max_batch_size=batch)
+    runner_embedding = rollout.last_engine.runner.model.model.embed_tokens.weight
+    drafter = DraftHeadDrafter.from_dir(directory, runner_embedding, draw=draw, seed=7)
+    spec = rollout(qwen2_dir, workload(), drafter, FixedDraftLength(4), max_batch_size=batch)
+    assert_same_rollout(plain, spec)
+    telemetry = rollout.last_engine.telemetry
+    assert telemetry.mean_acceptance_length > 1.3  # the head's drafts were verified, and many kept
+
+
+def test_coupled_drafting_accepts_more_than_argmax_at_temperature_one(trained, qwen2_dir):
+    directory, *_ = trained
+    lengths = {}
+    for draw in ("coupled", "argmax"):
+        rollout(qwen2_dir, workload(), None)
+        embedding = rollout.last_engine.runner.model.model.embed_tokens.weight
+        drafter = DraftHeadDrafter.from_dir(directory, embedding, draw=draw, seed=7)
+        rollout(qwen2_dir, workload(), drafter, FixedDraftLength(4))
+        lengths[draw] = rollout.last_engine.telemetry.mean_acceptance_length
+    assert lengths["coupled"] > lengths["argmax"], lengths
+
+
+NUM = 1000
+PROMPT = (5, 17, 33, 5, 17)
+
+
+def _histogram(model_dir, drafter=None, policy=None, **config):
+    from specroll.engine.request import Request, SamplingParams
+
+    requests = [Request(i, 0, i, PROMPT, SamplingParams(max_tokens=3)) for i in range(NUM)]
+    done = rollout(model_dir, requests, drafter, policy, max_batch_size=256, **config)
+    return Counter(tuple(r.output_token_ids) for r in done)
+
+
+def _total_variation(a: Counter, b: Counter) -> float:
+    return 0.5 * sum(abs(a[k] - b[k]) for k in set(a) | set(b)) / NUM
+
+
+def test_rejection_mode_with_the_heads_q_follows_the_target(trained, qwen2_dir):
+    """Speculative sampling with the head's own q: sequences of three tokens follow plain sampling's
+    distribution as closely as two plain runs with different seeds do."""
+    directory, *_ = trained
+    plain = _histogram(qwen2_dir, seed=1)
+    noise_floor = _total_variation(plain, _histogram(qwen2_dir, seed=2))
+    embedding = rollout.last_engine.runner.model.model.embed_tokens.weight
+    drafter = DraftHeadDrafter.from_dir(directory, embedding, draw="sample", seed=5)
+    spec = _histogram(qwen2_dir, drafter, FixedDraftLength(2), verify="rejection", seed=3)
+    assert rollout.last_engine.telemetry.mean_acceptance_length > 1.1  # drafts were kept
+    assert _total_variation(plain, spec) < 1.5 * noise_floor + 0.02
+
+
+def test_a_head_for_another_model_is_refused_by_name(qwen2_dir):
+    head = DraftHead(HeadConfig(32, 50, 8), torch.arange(8))
+    with pytest.raises(ValueError, match="hidden size 32"):
+        DraftHeadDrafter(head, torch.zeros(97, 64))
