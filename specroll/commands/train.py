@@ -42,6 +42,24 @@ def register(parser: argparse.ArgumentParser) -> None:
         help="also run every step's rollout without speculation: its time, and whether it matched",
     )
     parser.add_argument(
+        "--track-drift",
+        action="store_true",
+        help="keep the initial policy and report each step's KL to it on the rollout's tokens",
+    )
+    parser.add_argument(
+        "--online-head",
+        action="store_true",
+        help="train the draft head on the rollouts' hidden states during the run (a spot trainer on "
+        "the core the engine leaves idle; needs --speculate draft-head or a head for the model)",
+    )
+    parser.add_argument("--head-lr", type=float, default=3e-4)
+    parser.add_argument(
+        "--head-reward-weight",
+        type=float,
+        default=0.0,
+        help="ReSpec: a response's head loss weighs 1 + this x its reward",
+    )
+    parser.add_argument(
         "--out",
         type=Path,
         default=None,
@@ -91,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"step {m.step}: reward {m.reward_mean:.3f}  rollout {m.rollout_seconds:.2f}s{plain}  "
             f"train {m.train_seconds:.2f}s  tokens {m.output_tokens}  "
-            f"accept {m.mean_acceptance_length:.2f}  weights {m.weights_sha256[:12]}",
+            f"accept {m.mean_acceptance_length:.2f}  weights {m.weights_sha256[:12]}{_extra(m)}",
             flush=True,
         )
         if args.save_every and trainer.next_step % args.save_every == 0 and trainer.next_step < steps:
@@ -103,6 +121,12 @@ def run(args: argparse.Namespace) -> int:
     checkpoint = save_checkpoint(trainer.policy, trainer.rollout.model_dir, out / "checkpoint")
     print(f"wrote {metrics_path}, {plot}, {state_dir} and {checkpoint} (--model {checkpoint})")
     return 0
+
+
+def _extra(m) -> str:
+    drift = "" if m.drift_kl is None else f"  drift {m.drift_kl:.4f}"
+    head = f"  head updates {m.head_updates} swaps {m.head_swaps}" if m.head_updates else ""
+    return drift + head
 
 
 def _train_config(args: argparse.Namespace):
@@ -117,6 +141,10 @@ def _train_config(args: argparse.Namespace):
         kl_coef=args.kl_coef,
         micro_batch_size=args.micro_batch_size,
         shadow_plain=args.shadow_plain,
+        track_drift=args.track_drift,
+        online_head=args.online_head,
+        head_lr=args.head_lr,
+        head_reward_weight=args.head_reward_weight,
     )
 
 

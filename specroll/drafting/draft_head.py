@@ -7,11 +7,13 @@ exact mode, sampled with q in rejection mode), and steps again from its own pred
 request's budget: one small batched step per depth, no target forward. A request whose state is not
 at its current context (new, or resumed elsewhere) gets no draft this forward.
 
-The head's weights may be replaced between forwards (`swap_weights`, the online trainer's way in).
+New head weights are offered from any thread (`offer_weights`, the spot trainer's way in) and swapped
+in at the next proposal, between two forwards.
 """
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -37,6 +39,9 @@ class DraftHeadDrafter(BaseDrafter):
         self.seed = seed
         self.states: dict[int, tuple[torch.Tensor, int]] = {}  # request -> (hidden (H,), context length)
         self.listeners: list = []  # called with every TargetFeatures (e.g. an online trainer's recorder)
+        self.num_swaps = 0
+        self._offered: Mapping[str, torch.Tensor] | None = None
+        self._lock = threading.Lock()
 
     @classmethod
     def from_dir(
@@ -58,13 +63,22 @@ class DraftHeadDrafter(BaseDrafter):
     def finish(self, request_id: int) -> None:
         self.states.pop(request_id, None)
 
+    def offer_weights(self, weights: Mapping[str, torch.Tensor]) -> None:
+        """New head weights, taken in at the next proposal (the latest offer wins)."""
+        with self._lock:
+            self._offered = weights
+
     @torch.no_grad()
-    def swap_weights(self, weights: Mapping[str, torch.Tensor]) -> None:
-        """Copy new head weights in (between forwards; the same parameter tensors)."""
-        self.head.load_state_dict(weights)
+    def _swap_offered(self) -> None:
+        with self._lock:
+            offered, self._offered = self._offered, None
+        if offered is not None:
+            self.head.load_state_dict(offered)  # copies into the same parameter tensors
+            self.num_swaps += 1
 
     @torch.no_grad()
     def propose(self, queries: Sequence[DraftQuery]) -> list[Draft]:
+        self._swap_offered()
         ready = [q for q in queries if self._is_current(q)]
         tokens: dict[int, list[int]] = {q.request_id: [] for q in queries}
         probs: dict[int, list] = {q.request_id: [] for q in queries}

@@ -53,7 +53,7 @@ def teacher_forced(
     prompts: Sequence[Sequence[int]],
     responses: Sequence[Sequence[int]],
     temperature: float = 1.0,
-    max_positions: int = 8192,
+    max_positions: int = 2048,
 ) -> list[FeatureSequence]:
     """Each response's feature sequence, from forwards over prompt + response in batches of at most
     `max_positions` padded positions (the cache slots are reused; nothing is generated)."""

@@ -34,6 +34,10 @@ class StepMetrics:
     acceptance_by_drafter: dict[str, float] = field(default_factory=dict)  # tokens accepted per draft
     plain_rollout_seconds: float | None = None  # the same rollout without speculation (--shadow-plain)
     same_as_plain: bool | None = None  # its tokens and log-probabilities equal the speculative ones
+    drift_kl: float | None = None  # KL(rollout policy || initial policy) per token (--track-drift)
+    head_updates: int = 0  # online draft-head updates so far (--online-head)
+    head_swaps: int = 0  # head weights swapped into the drafter so far
+    head_positions: int = 0  # positions in the online head's buffer
 
 
 FILE_KEYS = {

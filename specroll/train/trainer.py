@@ -40,6 +40,7 @@ from specroll.rollout import (
 from specroll.tokenizer import load_tokenizer
 from specroll.sampling import policy_logprobs
 from specroll.train.grpo import group_advantages, policy_loss
+from specroll.train.online_head import OnlineHead
 from specroll.train.metrics import StepMetrics
 from specroll.train.recent_responses import RecentResponses
 from specroll.train.schedule import EpochSchedule
@@ -59,6 +60,10 @@ class TrainConfig:
     max_grad_norm: float = 1.0
     micro_batch_size: int = 8  # responses per forward/backward (memory: B x T x vocab logits)
     shadow_plain: bool = False  # also run each step's rollout without speculation, and compare
+    track_drift: bool = False  # keep the initial policy to report each step's KL to it (`drift_kl`)
+    online_head: bool = False  # train the draft head on the rollouts' hidden states as the run goes
+    head_lr: float = 3e-4
+    head_reward_weight: float = 0.0  # ReSpec: a response's head loss weighs 1 + this x its reward
 
     def __post_init__(self) -> None:
         if self.steps < 1:
@@ -69,6 +74,10 @@ class TrainConfig:
             )
         if self.lr <= 0 or not 0 < self.clip_eps < 1 or self.kl_coef < 0 or self.micro_batch_size < 1:
             raise ValueError("need lr > 0, 0 < clip_eps < 1, kl_coef >= 0 and micro_batch_size >= 1")
+        if self.head_lr <= 0 or self.head_reward_weight < 0:
+            raise ValueError(
+                f"need head_lr > 0 and head_reward_weight >= 0, got {self.head_lr}, {self.head_reward_weight}"
+            )
 
 
 StepCallback = Callable[[StepMetrics], None]
@@ -93,7 +102,9 @@ class GRPOTrainer:
         plain = replace(spec, drafter=None)  # the same engine without speculation
         self.plain_engine = build_engine(plain, longest) if config.shadow_plain else None
         self.policy = load_trainable(rollout.model_dir, rollout.device)
-        self.reference = copy.deepcopy(self.policy).requires_grad_(False) if config.kl_coef > 0 else None
+        keeps_reference = config.kl_coef > 0 or config.track_drift
+        self.reference = copy.deepcopy(self.policy).requires_grad_(False) if keeps_reference else None
+        self.online_head = OnlineHead.attach(self.engine, config) if config.online_head else None
         self.optimizer = torch.optim.AdamW(
             self.policy.parameters(), lr=config.lr, weight_decay=config.weight_decay
         )
@@ -161,14 +172,18 @@ class GRPOTrainer:
             )
 
     def train_step(self, step: int) -> StepMetrics:
+        if self.online_head is not None:
+            self.online_head.resume()
         result, rollout_seconds = self._rollout(self.engine, step)
+        if self.online_head is not None:  # before the update: the targets use this step's policy
+            self.online_head.pause_and_record(step, result)
         self.recent.add_step(step, result.records)
         plain_seconds, same = None, None
         if self.plain_engine is not None:
             plain, plain_seconds = self._rollout(self.plain_engine, step)
             same = _outputs(plain) == _outputs(result)
         start = time.perf_counter()
-        loss, clip_fraction, kl, max_log_ratio = self._update(result)
+        loss, clip_fraction, kl, max_log_ratio, drift = self._update(result)
         train_seconds = time.perf_counter() - start
         self.weights_sha256 = weights_sha256(self.policy)
         start = time.perf_counter()
@@ -193,6 +208,8 @@ class GRPOTrainer:
             result.acceptance_by_drafter,
             plain_seconds,
             same,
+            drift,
+            **(self.online_head.metrics() if self.online_head is not None else {}),
         )
 
     def _rollout(self, engine: Engine, step: int) -> tuple[RolloutResult, float]:
@@ -205,20 +222,23 @@ class GRPOTrainer:
         result = run_requests(engine, requests, self.tokenizer, self.task, self.problems)
         return result, time.perf_counter() - start
 
-    def _update(self, result: RolloutResult) -> tuple[float, float, float, float]:
+    def _update(self, result: RolloutResult) -> tuple[float, float, float, float, float | None]:
         """One AdamW step on the step's responses; returns (loss, clipped fraction, mean KL, the largest
-        |log-ratio| before the update)."""
+        |log-ratio| before the update, the rollout policy's KL to the initial one or None)."""
         records = [r for r in result.records if r.reward is not None and r.token_ids]
         if not records:
-            return 0.0, 0.0, 0.0, 0.0
+            return 0.0, 0.0, 0.0, 0.0, None
         advantages = group_advantages([r.reward for r in records], [r.prompt_id for r in records])
         num_tokens = sum(len(r.token_ids) for r in records)
         self.optimizer.zero_grad(set_to_none=True)
-        loss, clipped, kl, gap = 0.0, 0, 0.0, 0.0
+        loss, clipped, kl, gap, drift = 0.0, 0, 0.0, 0.0, 0.0
         size = self.config.micro_batch_size
         for start in range(0, len(records), size):
             chunk = records[start : start + size]
-            terms = self._chunk_loss(chunk, advantages[start : start + size].to(self.rollout.device))
+            terms, chunk_drift = self._chunk_loss(
+                chunk, advantages[start : start + size].to(self.rollout.device)
+            )
+            drift += chunk_drift
             (terms.loss / num_tokens).backward()
             loss, clipped, kl = (
                 loss + terms.loss.item() / num_tokens,
@@ -228,7 +248,8 @@ class GRPOTrainer:
             gap = max(gap, terms.max_log_ratio)
         torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.config.max_grad_norm)
         self.optimizer.step()
-        return loss, clipped / num_tokens, kl / num_tokens, gap
+        tracked = drift / num_tokens if self.config.track_drift else None
+        return loss, clipped / num_tokens, kl / num_tokens, gap, tracked
 
     def _chunk_loss(self, records, advantages: torch.Tensor):
         prompts = [self.prompts[r.prompt_id] for r in records]
@@ -236,17 +257,26 @@ class GRPOTrainer:
         temperature = self.rollout.temperature
         new, mask = sequence_logprobs(self.policy, prompts, completions, temperature)
         rollout_lp = _padded([r.logprobs for r in records], mask.shape[1], torch.float32, mask.device)
-        ref = None
+        ref, drift = None, 0.0
         if self.reference is not None:
             with torch.no_grad():
                 ref, _ = sequence_logprobs(self.reference, prompts, completions, temperature)
-        return policy_loss(new, rollout_lp, advantages, mask, self.config.clip_eps, ref, self.config.kl_coef)
+            drift = drift_kl_sum(rollout_lp, ref, mask)
+        terms = policy_loss(new, rollout_lp, advantages, mask, self.config.clip_eps, ref, self.config.kl_coef)
+        return terms, drift
 
     def _sync_weights(self) -> None:
         weights = self.policy.state_dict()
         for engine in (self.engine, self.plain_engine):
             if engine is not None:
                 engine.runner.load_weights(weights)
+
+
+def drift_kl_sum(rollout_logprobs: torch.Tensor, initial_logprobs: torch.Tensor, mask: torch.Tensor) -> float:
+    """Sum over the rollout's tokens of the k3 estimate of KL(pi_rollout || pi_initial): the tokens were
+    drawn from pi_rollout, so exp(r) - r - 1 with r = log pi_initial - log pi_rollout is unbiased, >= 0."""
+    log_ratio = initial_logprobs - rollout_logprobs
+    return float(((torch.exp(log_ratio) - log_ratio - 1) * mask).sum())
 
 
 def load_trainable(model_dir: str | Path, device: str = "cpu"):

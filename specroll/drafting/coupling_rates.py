@@ -1,0 +1,47 @@
+"""How often a draft drawn from q equals the target's sample from p, under each way of coupling the two
+draws: the measure that chooses exact mode's drafting rule.
+
+In exact mode a draft token is kept only where it equals the target's own sample, and both are drawn
+from shared keyed noise; the coupling decides how often they agree (Leviathan et al. 2023's
+speculative sampling reaches sum_v min(p_v, q_v), a maximal coupling, but needs q and its own
+rejection rule):
+
+- `argmax_rate`: a deterministic draft, argmax q: p(argmax q).
+- `inverse_cdf_rate`: both invert their CDF in vocabulary order at one uniform (specroll's exact
+  sampling rule): they agree on token v for the length of the overlap of v's two CDF intervals.
+- `gumbel_rate`: both take argmax(log prob + g) with shared Gumbel noise g (Monte Carlo over the
+  given noise rows): invariant to the vocabulary's order, at least (1 - TV) / (1 + TV).
+- `maximal_rate`: sum_v min(p_v, q_v) = 1 - TV(p, q), what no coupling can beat.
+
+All take p, q (N, V) probability rows and return each row's rate (N,).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def maximal_rate(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    return torch.minimum(p, q).sum(-1)
+
+
+def argmax_rate(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    return p.gather(-1, q.argmax(-1, keepdim=True)).squeeze(-1)
+
+
+def inverse_cdf_rate(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    p, q = p.double(), q.double()
+    p_hi, q_hi = p.cumsum(-1), q.cumsum(-1)
+    lo = torch.maximum(p_hi - p, q_hi - q)
+    return (torch.minimum(p_hi, q_hi) - lo).clamp_min(0).sum(-1).float()
+
+
+def gumbel_rate(p: torch.Tensor, q: torch.Tensor, num_draws: int = 64, seed: int = 0) -> torch.Tensor:
+    generator = torch.Generator(device=p.device).manual_seed(seed)
+    agree = torch.zeros(p.shape[0], device=p.device)
+    log_p, log_q = p.clamp_min(1e-30).log(), q.clamp_min(1e-30).log()
+    for _ in range(num_draws):
+        u = torch.rand(p.shape, generator=generator, device=p.device).clamp(1e-12, 1 - 1e-12)
+        g = -torch.log(-torch.log(u))
+        agree += ((log_p + g).argmax(-1) == (log_q + g).argmax(-1)).float()
+    return agree / num_draws

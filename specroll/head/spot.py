@@ -1,0 +1,104 @@
+"""The spot trainer: online updates of a draft head on a core the engine leaves idle (TLT §4).
+
+It trains its own copy of the head in a background thread on batches from a `FeatureBuffer`, and
+every `publish_every` updates offers the copy's weights to the drafter, which swaps them in between
+two forwards (`DraftHeadDrafter.offer_weights`): the rollout never waits for it. The GRPO trainer
+runs it while a rollout runs and pauses it while the policy is updated (that update uses every core,
+and it changes the target's embeddings the head reads).
+
+Torch runs each thread's operations on `torch.get_num_threads()` threads, a process-wide setting: with
+the engine on one thread, this thread's updates take the second core.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import threading
+import time
+from dataclasses import dataclass
+
+
+from specroll.drafting.draft_head import DraftHeadDrafter
+from specroll.head.buffer import FeatureBuffer
+from specroll.head.training import HeadTrainer, TrainConfig
+
+
+@dataclass
+class SpotStats:
+    num_updates: int = 0
+    num_published: int = 0
+    busy_seconds: float = 0.0
+    last_overlap: list[float] | None = None
+
+
+class SpotTrainer:
+    def __init__(
+        self,
+        drafter: DraftHeadDrafter,
+        buffer: FeatureBuffer,
+        config: TrainConfig = TrainConfig(lr=3e-4),
+        publish_every: int = 20,
+    ) -> None:
+        self.drafter = drafter
+        self.buffer = buffer
+        self.config = config
+        self.publish_every = publish_every
+        head = copy.deepcopy(drafter.head).float()
+        self.trainer = HeadTrainer(
+            head, drafter.embedding, config
+        )  # the live embeddings: paused when they change
+        self.stats = SpotStats()
+        self._rng = random.Random(config.seed)
+        self._running = threading.Event()
+        self._stopped = False
+        self._idle = threading.Event()
+        self._idle.set()
+        self._thread = threading.Thread(target=self._loop, name="specroll-spot-trainer", daemon=True)
+        self._thread.start()
+
+    def resume(self) -> None:
+        self._running.set()
+
+    def pause(self) -> None:
+        """Stop updating and wait for the update under way; offers what was trained so far."""
+        self._running.clear()
+        self._idle.wait()
+        self._publish()
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._running.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while True:
+            self._running.wait()
+            if self._stopped:
+                return
+            self._idle.clear()
+            try:
+                if not self._update():
+                    time.sleep(0.05)  # nothing to learn from yet
+            finally:
+                self._idle.set()
+
+    def _update(self) -> bool:
+        batch = self.buffer.sample(self.config, self._rng)
+        if batch is None:
+            return False
+        started = time.perf_counter()
+        metrics = self.trainer.step(batch)
+        self.stats.busy_seconds += time.perf_counter() - started
+        self.stats.num_updates += 1
+        self.stats.last_overlap = metrics.overlap
+        if self.stats.num_updates % self.publish_every == 0:
+            self._publish()
+        return True
+
+    def _publish(self) -> None:
+        if self.stats.num_updates == 0:
+            return
+        state = {k: v.detach().clone() for k, v in self.trainer.head.state_dict().items()}
+        self.drafter.offer_weights(state)
+        self.stats.num_published += 1

@@ -1,0 +1,77 @@
+"""The draft head trained online in `specroll train` (TLT's spot trainer, ReSpec's reward weighting).
+
+While a step's rollout runs, the spot trainer updates a copy of the head on the buffered hidden states
+of earlier steps and offers its weights to the drafter, which swaps them in between forwards. Once the
+rollout is done (before the policy's update, which would change the targets' output layer), the
+rollout's own hidden states and tokens go into the buffer, each response weighted by its reward when
+`head_reward_weight` > 0. The head never changes a token: only how many drafts are kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from specroll.drafting.draft_head import DraftHeadDrafter
+from specroll.head.buffer import FeatureBuffer
+from specroll.head.recorder import HiddenRecorder
+from specroll.head.spot import SpotTrainer
+from specroll.head.training import TrainConfig as HeadTrainConfig
+
+
+class OnlineHead:
+    def __init__(
+        self,
+        drafter: DraftHeadDrafter,
+        lm_head_weight,
+        temperature: float,
+        reward_weight: float,
+        lr: float,
+        seed: int,
+    ) -> None:
+        self.drafter = drafter
+        self.lm_head_weight = lm_head_weight  # the engine's: its values follow the policy
+        self.temperature = temperature
+        self.reward_weight = reward_weight
+        self.recorder = HiddenRecorder()
+        drafter.listeners.append(self.recorder)
+        self.buffer = FeatureBuffer()
+        self.spot = SpotTrainer(drafter, self.buffer, replace(HeadTrainConfig(), lr=lr, seed=seed))
+
+    @classmethod
+    def attach(cls, engine, config) -> "OnlineHead":
+        """The online head of a trainer's engine, whose drafter must be a draft head."""
+        if not isinstance(engine.drafter, DraftHeadDrafter):
+            raise ValueError(
+                "online head training needs the draft-head drafter (--speculate draft-head, or on with a "
+                "head trained by `specroll head train` for the model)"
+            )
+        return cls(
+            engine.drafter,
+            engine.runner.model.lm_head.weight,
+            config.rollout.temperature,
+            config.head_reward_weight,
+            config.head_lr,
+            config.rollout.seed,
+        )
+
+    def resume(self) -> None:
+        self.spot.resume()
+
+    def pause_and_record(self, step: int, result) -> None:
+        """Stop training for the policy's update; buffer this step's responses."""
+        self.spot.pause()
+        sequences = self.recorder.take(self.lm_head_weight, self.temperature)
+        rewards = {r.request_id: r.reward or 0.0 for r in result.records}
+        ids = sorted(sequences)
+        weights = [1.0 + self.reward_weight * rewards.get(rid, 0.0) for rid in ids]
+        self.buffer.add(step, [sequences[rid] for rid in ids], weights)
+
+    def metrics(self) -> dict:
+        return {
+            "head_updates": self.spot.stats.num_updates,
+            "head_swaps": self.drafter.num_swaps,
+            "head_positions": self.buffer.num_positions,
+        }
+
+    def close(self) -> None:
+        self.spot.stop()

@@ -1,0 +1,129 @@
+"""Online head training: the rollout's recorded hidden states are the target's, the buffer stays
+bounded, the spot trainer's weights reach the drafter between forwards, and GRPO with an online head
+gives the same rewards and weights as without speculation."""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from specroll.drafting.draft_head import DraftHeadDrafter
+from specroll.head.buffer import FeatureBuffer
+from specroll.head.features import teacher_forced
+from specroll.head.recorder import HiddenRecorder
+from specroll.head.spot import SpotTrainer
+from specroll.head.training import TrainConfig as HeadTrainConfig
+from specroll.head.warm_start import WarmStartConfig, warm_start
+from specroll.model.runner import ModelRunner
+from specroll.policies.fixed import FixedDraftLength
+from specroll.rollout import RolloutConfig
+from specroll.train.trainer import GRPOTrainer, TrainConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
+from helpers import rollout, workload  # noqa: E402
+
+SMALL = dict(num_prompts=4, n=4, max_tokens=48, max_batch_size=16)
+
+
+def _head(model_dir, directory, seconds=3.0):
+    done = rollout(model_dir, workload(num_prompts=6, n=4, max_tokens=40), max_model_len=64)
+    runner = ModelRunner.from_pretrained(model_dir, 8, 64)
+    sequences = teacher_forced(runner, [r.prompt_token_ids for r in done], [r.output_token_ids for r in done])
+    config = WarmStartConfig(seconds=seconds, draft_vocab_size=64, train=HeadTrainConfig(window=16))
+    embedding = runner.model.model.embed_tokens.weight
+    result = warm_start(sequences, embedding, runner.model.lm_head.weight, config)
+    return result.head.save(directory), sequences
+
+
+def test_the_recorder_keeps_each_requests_hidden_states_in_order(qwen2_dir, tmp_path):
+    directory, _ = _head(qwen2_dir, tmp_path / "head")
+    embedding = ModelRunner.from_pretrained(qwen2_dir, 1, 8).model.model.embed_tokens.weight
+    drafter = DraftHeadDrafter.from_dir(directory, embedding, seed=7)
+    recorder = HiddenRecorder()
+    drafter.listeners.append(recorder)
+    done = rollout(qwen2_dir, workload(num_prompts=3, n=2), drafter, FixedDraftLength(3))
+    runner = rollout.last_engine.runner
+    recorded = recorder.take(runner.model.lm_head.weight)
+    truth = teacher_forced(
+        ModelRunner.from_pretrained(qwen2_dir, 8, 96),
+        [r.prompt_token_ids for r in done],
+        [r.output_token_ids for r in done],
+    )
+    for request, seq in zip(done, truth):
+        got = recorded[request.request_id]
+        n = got.num_positions  # the last token is never fed, so one position short
+        assert n == seq.num_positions - 1
+        assert torch.equal(got.tokens, seq.tokens[:n])
+        torch.testing.assert_close(got.hidden, seq.hidden[:n], rtol=1e-4, atol=1e-4)
+        assert torch.equal(got.top_ids[:, 0], seq.top_ids[:n, 0])
+    assert recorder.num_positions == 0  # taken
+
+
+def test_the_buffer_drops_the_oldest_steps_past_its_bound(qwen2_dir, tmp_path):
+    _, sequences = _head(qwen2_dir, tmp_path / "head", seconds=0.0)
+    size = sequences[0].num_positions
+    buffer = FeatureBuffer(max_positions=3 * size)
+    for step in range(5):
+        buffer.add(step, [sequences[0]])
+    assert buffer.num_positions == 3 * size and len(buffer) == 3
+    batch = buffer.sample(HeadTrainConfig(window=16, windows_per_batch=4), random.Random(0))
+    assert batch.tokens.shape == (4, 16)
+    with pytest.raises(ValueError, match="positive"):
+        FeatureBuffer(0)
+
+
+def test_the_spot_trainer_swaps_new_weights_in_between_forwards(qwen2_dir, tmp_path):
+    directory, sequences = _head(qwen2_dir, tmp_path / "head", seconds=0.0)
+    embedding = ModelRunner.from_pretrained(qwen2_dir, 1, 8).model.model.embed_tokens.weight
+    drafter = DraftHeadDrafter.from_dir(directory, embedding, seed=7)
+    before = {k: v.clone() for k, v in drafter.head.state_dict().items()}
+    buffer = FeatureBuffer()
+    spot = SpotTrainer(drafter, buffer, HeadTrainConfig(window=16, lr=1e-3), publish_every=5)
+    spot.resume()
+    time.sleep(0.2)
+    assert spot.stats.num_updates == 0  # nothing buffered yet
+    buffer.add(0, sequences)
+    deadline = time.time() + 30
+    while spot.stats.num_updates < 10 and time.time() < deadline:
+        time.sleep(0.05)
+    spot.pause()
+    updates = spot.stats.num_updates
+    time.sleep(0.2)
+    assert spot.stats.num_updates == updates >= 10  # paused: no update runs
+    assert torch.equal(drafter.head.lm_head.weight, before["lm_head.weight"])  # nothing swapped mid-forward
+    drafter.propose([])  # the next proposal takes the offered weights
+    assert drafter.num_swaps == 1
+    assert not torch.equal(drafter.head.lm_head.weight, before["lm_head.weight"])
+    spot.stop()
+
+
+def test_grpo_with_an_online_head_matches_plain_rewards_and_weights(tmp_path):
+    model_dir = RolloutConfig().model_dir
+    directory, _ = _head(model_dir, tmp_path / "head", seconds=3.0)
+    plain = GRPOTrainer(TrainConfig(RolloutConfig(speculate="off", **SMALL), steps=3, lr=1e-3)).run()
+    online = GRPOTrainer(
+        TrainConfig(
+            RolloutConfig(speculate="draft-head", draft_head_dir=directory, **SMALL),
+            steps=3,
+            lr=1e-3,
+            online_head=True,
+            track_drift=True,
+        )
+    ).run()
+    assert [m.weights_sha256 for m in online] == [m.weights_sha256 for m in plain]
+    assert [m.reward_mean for m in online] == [m.reward_mean for m in plain]
+    assert online[-1].head_updates > 0 and online[-1].head_swaps > 0
+    assert online[0].head_positions > 0
+    assert all(m.mean_acceptance_length > 1.0 for m in online)
+    assert online[0].drift_kl == pytest.approx(0.0, abs=1e-5)  # step 0 rolls out the initial policy
+    assert online[-1].drift_kl > online[0].drift_kl  # lr 1e-3 moves it
+
+
+def test_online_training_needs_the_draft_head_drafter():
+    with pytest.raises(ValueError, match="draft-head"):
+        GRPOTrainer(TrainConfig(RolloutConfig(speculate="suffix", **SMALL), online_head=True))
