@@ -1,5 +1,6 @@
 """`specroll head train`: warm-start a draft head for a checkpoint, from a rollout JSONL or a rollout
-it runs, and save it where `--speculate on` finds it (`<checkpoint>/draft-head` by default)."""
+it runs, and save it where `--speculate on` finds it (`<checkpoint>/draft-head` by default).
+`specroll head eval`: how often its drafts would equal the target's samples, by coupling and depth."""
 
 from __future__ import annotations
 
@@ -40,6 +41,14 @@ def register(parser: argparse.ArgumentParser) -> None:
     train.add_argument("--exclude-prompts", type=int, default=8)
     train.add_argument("--no-progress", action="store_true")
     train.set_defaults(func=run_train)
+    evaluate = actions.add_parser(
+        "eval", help="how often a head's drafts would match the target, by coupling"
+    )
+    add_rollout_arguments(evaluate)
+    evaluate.add_argument("--rollouts", type=Path, required=True, metavar="FILE.jsonl")
+    evaluate.add_argument("--head", type=Path, default=None, help="default: <checkpoint>/draft-head")
+    evaluate.add_argument("--depth", type=int, default=3)
+    evaluate.set_defaults(func=run_eval)
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -120,3 +129,28 @@ def _progress_bar():
         sys.stderr.flush()
 
     return show
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    """Teacher-forced coupling rates of a saved head on a rollout's responses, by depth."""
+    from specroll.head.evaluation import RATES, coupling_report
+    from specroll.head.features import teacher_forced
+    from specroll.head.model import load_head
+    from specroll.head.rollout_data import read_responses
+    from specroll.model.runner import ModelRunner
+
+    config = config_from_args(args, speculate="off")
+    data = read_responses(args.rollouts, config)
+    longest = max(len(p) + len(r) for p, r in zip(data.prompts, data.responses))
+    runner = ModelRunner.from_pretrained(config.model_dir, 8, longest)
+    sequences = teacher_forced(runner, data.prompts, data.responses, config.temperature)
+    head = load_head(args.head or config.head_dir)
+    model = runner.model
+    reports = coupling_report(
+        head, model.model.embed_tokens.weight, model.lm_head.weight, sequences, args.depth, config.temperature
+    )
+    print("| depth | positions | " + " | ".join(RATES) + " |")
+    print("|---|---|" + "---|" * len(RATES))
+    for r in reports:
+        print(f"| {r.depth} | {r.num_positions} | " + " | ".join(f"{r.rates[k]:.3f}" for k in RATES) + " |")
+    return 0

@@ -52,8 +52,7 @@ class SpotTrainer:
         self._rng = random.Random(config.seed)
         self._running = threading.Event()
         self._stopped = False
-        self._idle = threading.Event()
-        self._idle.set()
+        self._updating = threading.Lock()  # held through each update: `pause` waits on it
         self._thread = threading.Thread(target=self._loop, name="specroll-spot-trainer", daemon=True)
         self._thread.start()
 
@@ -63,8 +62,8 @@ class SpotTrainer:
     def pause(self) -> None:
         """Stop updating and wait for the update under way; offers what was trained so far."""
         self._running.clear()
-        self._idle.wait()
-        self._publish()
+        with self._updating:  # the update under way ends; no other starts while paused
+            self._publish()
 
     def stop(self) -> None:
         self._stopped = True
@@ -76,12 +75,10 @@ class SpotTrainer:
             self._running.wait()
             if self._stopped:
                 return
-            self._idle.clear()
-            try:
-                if not self._update():
-                    time.sleep(0.05)  # nothing to learn from yet
-            finally:
-                self._idle.set()
+            with self._updating:
+                updated = self._running.is_set() and self._update()
+            if not updated:
+                time.sleep(0.05)  # nothing to learn from yet, or paused meanwhile
 
     def _update(self) -> bool:
         batch = self.buffer.sample(self.config, self._rng)

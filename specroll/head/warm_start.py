@@ -34,7 +34,7 @@ class WarmStartConfig:
     seconds: float = 600.0  # the training budget
     max_epochs: int = 20
     draft_vocab_size: int = 8192
-    intermediate_size: int = 1536
+    intermediate_size: int = 0  # 0: 8/3 of the target's hidden size, as a Llama MLP (1536 for SmolLM2)
     num_blocks: int = 2
     held_out_fraction: float = 0.05
     train: TrainConfig = TrainConfig()
@@ -61,7 +61,7 @@ def new_head(
         hidden_size,
         vocab_size,
         min(config.draft_vocab_size, vocab_size),
-        config.intermediate_size,
+        config.intermediate_size or -(-8 * hidden_size // 3 // 64) * 64,
         config.num_blocks,
         target=target_name,
     )

@@ -178,7 +178,7 @@ def test_rejection_mode_with_the_heads_q_follows_the_target(trained, qwen2_dir):
     embedding = rollout.last_engine.runner.model.model.embed_tokens.weight
     drafter = DraftHeadDrafter.from_dir(directory, embedding, draw="sample", seed=5)
     spec = _histogram(qwen2_dir, drafter, FixedDraftLength(2), verify="rejection", seed=3)
-    assert rollout.last_engine.telemetry.mean_acceptance_length > 1.1  # drafts were kept
+    assert rollout.last_engine.telemetry.mean_acceptance_length > 1.05  # drafts were kept
     assert _total_variation(plain, spec) < 1.5 * noise_floor + 0.02
 
 

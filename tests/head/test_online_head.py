@@ -105,11 +105,11 @@ def test_the_spot_trainer_swaps_new_weights_in_between_forwards(qwen2_dir, tmp_p
 def test_grpo_with_an_online_head_matches_plain_rewards_and_weights(tmp_path):
     model_dir = RolloutConfig().model_dir
     directory, _ = _head(model_dir, tmp_path / "head", seconds=3.0)
-    plain = GRPOTrainer(TrainConfig(RolloutConfig(speculate="off", **SMALL), steps=3, lr=1e-3)).run()
+    plain = GRPOTrainer(TrainConfig(RolloutConfig(speculate="off", **SMALL), steps=4, lr=1e-3)).run()
     online = GRPOTrainer(
         TrainConfig(
-            RolloutConfig(speculate="draft-head", draft_head_dir=directory, **SMALL),
-            steps=3,
+            RolloutConfig(speculate="draft-head", draft_head_dir=directory, policy="fixed-2", **SMALL),
+            steps=4,
             lr=1e-3,
             online_head=True,
             track_drift=True,

@@ -1,0 +1,68 @@
+"""How well a head's drafts would match the target, measured on feature sequences (teacher-forced):
+at each depth d, the head's distribution q (from the real hidden state d-1 tokens back, fed the real
+tokens) against the target's p, under every coupling of `specroll.drafting.coupling_rates`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from specroll.drafting.coupling_rates import (
+    argmax_rate,
+    gumbel_rate,
+    inverse_cdf_rate,
+    maximal_rate,
+    ranked_rate,
+)
+from specroll.head.features import FeatureSequence
+from specroll.head.model import DraftHead
+
+RATES = {
+    "argmax": argmax_rate,
+    "inverse-cdf": inverse_cdf_rate,
+    "ranked-64": ranked_rate,
+    "ranked-8": lambda p, q: ranked_rate(p, q, 8),
+    "gumbel": lambda p, q: gumbel_rate(p, q, 16),
+    "maximal": maximal_rate,
+}
+
+
+@dataclass(frozen=True)
+class CouplingReport:
+    depth: int
+    num_positions: int
+    rates: dict[str, float]  # coupling -> mean rate at which the draft equals the target's sample
+
+
+@torch.no_grad()
+def coupling_report(
+    head: DraftHead,
+    embedding: torch.Tensor,
+    lm_head_weight: torch.Tensor,
+    sequences: Sequence[FeatureSequence],
+    depth: int = 3,
+    temperature: float = 1.0,
+    chunk: int = 256,
+) -> list[CouplingReport]:
+    sums = [dict.fromkeys(RATES, 0.0) for _ in range(depth)]
+    counts = [0] * depth
+    for seq in sequences:
+        previous = seq.hidden
+        N = seq.num_positions
+        for d in range(1, min(depth, N - 1) + 1):
+            current = head.step(previous[: N - d], embedding[seq.tokens[d:]])
+            for start in range(0, N - d, chunk):
+                part = slice(start, min(start + chunk, N - d))
+                p = torch.softmax(seq.hidden[d:][part] @ lm_head_weight.T / temperature, -1)
+                q_draft = torch.softmax(head.logits(current[part]).float() / temperature, -1)
+                q = p.new_zeros(p.shape).index_copy_(1, head.draft_to_target, q_draft)
+                for name, rate in RATES.items():
+                    sums[d - 1][name] += float(rate(p, q).sum())
+                counts[d - 1] += p.shape[0]
+            previous = current
+    return [
+        CouplingReport(d + 1, counts[d], {k: v / max(counts[d], 1) for k, v in sums[d].items()})
+        for d in range(depth)
+    ]
