@@ -17,6 +17,7 @@ import torch
 STREAM_SAMPLE = 0  # the target's draw at a position (plain, bonus and recovered tokens)
 STREAM_ACCEPT = 1  # rejection sampling's accept/reject coin
 STREAM_DRAFT = 2  # a sampling drafter's own draws, independent of the target's
+STREAM_GUMBEL = 3  # the Gumbel noise of each (position, token) under the gumbel sampling rule
 
 
 def _signed(word: int) -> int:
@@ -70,3 +71,16 @@ def uniforms(seed: int, request_ids: torch.Tensor, positions: torch.Tensor, stre
         hash64(seed, request_ids, positions, stream, device=request_ids.device), 11
     )  # 53 bits
     return (bits.to(torch.float64) + 0.5) * 2.0**-53
+
+
+def gumbels(
+    seed: int, request_ids: torch.Tensor, positions: torch.Tensor, token_ids: torch.Tensor
+) -> torch.Tensor:
+    """Standard Gumbel noise keyed by (seed, request, position, token), float64, the broadcast shape:
+    -log(-log u) of `uniforms` in the token's own stream, so a token's noise is the same for every
+    distribution it is drawn from (the target's and a drafter's)."""
+    bits = _shift_right(
+        hash64(seed, request_ids, positions, STREAM_GUMBEL, token_ids, device=request_ids.device), 11
+    )
+    u = (bits.to(torch.float64) + 0.5) * 2.0**-53
+    return -torch.log(-torch.log(u))

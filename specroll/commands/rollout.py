@@ -7,6 +7,7 @@ from pathlib import Path
 
 from specroll.model.catalog import resolve_model_dir
 from specroll.model.device import DEVICES, resolve_device
+from specroll.engine.config import SAMPLING_RULES
 from specroll.placement import DTYPES, is_batch_invariant
 from specroll.rollout import RolloutConfig, RolloutResult, load_problems, run_rollout
 from specroll.scheduling.dispatch import DISPATCHES
@@ -59,6 +60,14 @@ def add_rollout_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=DEFAULTS.seed)
     parser.add_argument("--policy", default=DEFAULTS.policy, help="speculation policy (none, fixed-K, ...)")
     parser.add_argument("--verify", choices=("exact", "rejection"), default=DEFAULTS.verify)
+    parser.add_argument(
+        "--sampling-rule",
+        choices=SAMPLING_RULES,
+        default=DEFAULTS.sampling_rule,
+        help="exact mode's draw: inverse-cdf (one uniform, vocabulary order) or gumbel (Gumbel-max over "
+        "the top tokens: coupled drafts match the target's samples more often); part of what fixes "
+        "the tokens, like --seed",
+    )
     parser.add_argument("--max-batch-size", type=int, default=DEFAULTS.max_batch_size)
     parser.add_argument("--max-draft", type=int, default=DEFAULTS.max_draft)
     parser.add_argument("--threads", type=int, default=DEFAULTS.threads, help="CPU threads (0 = auto)")
@@ -84,7 +93,7 @@ def add_device_arguments(parser: argparse.ArgumentParser) -> None:
 # flags named as RolloutConfig's fields; the worker flags only where the command has them
 _SAME_NAMED = (
     "task num_prompts n max_tokens temperature top_k top_p seed policy verify max_batch_size max_draft "
-    "threads dtype prompts prompt_field answer_field"
+    "threads dtype prompts prompt_field answer_field sampling_rule"
 ).split()
 _WORKER_FLAGS = ("workers", "dispatch", "chunk_tokens", "worker_backend", "fastest_of_n")
 # the flags whose RolloutConfig field `config_from_args` names otherwise (every other flag names its field)

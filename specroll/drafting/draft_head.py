@@ -29,9 +29,15 @@ class DraftHeadDrafter(BaseDrafter):
     needs_features = True
 
     def __init__(
-        self, head: DraftHead, embedding: torch.Tensor, draw: str = "coupled", seed: int = 0
+        self,
+        head: DraftHead,
+        embedding: torch.Tensor,
+        draw: str = "coupled",
+        seed: int = 0,
+        rule: str = "inverse-cdf",
     ) -> None:
         check_draw(draw)
+        self.rule = rule  # exact mode's sampling rule, which a coupled draw follows
         check_compatible(head, embedding.shape[1], embedding.shape[0], "")
         self.head = head.eval()
         self.embedding = embedding  # (V, H) the target's input embeddings, on its device
@@ -45,11 +51,16 @@ class DraftHeadDrafter(BaseDrafter):
 
     @classmethod
     def from_dir(
-        cls, directory: str | Path, embedding: torch.Tensor, draw: str = "coupled", seed: int = 0
+        cls,
+        directory: str | Path,
+        embedding: torch.Tensor,
+        draw: str = "coupled",
+        seed: int = 0,
+        rule: str = "inverse-cdf",
     ) -> "DraftHeadDrafter":
         head = load_head(directory, embedding.device).to(embedding.dtype)
         check_compatible(head, embedding.shape[1], embedding.shape[0], str(directory))
-        return cls(head, embedding, draw, seed)
+        return cls(head, embedding, draw, seed, rule)
 
     def observe_features(self, features: TargetFeatures) -> None:
         last = features.hidden.index_select(
@@ -97,6 +108,7 @@ class DraftHeadDrafter(BaseDrafter):
                     self.seed,
                     self.head.draft_to_target,
                     self.head.config.vocab_size,
+                    self.rule,
                 )
                 for q, token, dist in zip(active, drawn, dists):
                     tokens[q.request_id].append(token)

@@ -30,13 +30,19 @@ class DraftModelDrafter(BaseDrafter):
     name = "draft-model"
 
     def __init__(
-        self, runner: ModelRunner, draw: str = "argmax", seed: int = 0, min_split_saving: int = 1024
+        self,
+        runner: ModelRunner,
+        draw: str = "argmax",
+        seed: int = 0,
+        min_split_saving: int = 1024,
+        rule: str = "inverse-cdf",
     ) -> None:
         check_draw(draw)
         self.runner = runner
         self.min_split_saving = min_split_saving  # padded tokens a catch-up must save to be split
         self.draw = draw
         self.seed = seed
+        self.rule = rule  # exact mode's sampling rule, which a coupled draw follows
         self.free_slots = list(range(runner.cache.num_slots))
         self.slots: dict[int, int] = {}
         self.cached: dict[int, list[int]] = {}  # tokens whose K/V the draft cache holds, per request
@@ -52,13 +58,14 @@ class DraftModelDrafter(BaseDrafter):
         seed: int = 0,
         device: str = "cpu",
         dtype: torch.dtype = torch.float32,
+        rule: str = "inverse-cdf",
     ) -> "DraftModelDrafter":
         # one attention chunk: a draft model's attention is too small for a cut to repay its extra call
         # (1-layer bundled draft at batch 32: 2.2 ms a forward unchunked, 2.3-2.4 ms in 2-4 chunks)
         runner = ModelRunner.from_pretrained(
             model_dir, max_batch_size, capacity, dtype, device, max_attention_chunks=1
         )
-        return cls(runner, draw, seed)
+        return cls(runner, draw, seed, rule=rule)
 
     def begin(self, info: RequestInfo) -> None:
         self.cached[info.request_id] = []
@@ -154,7 +161,7 @@ class DraftModelDrafter(BaseDrafter):
         return sequence[shared:]
 
     def _choose(self, queries: Sequence[DraftQuery], logits: torch.Tensor, depth: int):
-        return draw_tokens(self.draw, logits, queries, depth, self.seed)
+        return draw_tokens(self.draw, logits, queries, depth, self.seed, rule=self.rule)
 
     def _draft(self, request_id: int, tokens: list[int], probs: list) -> Draft:
         stacked = torch.stack(probs) if probs and probs[0] is not None else None

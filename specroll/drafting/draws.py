@@ -3,12 +3,13 @@ model and the draft head.
 
 - argmax: the drafter's most likely token, deterministic (q = one-hot): exact verification's simplest.
 - coupled: from q, the drafter's distribution under the request's temperature, top-k and top-p, by
-  inverting its CDF at the very uniform the target inverts at the same output position
-  (`noise.STREAM_SAMPLE`). Exact mode keeps a draft token only where it equals the target's own
+  exact mode's sampling rule with the very noise the target's draw uses at the same output position
+  (`noise.STREAM_SAMPLE`, and under the gumbel rule each token's own Gumbel noise; `sampling`).
+  Exact mode keeps a draft token only where it equals the target's own
   sample, so the closer q is to p, the more drafts match; where q = p every one does. Inverse-CDF
   coupling in vocabulary order is not a maximal coupling: a draft and the target's sample match only
-  where their CDF intervals overlap, so it can agree less often than 1 - TV(p, q) (BENCHMARKS.md
-  measures the gap).
+  where their CDF intervals overlap, so it can agree less often than 1 - TV(p, q); the gumbel rule
+  nears Gumbel-max coupling (BENCHMARKS.md measures both).
 - sample (rejection verification): from softmax(logits / T) with the drafter's own keyed stream
   (`STREAM_DRAFT`), reporting q, which speculative sampling needs.
 
@@ -23,8 +24,15 @@ from typing import Sequence
 import torch
 
 from specroll.drafting.protocol import DraftQuery
-from specroll.noise import STREAM_DRAFT, STREAM_SAMPLE, uniforms
-from specroll.sampling import SamplingRows, sample_from, sampling_logits, sampling_probs
+from specroll.noise import STREAM_DRAFT, STREAM_SAMPLE, gumbels, uniforms
+from specroll.sampling import (
+    SamplingRows,
+    sample_from,
+    sample_two_stage,
+    sampling_logits,
+    sampling_probs,
+    top_candidates,
+)
 
 DRAWS = ("argmax", "coupled", "sample")
 
@@ -42,6 +50,7 @@ def draw_tokens(
     seed: int,
     vocab_map: torch.Tensor | None = None,
     vocab_size: int | None = None,
+    rule: str = "inverse-cdf",
 ) -> tuple[list[int], list[torch.Tensor | None]]:
     """Each query's draft token at `depth` (0 = the token after its context) from logits (B, V'), and
     q (V,) per row where the draw reports it (sample), else None."""
@@ -49,7 +58,7 @@ def draw_tokens(
         drawn = logits.argmax(-1)
         probs = None
     elif draw == "coupled":
-        drawn, probs = _coupled(logits, queries, depth, seed), None
+        drawn, probs = _coupled(logits, queries, depth, seed, rule, vocab_map), None
     else:
         drawn, probs = _sampled(logits, queries, depth, seed)
     tokens = (drawn if vocab_map is None else vocab_map[drawn]).tolist()
@@ -60,8 +69,15 @@ def draw_tokens(
     return tokens, list(probs)
 
 
-def _coupled(logits: torch.Tensor, queries: Sequence[DraftQuery], depth: int, seed: int) -> torch.Tensor:
-    """Each row's draw from q at the target's uniform for output position (outputs so far + depth)."""
+def _coupled(
+    logits: torch.Tensor,
+    queries: Sequence[DraftQuery],
+    depth: int,
+    seed: int,
+    rule: str,
+    vocab_map: torch.Tensor | None,
+) -> torch.Tensor:
+    """Each row's draw from q with the target's noise for output position (outputs so far + depth)."""
     device = logits.device
     rows = SamplingRows.build(
         [q.temperature for q in queries], [q.top_k for q in queries], [q.top_p for q in queries], device
@@ -69,7 +85,13 @@ def _coupled(logits: torch.Tensor, queries: Sequence[DraftQuery], depth: int, se
     probs = sampling_probs(sampling_logits(logits, rows), rows)  # (B, V')
     ids = torch.tensor([q.request_id for q in queries], device=device)
     positions = torch.tensor([len(q.context) - q.num_prompt_tokens + depth for q in queries], device=device)
-    return sample_from(probs, uniforms(seed, ids, positions, STREAM_SAMPLE))
+    u = uniforms(seed, ids, positions, STREAM_SAMPLE)
+    if rule == "inverse-cdf":
+        return sample_from(probs, u)
+    top_ids, top_probs = top_candidates(probs)
+    token_ids = top_ids if vocab_map is None else vocab_map[top_ids]  # the noise is keyed by target id
+    noise = gumbels(seed, ids[:, None], positions[:, None], token_ids)
+    return sample_two_stage(probs, top_ids, top_probs, u, noise)
 
 
 def _sampled(

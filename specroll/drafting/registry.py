@@ -28,6 +28,7 @@ class DrafterContext:
     max_model_len: int = 1024
     max_draft: int = 8
     verify: str = "exact"  # rejection mode gets sampling drafters that report q
+    sampling_rule: str = "inverse-cdf"  # exact mode's draw, which coupled drafters follow
     draft_head_dir: Path | None = None  # a trained draft head (`specroll head train`)
     target: Any = None  # the target's ModelRunner, for drafters that read its weights (a draft head)
 
@@ -47,6 +48,7 @@ def _draft_model(ctx: DrafterContext, draw: str = "argmax") -> Drafter:
         seed=ctx.seed,
         device=ctx.device,
         dtype=torch_dtype(ctx.dtype),
+        rule=ctx.sampling_rule,
     )
 
 
@@ -60,7 +62,11 @@ def _draft_head(ctx: DrafterContext, draw: str = "coupled") -> Drafter:
         )
     embedding = ctx.target.model.model.embed_tokens.weight
     return DraftHeadDrafter.from_dir(
-        ctx.draft_head_dir, embedding, draw="sample" if ctx.verify == "rejection" else draw, seed=ctx.seed
+        ctx.draft_head_dir,
+        embedding,
+        draw="sample" if ctx.verify == "rejection" else draw,
+        seed=ctx.seed,
+        rule=ctx.sampling_rule,
     )
 
 

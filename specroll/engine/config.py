@@ -7,6 +7,12 @@ from dataclasses import dataclass
 from specroll.placement import DTYPES
 
 VERIFY_MODES = ("exact", "rejection")
+SAMPLING_RULES = ("inverse-cdf", "gumbel")  # exact mode's draw (`specroll.sampling`)
+
+
+def check_rule(rule: str) -> None:
+    if rule not in SAMPLING_RULES:
+        raise ValueError(f"sampling rule must be one of {', '.join(SAMPLING_RULES)}, got {rule!r}")
 
 
 @dataclass(frozen=True)
@@ -22,8 +28,10 @@ class EngineConfig:
     device: str = "cpu"
     dtype: str = "float32"
     batch_invariant: bool = True  # target logits independent of batch shape (`model.batch_invariant`)
+    sampling_rule: str = "inverse-cdf"  # exact mode's draw (SAMPLING_RULES)
 
     def __post_init__(self) -> None:
+        check_rule(self.sampling_rule)
         if self.verify not in VERIFY_MODES:
             raise ValueError(f"verify mode must be one of {', '.join(VERIFY_MODES)}, got {self.verify!r}")
         for name in ("max_batch_size", "max_model_len", "max_prefill_tokens"):

@@ -142,6 +142,7 @@ class Engine:
             out.logits,
             self.config.seed,
             self.config.verify,
+            self.config.sampling_rule,
         )
         self._give_features(requests, inputs, result, out.hidden)
         finished = self._append(requests, result, [len(i.token_ids) for i in inputs])
@@ -208,7 +209,9 @@ class Engine:
             for r, d in zip(requests, drafts)
         ]
         out = self.runner.forward(inputs)
-        result = verify_batch(requests, drafts, out.logits, self.config.seed, self.config.verify)
+        result = verify_batch(
+            requests, drafts, out.logits, self.config.seed, self.config.verify, self.config.sampling_rule
+        )
         self._give_features(requests, inputs, result, out.hidden)
         return result
 

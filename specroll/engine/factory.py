@@ -75,6 +75,7 @@ def build_engine(spec: EngineSpec, longest_prompt: int, drafter: Drafter | None 
             verify=spec.verify,
             draft_head_dir=spec.draft_head_dir,
             target=runner,
+            sampling_rule=spec.sampling_rule,
         )
         drafter = make_drafter(spec.drafter, context)
     policy = make_policy(spec.policy if drafter is not None else "none", policy_cost_model(spec))
@@ -92,4 +93,5 @@ def _engine_config(spec: EngineSpec, longest_prompt: int) -> EngineConfig:
         device=spec.device,
         dtype=spec.dtype,
         batch_invariant=spec.batch_invariant,
+        sampling_rule=spec.sampling_rule,
     )

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specroll.drafting.registry import known_drafters
-from specroll.engine.config import VERIFY_MODES
+from specroll.engine.config import VERIFY_MODES, check_rule
 from specroll.placement import check_placement
 from specroll.policies.registry import DEFAULT_POLICY, make_policy
 
@@ -33,6 +33,7 @@ class EngineSpec:
     threads: int = 0  # CPU threads for torch; 0 = auto (`factory.cpu_threads`)
     device: str = "cpu"  # cpu | cuda, resolved (`specroll.model.device.resolve_device`)
     dtype: str = "float32"  # float32 | bfloat16 | float16
+    sampling_rule: str = "inverse-cdf"  # exact mode's draw (`engine.config.SAMPLING_RULES`)
 
     def __post_init__(self) -> None:
         for name in ("max_tokens", "max_batch_size"):
@@ -48,6 +49,7 @@ class EngineSpec:
             known = ", ".join(known_drafters())
             raise ValueError(f"unknown drafter {self.drafter!r}; known drafters: {known}")
         make_policy(self.policy)  # validates the name
+        check_rule(self.sampling_rule)
         check_placement(self.device, self.dtype, self.batch_invariant)
 
     @property

@@ -15,8 +15,17 @@ import torch
 
 from specroll.drafting.protocol import Draft, Drafter, DraftQuery
 from specroll.engine.request import Request
-from specroll.noise import STREAM_ACCEPT, STREAM_SAMPLE, uniforms
-from specroll.sampling import SamplingRows, sample_from, sampling_probs, tempered, token_logprobs, truncated
+from specroll.noise import STREAM_ACCEPT, STREAM_SAMPLE, gumbels, uniforms
+from specroll.sampling import (
+    SamplingRows,
+    sample_from,
+    sample_two_stage,
+    sampling_probs,
+    tempered,
+    token_logprobs,
+    top_candidates,
+    truncated,
+)
 from specroll.verification import verify_exact, verify_exact_tree, verify_rejection
 
 log = logging.getLogger(__name__)
@@ -131,11 +140,16 @@ class VerifyInputs:
 
 
 def verify_batch(
-    requests: Sequence[Request], drafts: Sequence[Draft], logits: torch.Tensor, seed: int, mode: str
+    requests: Sequence[Request],
+    drafts: Sequence[Draft],
+    logits: torch.Tensor,
+    seed: int,
+    mode: str,
+    rule: str = "inverse-cdf",
 ) -> VerifyResult:
     """logits (B, Tl, V): row 0 follows the fed token, row i + 1 follows draft node i."""
     inputs = verify_inputs(requests, drafts, logits.shape[1], logits.shape[2], logits.device)
-    packed = verify_on_device(logits, inputs, seed, mode).cpu()  # the step's one device-to-host copy
+    packed = verify_on_device(logits, inputs, seed, mode, rule).cpu()  # the step's one device-to-host copy
     return _per_request(drafts, *unpack(packed))
 
 
@@ -160,8 +174,11 @@ def verify_inputs(
     )
 
 
-def verify_on_device(logits: torch.Tensor, inputs: VerifyInputs, seed: int, mode: str) -> torch.Tensor:
+def verify_on_device(
+    logits: torch.Tensor, inputs: VerifyInputs, seed: int, mode: str, rule: str = "inverse-cdf"
+) -> torch.Tensor:
     """The device part of verification: no host synchronisation, so it can be captured in a graph.
+    In exact mode the target's samples follow `rule` (`engine.config.SAMPLING_RULES`).
 
     logits (B, Tl, V) -> (B, 2 Tl + 1) float64 packing each row's emitted token (exact in float64),
     its log-probability and the number of accepted drafts (`unpack`)."""
@@ -170,7 +187,7 @@ def verify_on_device(logits: torch.Tensor, inputs: VerifyInputs, seed: int, mode
     probs = sampling_probs(truncated(scaled, inputs.rows), inputs.rows).view(B, Tl, V)
     sample_u = uniforms(seed, inputs.request_ids, inputs.positions, STREAM_SAMPLE)  # (B, Tl)
     if mode == "exact":
-        emitted = sample_from(probs.view(B * Tl, V), sample_u.view(-1)).view(B, Tl)
+        emitted = _exact_samples(probs.view(B * Tl, V), sample_u.view(-1), inputs, seed, rule).view(B, Tl)
         num_accepted = verify_exact(inputs.draft_tokens, inputs.num_drafts, emitted)
     else:
         accept_u = uniforms(seed, inputs.request_ids, inputs.positions[:, :-1], STREAM_ACCEPT)  # (B, K)
@@ -181,6 +198,19 @@ def verify_on_device(logits: torch.Tensor, inputs: VerifyInputs, seed: int, mode
         emitted = emitted.scatter(1, num_accepted[:, None], next_token[:, None])
     logprobs = token_logprobs(scaled, emitted.view(-1)).view(B, Tl)  # the policy's (`policy_logprobs`)
     return torch.cat([emitted.double(), logprobs.double(), num_accepted.double()[:, None]], 1)
+
+
+def _exact_samples(
+    probs: torch.Tensor, u: torch.Tensor, inputs: VerifyInputs, seed: int, rule: str
+) -> torch.Tensor:
+    """probs (B*Tl, V), u (B*Tl,) -> the target's token at each row's output position (B*Tl,)."""
+    if rule == "inverse-cdf":
+        return sample_from(probs, u)
+    top_ids, top_probs = top_candidates(probs)  # (B*Tl, k)
+    Tl = inputs.positions.shape[1]
+    request_ids = inputs.request_ids.expand(-1, Tl).reshape(-1, 1)
+    noise = gumbels(seed, request_ids, inputs.positions.reshape(-1, 1), top_ids)  # (B*Tl, k)
+    return sample_two_stage(probs, top_ids, top_probs, u, noise)
 
 
 def unpack(packed: torch.Tensor) -> tuple[list[list[int]], list[list[float]], list[int]]:

@@ -43,24 +43,29 @@ def _requests_and_drafts(with_probs: bool):
     return requests, [Draft(i, c, probs=q) for i, (c, q) in enumerate(zip(chains, probs))]
 
 
-@pytest.mark.parametrize("mode", ["exact", "rejection"])
-def test_verification_makes_every_tensor_on_the_logits_device(mode):
+MODES = [("exact", "inverse-cdf"), ("exact", "gumbel"), ("rejection", "inverse-cdf")]
+
+
+@pytest.mark.parametrize("mode, rule", MODES)
+def test_verification_makes_every_tensor_on_the_logits_device(mode, rule):
     requests, drafts = _requests_and_drafts(with_probs=mode == "rejection")
     logits = torch.randn(len(requests), 4, V, device=META)
-    packed = verify_on_device(logits, verify_inputs(requests, drafts, 4, V, META), seed=3, mode=mode)
+    inputs = verify_inputs(requests, drafts, 4, V, META)
+    packed = verify_on_device(logits, inputs, seed=3, mode=mode, rule=rule)
     assert packed.device == META and packed.shape == (4, 9)
     with pytest.raises((RuntimeError, NotImplementedError), match="device"):  # the check can fail
-        verify_on_device(logits, verify_inputs(requests, drafts, 4, V, torch.device("cpu")), 3, mode)
+        verify_on_device(logits, verify_inputs(requests, drafts, 4, V, torch.device("cpu")), 3, mode, rule)
 
 
-@pytest.mark.parametrize("mode", ["exact", "rejection"])
-def test_the_device_part_of_verification_never_synchronises_with_the_host(mode):
+@pytest.mark.parametrize("mode, rule", MODES)
+def test_the_device_part_of_verification_never_synchronises_with_the_host(mode, rule):
     torch._dynamo.reset()
     requests, drafts = _requests_and_drafts(with_probs=mode == "rejection")
     logits = torch.randn(len(requests), 4, V)
     inputs = verify_inputs(requests, drafts, 4, V, torch.device("cpu"))
     captured = torch.compile(verify_on_device, fullgraph=True, backend="eager")
-    assert torch.equal(captured(logits, inputs, 3, mode), verify_on_device(logits, inputs, 3, mode))
+    expected = verify_on_device(logits, inputs, 3, mode, rule)
+    assert torch.equal(captured(logits, inputs, 3, mode, rule), expected)
 
 
 def test_a_host_synchronisation_fails_the_capture():

@@ -128,17 +128,28 @@ def test_the_engine_hands_the_head_the_hidden_state_that_drew_each_newest_token(
     assert checked > 100
 
 
-@pytest.mark.parametrize("draw", ["coupled", "argmax"])
+@pytest.mark.parametrize(
+    "draw, rule", [("coupled", "inverse-cdf"), ("coupled", "gumbel"), ("argmax", "gumbel")]
+)
 @pytest.mark.parametrize("batch", [1, 16])
-def test_drafting_with_the_head_changes_no_token(trained, qwen2_dir, draw, batch):
+def test_drafting_with_the_head_changes_no_token(trained, qwen2_dir, draw, rule, batch):
     directory, *_ = trained
-    plain = rollout(qwen2_dir, workload(), max_batch_size=batch)
+    plain = rollout(qwen2_dir, workload(), max_batch_size=batch, sampling_rule=rule)
     runner_embedding = rollout.last_engine.runner.model.model.embed_tokens.weight
-    drafter = DraftHeadDrafter.from_dir(directory, runner_embedding, draw=draw, seed=7)
-    spec = rollout(qwen2_dir, workload(), drafter, FixedDraftLength(4), max_batch_size=batch)
+    drafter = DraftHeadDrafter.from_dir(directory, runner_embedding, draw=draw, seed=7, rule=rule)
+    spec = rollout(
+        qwen2_dir, workload(), drafter, FixedDraftLength(4), max_batch_size=batch, sampling_rule=rule
+    )
     assert_same_rollout(plain, spec)
     telemetry = rollout.last_engine.telemetry
     assert telemetry.mean_acceptance_length > 1.3  # the head's drafts were verified, and many kept
+
+
+def test_the_gumbel_rule_changes_the_tokens_not_their_distribution(qwen2_dir):
+    """Another rule, other samples (so it is part of what fixes a rollout, like the seed)."""
+    inverse = rollout(qwen2_dir, workload(), sampling_rule="inverse-cdf")
+    gumbel = rollout(qwen2_dir, workload(), sampling_rule="gumbel")
+    assert [r.output_token_ids for r in inverse] != [r.output_token_ids for r in gumbel]
 
 
 def test_coupled_drafting_accepts_more_than_argmax_at_temperature_one(trained, qwen2_dir):
