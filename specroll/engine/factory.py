@@ -78,7 +78,10 @@ def build_engine(spec: EngineSpec, longest_prompt: int, drafter: Drafter | None 
             sampling_rule=spec.sampling_rule,
         )
         drafter = make_drafter(spec.drafter, context)
-    policy = make_policy(spec.policy if drafter is not None else "none", policy_cost_model(spec))
+    cost_model = policy_cost_model(spec)
+    if cost_model is not None and hasattr(drafter, "draft_cost"):  # a drafter that measures its own cost
+        cost_model = cost_model.with_draft(Affine(*drafter.draft_cost()))
+    policy = make_policy(spec.policy if drafter is not None else "none", cost_model)
     return Engine(runner, engine_config, drafter, policy, training_step=spec.step)
 
 

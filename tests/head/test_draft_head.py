@@ -197,3 +197,20 @@ def test_a_head_for_another_model_is_refused_by_name(qwen2_dir):
     head = DraftHead(HeadConfig(32, 50, 8), torch.arange(8))
     with pytest.raises(ValueError, match="hidden size 32"):
         DraftHeadDrafter(head, torch.zeros(97, 64))
+
+
+def test_the_policy_prices_the_heads_drafts_as_measured(trained, qwen2_dir, tmp_path):
+    from specroll.engine.factory import build_engine
+    from specroll.engine.spec import EngineSpec
+    from specroll.policies.cost_model import DEFAULT_COST_MODEL
+
+    directory, *_ = trained
+    cost = tmp_path / "fit.cost.json"
+    DEFAULT_COST_MODEL.save(cost)
+    spec = EngineSpec(
+        qwen2_dir, 16, drafter="draft-head", draft_head_dir=directory, cost_model=cost, threads=1
+    )
+    engine = build_engine(spec, longest_prompt=8)
+    intercept, slope = engine.drafter.draft_cost()
+    assert intercept >= 0 and slope >= 0 and intercept + slope > 0
+    assert engine.policy.cost_model.has_draft_model  # auto weighs the head's cost against its gain
