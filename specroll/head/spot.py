@@ -38,7 +38,7 @@ class SpotTrainer:
         drafter: DraftHeadDrafter,
         buffer: FeatureBuffer,
         config: TrainConfig = TrainConfig(lr=3e-4),
-        publish_every: int = 20,
+        publish_every: int = 5,
     ) -> None:
         self.drafter = drafter
         self.buffer = buffer
