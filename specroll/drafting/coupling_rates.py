@@ -69,3 +69,27 @@ def ranked_rate(p: torch.Tensor, q: torch.Tensor, k: int = 64) -> torch.Tensor:
     lo = torch.maximum(starts[0], starts[1])
     hi = torch.minimum(starts[0] + p.double(), starts[1] + q.double())
     return (hi - lo).clamp_min(0).sum(-1).float()
+
+
+def two_stage_rate(
+    p: torch.Tensor, q: torch.Tensor, k: int = 64, num_draws: int = 16, seed: int = 0
+) -> torch.Tensor:
+    """The gumbel sampling rule's rate (`sampling.sample_two_stage`: Gumbel-max over each
+    distribution's own k most likely tokens, else inverse CDF over the rest), by Monte Carlo over
+    shared uniforms and per-token Gumbel noise."""
+    from specroll.sampling import sample_two_stage, top_candidates
+
+    generator = torch.Generator(device=p.device).manual_seed(seed)
+    candidates = [top_candidates(dist, k) for dist in (p, q)]
+    agree = torch.zeros(p.shape[0], device=p.device)
+    for _ in range(num_draws):
+        u = torch.rand(p.shape[0], generator=generator, device=p.device, dtype=torch.float64)
+        noise = -torch.log(
+            -torch.log(torch.rand(p.shape, generator=generator, device=p.device).clamp(1e-12, 1 - 1e-12))
+        )
+        drawn = [
+            sample_two_stage(dist, ids, values, u, noise.gather(-1, ids).double())
+            for dist, (ids, values) in zip((p, q), candidates)
+        ]
+        agree += (drawn[0] == drawn[1]).float()
+    return agree / num_draws

@@ -15,6 +15,7 @@ from specroll.drafting.coupling_rates import (
     inverse_cdf_rate,
     maximal_rate,
     ranked_rate,
+    two_stage_rate,
 )
 from specroll.head.features import FeatureSequence
 from specroll.head.model import DraftHead
@@ -23,7 +24,7 @@ RATES = {
     "argmax": argmax_rate,
     "inverse-cdf": inverse_cdf_rate,
     "ranked-64": ranked_rate,
-    "ranked-8": lambda p, q: ranked_rate(p, q, 8),
+    "gumbel-64 (--sampling-rule gumbel)": two_stage_rate,
     "gumbel": lambda p, q: gumbel_rate(p, q, 16),
     "maximal": maximal_rate,
 }
