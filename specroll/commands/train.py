@@ -132,20 +132,14 @@ def _extra(m) -> str:
 def _train_config(args: argparse.Namespace):
     from specroll.train.trainer import TrainConfig
 
-    return TrainConfig(
-        config_from_args(args),
-        steps=args.steps,
-        dataset_size=args.dataset_size,
-        lr=args.lr,
-        clip_eps=args.clip_eps,
-        kl_coef=args.kl_coef,
-        micro_batch_size=args.micro_batch_size,
-        shadow_plain=args.shadow_plain,
-        track_drift=args.track_drift,
-        online_head=args.online_head,
-        head_lr=args.head_lr,
-        head_reward_weight=args.head_reward_weight,
-    )
+    return TrainConfig(config_from_args(args), **{name: getattr(args, name) for name in _TRAIN_FLAGS})
+
+
+# the flags named as TrainConfig's fields
+_TRAIN_FLAGS = (
+    "steps dataset_size lr clip_eps kl_coef micro_batch_size shadow_plain track_drift online_head head_lr "
+    "head_reward_weight"
+).split()
 
 
 def _fresh(args: argparse.Namespace):

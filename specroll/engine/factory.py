@@ -20,6 +20,13 @@ from specroll.policies.cost_model import Affine, CostModel
 from specroll.policies.registry import make_policy
 
 
+# the spec's fields that the drafter's context and the engine's config take by the same name
+_DRAFTER_FIELDS = (
+    "draft_model_dir device dtype seed max_batch_size max_draft verify draft_head_dir sampling_rule".split()
+)
+_ENGINE_FIELDS = "max_batch_size max_draft verify seed device dtype batch_invariant sampling_rule".split()
+
+
 def cpu_threads(spec: EngineSpec) -> int:
     """Threads for torch on CPU. A small model's forwards are too short to split: one thread avoids
     synchronisation costs (and, on a shared machine, oversubscription, which we measured slowing a
@@ -63,19 +70,9 @@ def build_engine(spec: EngineSpec, longest_prompt: int, drafter: Drafter | None 
         batch_invariant=engine_config.batch_invariant,
     )
     if drafter is None and spec.drafter is not None:
+        shared = {name: getattr(spec, name) for name in _DRAFTER_FIELDS}
         context = DrafterContext(
-            runner.config.vocab_size,
-            spec.draft_model_dir,
-            spec.device,
-            spec.dtype,
-            seed=spec.seed,
-            max_batch_size=spec.max_batch_size,
-            max_model_len=engine_config.max_model_len,
-            max_draft=spec.max_draft,
-            verify=spec.verify,
-            draft_head_dir=spec.draft_head_dir,
-            target=runner,
-            sampling_rule=spec.sampling_rule,
+            runner.config.vocab_size, max_model_len=engine_config.max_model_len, target=runner, **shared
         )
         drafter = make_drafter(spec.drafter, context)
     cost_model = policy_cost_model(spec)
@@ -88,13 +85,6 @@ def build_engine(spec: EngineSpec, longest_prompt: int, drafter: Drafter | None 
 def _engine_config(spec: EngineSpec, longest_prompt: int) -> EngineConfig:
     max_positions = read_config(spec.model_dir).max_position_embeddings
     return EngineConfig(
-        max_batch_size=spec.max_batch_size,
-        max_draft=spec.max_draft,
         max_model_len=min(max_positions, longest_prompt + spec.max_tokens),
-        verify=spec.verify,
-        seed=spec.seed,
-        device=spec.device,
-        dtype=spec.dtype,
-        batch_invariant=spec.batch_invariant,
-        sampling_rule=spec.sampling_rule,
+        **{name: getattr(spec, name) for name in _ENGINE_FIELDS},
     )
