@@ -129,7 +129,7 @@ def evaluate(trainer: HeadTrainer, sequences: Sequence[FeatureSequence], config:
 def _split(
     sequences: Sequence[FeatureSequence], fraction: float
 ) -> tuple[list[FeatureSequence], list[FeatureSequence]]:
-    num_held_out = int(len(sequences) * fraction) if len(sequences) > 1 else 0
+    num_held_out = max(1, int(len(sequences) * fraction)) if len(sequences) >= 4 and fraction > 0 else 0
     every = max(len(sequences) // num_held_out, 2) if num_held_out else 0
     held = [s for i, s in enumerate(sequences) if every and i % every == every - 1][:num_held_out]
     held_ids = {id(s) for s in held}

@@ -1,0 +1,59 @@
+"""`specroll head train` and `head eval` on the bundled policy, and `--speculate on` picking the head."""
+
+from __future__ import annotations
+
+import json
+
+from specroll.cli import main
+from specroll.head.files import read_head_config
+from specroll.rollout import RolloutConfig
+
+WORKLOAD = ["--num-prompts", "4", "--n", "4", "--max-tokens", "48", "--seed", "3"]
+
+
+def test_head_train_then_eval_then_rollout_with_it(tmp_path, capsys):
+    rollout = tmp_path / "rollout.jsonl"
+    assert main(["rollout", *WORKLOAD, "--speculate", "off", "--out", str(rollout), "--no-progress"]) == 0
+    head = tmp_path / "head"
+    flags = ["--rollouts", str(rollout), "--minutes", "0.05", "--out", str(head), "--no-progress"]
+    assert (
+        main(
+            [
+                "head",
+                "train",
+                *WORKLOAD,
+                *flags,
+                "--draft-vocab",
+                "64",
+                "--exclude-seed",
+                "0",
+                "--exclude-prompts",
+                "1",
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "held out: loss" in out and "saved" in out
+    assert read_head_config(head)["draft_vocab_size"] == 64
+    assert main(["head", "eval", *WORKLOAD, "--rollouts", str(rollout), "--head", str(head)]) == 0
+    table = capsys.readouterr().out
+    assert "| depth | positions | argmax | inverse-cdf" in table and table.count("\n| ") >= 3
+
+    config = RolloutConfig(draft_head_dir=head)
+    assert config.has_head and config.drafter_name == "draft-head"  # `on` prefers a trained head
+    spec_out = tmp_path / "spec.jsonl"
+    assert (
+        main(["rollout", *WORKLOAD, "--draft-head", str(head), "--out", str(spec_out), "--no-progress"]) == 0
+    )
+    plain = [json.loads(line)["token_ids"] for line in rollout.read_text().splitlines()]
+    spec = [json.loads(line)["token_ids"] for line in spec_out.read_text().splitlines()]
+    assert plain == spec
+
+
+def test_head_train_names_a_rollout_from_another_workload(tmp_path, capsys):
+    rollout = tmp_path / "rollout.jsonl"
+    rollout.write_text(json.dumps({"prompt_id": 999999, "token_ids": [1, 2, 3]}) + "\n")
+    code = main(["head", "train", *WORKLOAD, "--rollouts", str(rollout), "--out", str(tmp_path / "h")])
+    assert code == 2
+    assert "prompt_id 999999 is not among this workload's problems" in capsys.readouterr().err
