@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from specroll.drafting.protocol import BaseDrafter, Draft, Drafter, DraftQuery, RequestInfo
+from specroll.drafting.protocol import BaseDrafter, Draft, Drafter, DraftQuery, RequestInfo, TargetFeatures
 from specroll.drafting.suffix_draft import expected_accepted
 
 
@@ -22,6 +22,15 @@ class CombinedDrafter(BaseDrafter):
         if not drafters:
             raise ValueError("CombinedDrafter needs at least one drafter")
         self.drafters = list(drafters)
+
+    @property
+    def needs_features(self) -> bool:
+        return any(getattr(d, "needs_features", False) for d in self.drafters)
+
+    def observe_features(self, features: TargetFeatures) -> None:
+        for drafter in self.drafters:
+            if getattr(drafter, "needs_features", False):
+                drafter.observe_features(features)
 
     def begin(self, info: RequestInfo) -> None:
         for drafter in self.drafters:

@@ -47,6 +47,7 @@ class DraftHeadDrafter(BaseDrafter):
         self.states: dict[int, tuple[torch.Tensor, int]] = {}  # request -> (hidden (H,), context length)
         self.listeners: list = []  # called with every TargetFeatures (e.g. an online trainer's recorder)
         self.num_swaps = 0
+        self._inverse: torch.Tensor | None = None  # target id -> draft index (`_target_to_draft`)
         self._offered: Mapping[str, torch.Tensor] | None = None
         self._lock = threading.Lock()
 
@@ -94,6 +95,7 @@ class DraftHeadDrafter(BaseDrafter):
         ready = [q for q in queries if self._is_current(q)]
         tokens: dict[int, list[int]] = {q.request_id: [] for q in queries}
         probs: dict[int, list] = {q.request_id: [] for q in queries}
+        scores: dict[int, list[float]] = {q.request_id: [] for q in queries}  # path probabilities
         active = sorted(ready, key=lambda q: -q.budget)  # each depth steps a prefix of these rows
         if active:
             feature = torch.stack([self.states[q.request_id][0] for q in active])  # (B, H)
@@ -101,9 +103,10 @@ class DraftHeadDrafter(BaseDrafter):
             for depth in range(active[0].budget):
                 active = [q for q in active if q.budget > depth]
                 feature = self.head.step(feature[: len(active)], self.embedding[last[: len(active)]])
+                logits = self.head.logits(feature).float()  # (b, Vd)
                 drawn, dists = draw_tokens(
                     self.draw,
-                    self.head.logits(feature).float(),
+                    logits,
                     active,
                     depth,
                     self.seed,
@@ -111,11 +114,17 @@ class DraftHeadDrafter(BaseDrafter):
                     self.head.config.vocab_size,
                     self.rule,
                 )
-                for q, token, dist in zip(active, drawn, dists):
+                confidence = self._confidence(logits, active, drawn)
+                for q, token, dist, c in zip(active, drawn, dists, confidence):
                     tokens[q.request_id].append(token)
                     probs[q.request_id].append(dist)
+                    path = scores[q.request_id]
+                    path.append(c * (path[-1] if path else 1.0))
                 last = torch.tensor(drawn, device=feature.device)
-        return [self._draft(q.request_id, tokens[q.request_id], probs[q.request_id]) for q in queries]
+        return [
+            self._draft(q.request_id, tokens[q.request_id], probs[q.request_id], scores[q.request_id])
+            for q in queries
+        ]
 
     @torch.no_grad()
     def draft_cost(self, batch_sizes: tuple[int, int] = (1, 32)) -> tuple[float, float]:
@@ -142,6 +151,24 @@ class DraftHeadDrafter(BaseDrafter):
         state = self.states.get(query.request_id)
         return state is not None and state[1] == len(query.context)
 
-    def _draft(self, request_id: int, tokens: list[int], probs: list) -> Draft:
+    def _confidence(
+        self, logits: torch.Tensor, queries: Sequence[DraftQuery], drawn: list[int]
+    ) -> list[float]:
+        """q of each drawn token at its request's temperature: a draft's score, for a combination of
+        drafters to weigh it against others (`CombinedDrafter`)."""
+        temperature = torch.tensor([max(q.temperature, 1e-5) for q in queries], device=logits.device)
+        index = self._target_to_draft()[torch.tensor(drawn, device=logits.device)]
+        q_probs = torch.softmax(logits / temperature[:, None], -1)
+        return q_probs.gather(1, index[:, None]).squeeze(1).tolist()
+
+    def _target_to_draft(self) -> torch.Tensor:
+        if self._inverse is None:
+            inverse = torch.zeros(self.head.config.vocab_size, dtype=torch.long, device=self.embedding.device)
+            draft_ids = self.head.draft_to_target
+            inverse[draft_ids] = torch.arange(len(draft_ids), device=inverse.device)
+            self._inverse = inverse
+        return self._inverse
+
+    def _draft(self, request_id: int, tokens: list[int], probs: list, scores: list[float]) -> Draft:
         stacked = torch.stack(probs) if probs and probs[0] is not None else None
-        return Draft(request_id, tokens, probs=stacked, source=self.name)
+        return Draft(request_id, tokens, scores=scores or None, probs=stacked, source=self.name)

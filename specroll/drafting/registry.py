@@ -99,6 +99,7 @@ _FACTORIES: dict[str, Callable[[DrafterContext], Drafter]] = {
     "draft-model-coupled": lambda ctx: _draft_model(ctx, draw="coupled"),
     "ladder": _ladder,
     "draft-head": _draft_head,
+    "head+suffix": lambda ctx: CombinedDrafter([_draft_head(ctx), _suffix(0)(ctx)]),
     "draft-head-argmax": lambda ctx: _draft_head(ctx, draw="argmax"),
 }
 

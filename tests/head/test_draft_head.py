@@ -214,3 +214,21 @@ def test_the_policy_prices_the_heads_drafts_as_measured(trained, qwen2_dir, tmp_
     intercept, slope = engine.drafter.draft_cost()
     assert intercept >= 0 and slope >= 0 and intercept + slope > 0
     assert engine.policy.cost_model.has_draft_model  # auto weighs the head's cost against its gain
+
+
+def test_a_head_combined_with_suffix_drafters_gets_its_features_and_changes_no_token(trained, qwen2_dir):
+    from specroll.drafting.combined import CombinedDrafter
+    from specroll.drafting.own_context import OwnContextDrafter
+
+    directory, *_ = trained
+    plain = rollout(qwen2_dir, workload())
+    embedding = rollout.last_engine.runner.model.model.embed_tokens.weight
+    head = DraftHeadDrafter.from_dir(directory, embedding, seed=7)
+    combined = CombinedDrafter([head, OwnContextDrafter()])
+    assert combined.needs_features
+    spec = rollout(qwen2_dir, workload(), combined, FixedDraftLength(4))
+    assert_same_rollout(plain, spec)
+    sources = {
+        d.sources[i] for d in rollout.last_engine.telemetry.decode_forwards for i in range(len(d.sources))
+    }
+    assert "draft-head" in sources  # its scored drafts won some queries
