@@ -116,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
             save_state(out, trainer.state(), args.keep_states)
 
     trainer.run(report)
+    trainer.close()
     state_dir = save_state(out, trainer.state(), args.keep_states)  # also at the end: --steps may extend it
     plot = plot_metrics(read_metrics(metrics_path), out / "metrics.png")
     checkpoint = save_checkpoint(trainer.policy, trainer.rollout.model_dir, out / "checkpoint")

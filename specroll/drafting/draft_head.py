@@ -36,10 +36,15 @@ class DraftHeadDrafter(BaseDrafter):
         draw: str = "coupled",
         seed: int = 0,
         rule: str = "inverse-cdf",
+        with_scores: bool = False,
+        where: str = "",
     ) -> None:
         check_draw(draw)
+        check_compatible(head, embedding.shape[1], embedding.shape[0], where)
         self.rule = rule  # exact mode's sampling rule, which a coupled draw follows
-        check_compatible(head, embedding.shape[1], embedding.shape[0], "")
+        # score drafts (q of each drawn token: one more softmax and read-back a depth) only for a
+        # combination of drafters that chooses by score (`head+suffix`)
+        self.with_scores = with_scores
         self.head = head.eval()
         self.embedding = embedding  # (V, H) the target's input embeddings, on its device
         self.draw = draw
@@ -47,7 +52,7 @@ class DraftHeadDrafter(BaseDrafter):
         self.states: dict[int, tuple[torch.Tensor, int]] = {}  # request -> (hidden (H,), context length)
         self.listeners: list = []  # called with every TargetFeatures (e.g. an online trainer's recorder)
         self.num_swaps = 0
-        self._inverse: torch.Tensor | None = None  # target id -> draft index (`_target_to_draft`)
+        self._target_to_draft = head.target_to_draft() if with_scores else None
         self._offered: Mapping[str, torch.Tensor] | None = None
         self._lock = threading.Lock()
 
@@ -59,10 +64,10 @@ class DraftHeadDrafter(BaseDrafter):
         draw: str = "coupled",
         seed: int = 0,
         rule: str = "inverse-cdf",
+        with_scores: bool = False,
     ) -> "DraftHeadDrafter":
         head = load_head(directory, embedding.device).to(embedding.dtype)
-        check_compatible(head, embedding.shape[1], embedding.shape[0], str(directory))
-        return cls(head, embedding, draw, seed, rule)
+        return cls(head, embedding, draw, seed, rule, with_scores, where=str(directory))
 
     def observe_features(self, features: TargetFeatures) -> None:
         last = features.hidden.index_select(
@@ -114,12 +119,13 @@ class DraftHeadDrafter(BaseDrafter):
                     self.head.config.vocab_size,
                     self.rule,
                 )
-                confidence = self._confidence(logits, active, drawn)
-                for q, token, dist, c in zip(active, drawn, dists, confidence):
+                for q, token, dist in zip(active, drawn, dists):
                     tokens[q.request_id].append(token)
                     probs[q.request_id].append(dist)
-                    path = scores[q.request_id]
-                    path.append(c * (path[-1] if path else 1.0))
+                if self.with_scores:
+                    for q, c in zip(active, self._confidence(logits, active, drawn)):
+                        path = scores[q.request_id]
+                        path.append(c * (path[-1] if path else 1.0))
                 last = torch.tensor(drawn, device=feature.device)
         return [
             self._draft(q.request_id, tokens[q.request_id], probs[q.request_id], scores[q.request_id])
@@ -157,17 +163,9 @@ class DraftHeadDrafter(BaseDrafter):
         """q of each drawn token at its request's temperature: a draft's score, for a combination of
         drafters to weigh it against others (`CombinedDrafter`)."""
         temperature = torch.tensor([max(q.temperature, 1e-5) for q in queries], device=logits.device)
-        index = self._target_to_draft()[torch.tensor(drawn, device=logits.device)]
+        index = self._target_to_draft[torch.tensor(drawn, device=logits.device)]
         q_probs = torch.softmax(logits / temperature[:, None], -1)
         return q_probs.gather(1, index[:, None]).squeeze(1).tolist()
-
-    def _target_to_draft(self) -> torch.Tensor:
-        if self._inverse is None:
-            inverse = torch.zeros(self.head.config.vocab_size, dtype=torch.long, device=self.embedding.device)
-            draft_ids = self.head.draft_to_target
-            inverse[draft_ids] = torch.arange(len(draft_ids), device=inverse.device)
-            self._inverse = inverse
-        return self._inverse
 
     def _draft(self, request_id: int, tokens: list[int], probs: list, scores: list[float]) -> Draft:
         stacked = torch.stack(probs) if probs and probs[0] is not None else None

@@ -52,7 +52,7 @@ def _draft_model(ctx: DrafterContext, draw: str = "argmax") -> Drafter:
     )
 
 
-def _draft_head(ctx: DrafterContext, draw: str = "coupled") -> Drafter:
+def _draft_head(ctx: DrafterContext, draw: str = "coupled", with_scores: bool = False) -> Drafter:
     """A draft head on the target's features: coupled draws in exact mode, sampled (with q) in rejection."""
     from specroll.drafting.draft_head import DraftHeadDrafter
 
@@ -67,6 +67,7 @@ def _draft_head(ctx: DrafterContext, draw: str = "coupled") -> Drafter:
         draw="sample" if ctx.verify == "rejection" else draw,
         seed=ctx.seed,
         rule=ctx.sampling_rule,
+        with_scores=with_scores,
     )
 
 
@@ -99,7 +100,7 @@ _FACTORIES: dict[str, Callable[[DrafterContext], Drafter]] = {
     "draft-model-coupled": lambda ctx: _draft_model(ctx, draw="coupled"),
     "ladder": _ladder,
     "draft-head": _draft_head,
-    "head+suffix": lambda ctx: CombinedDrafter([_draft_head(ctx), _suffix(0)(ctx)]),
+    "head+suffix": lambda ctx: CombinedDrafter([_draft_head(ctx, with_scores=True), _suffix(0)(ctx)]),
     "draft-head-argmax": lambda ctx: _draft_head(ctx, draw="argmax"),
 }
 

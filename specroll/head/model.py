@@ -94,6 +94,14 @@ class DraftHead(nn.Module):
     def logits(self, feature: torch.Tensor) -> torch.Tensor:
         return self.lm_head(feature)
 
+    def target_to_draft(self) -> torch.Tensor:
+        """(V,) long: each target token's index in the draft vocabulary, -1 outside it."""
+        inverse = torch.full(
+            (self.config.vocab_size,), -1, dtype=torch.long, device=self.draft_to_target.device
+        )
+        inverse[self.draft_to_target] = torch.arange(self.config.draft_vocab_size, device=inverse.device)
+        return inverse
+
     def init_from_target(self, lm_head_weight: torch.Tensor) -> None:
         """Start the output layer at the target's rows for the draft vocabulary."""
         with torch.no_grad():

@@ -110,9 +110,7 @@ class HeadTrainer:
         self.embedding = embedding.detach()  # (V, H) the target's input embeddings, frozen
         self.config = config
         self.optimizer = torch.optim.AdamW(head.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-        target_to_draft = torch.full((head.config.vocab_size,), -1, dtype=torch.long)
-        target_to_draft[head.draft_to_target] = torch.arange(head.config.draft_vocab_size)
-        self.target_to_draft = target_to_draft
+        self.target_to_draft = head.target_to_draft()
         self.num_steps = 0
 
     def step(self, batch: Batch, lr: float | None = None) -> StepMetrics:

@@ -129,8 +129,9 @@ def evaluate(trainer: HeadTrainer, sequences: Sequence[FeatureSequence], config:
 def _split(
     sequences: Sequence[FeatureSequence], fraction: float
 ) -> tuple[list[FeatureSequence], list[FeatureSequence]]:
-    num_held_out = max(1, int(len(sequences) * fraction)) if len(sequences) >= 4 and fraction > 0 else 0
-    every = max(len(sequences) // num_held_out, 2) if num_held_out else 0
-    held = [s for i, s in enumerate(sequences) if every and i % every == every - 1][:num_held_out]
-    held_ids = {id(s) for s in held}
-    return [s for s in sequences if id(s) not in held_ids], held
+    """Every k-th sequence held out (k = 1 / fraction), at least one of four or more."""
+    if len(sequences) < 4 or fraction <= 0:
+        return list(sequences), []
+    every = max(2, min(round(1 / fraction), len(sequences) // 2))
+    held = set(range(every - 1, len(sequences), every))
+    return [s for i, s in enumerate(sequences) if i not in held], [sequences[i] for i in sorted(held)]

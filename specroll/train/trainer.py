@@ -125,6 +125,11 @@ class GRPOTrainer:
                 on_step(history[-1])
         return history
 
+    def close(self) -> None:
+        """Stop the online head's trainer thread (nothing else holds a resource past `run`)."""
+        if self.online_head is not None:
+            self.online_head.close()
+
     def state(self) -> TrainState:
         """The run as it stands, for `restore`; its tensors are the live ones: write them before the
         next step."""

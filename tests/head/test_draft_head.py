@@ -223,7 +223,7 @@ def test_a_head_combined_with_suffix_drafters_gets_its_features_and_changes_no_t
     directory, *_ = trained
     plain = rollout(qwen2_dir, workload())
     embedding = rollout.last_engine.runner.model.model.embed_tokens.weight
-    head = DraftHeadDrafter.from_dir(directory, embedding, seed=7)
+    head = DraftHeadDrafter.from_dir(directory, embedding, seed=7, with_scores=True)
     combined = CombinedDrafter([head, OwnContextDrafter()])
     assert combined.needs_features
     spec = rollout(qwen2_dir, workload(), combined, FixedDraftLength(4))
