@@ -52,8 +52,9 @@ def build_runner(
     dtype: torch.dtype = torch.float32,
     device: str = "cpu",
     batch_invariant: bool = False,
+    cuda_graphs: bool = False,
 ) -> ModelRunner:
-    return ModelRunner.from_pretrained(
+    runner = ModelRunner.from_pretrained(
         model_dir,
         num_slots=max(grid.batch_sizes),
         capacity=grid.capacity,
@@ -61,6 +62,9 @@ def build_runner(
         device=device,
         batch_invariant=batch_invariant,
     )
+    if cuda_graphs:  # as the engine runs its verification forwards
+        runner.use_static_forwards(max(grid.tokens_per_sequence))
+    return runner
 
 
 def profile_checkpoint(
@@ -71,13 +75,13 @@ def profile_checkpoint(
     source: str = "",
     on_sample: Callable[[LatencySample], None] | None = None,
     dtype: torch.dtype = torch.float32,
+    cuda_graphs: bool = False,
 ) -> tuple[CostModel, list[LatencySample]]:
     """Profile the target (and the draft model, if given) and fit the cost model."""
     # the target as the engine runs it by default (batch-invariant on the CPU only); the draft
     # model's numerics never matter
-    runner = build_runner(
-        model_dir, grid, dtype, device, batch_invariant=is_batch_invariant(device, fast_numerics=False)
-    )
+    numerics = is_batch_invariant(device, fast_numerics=False)
+    runner = build_runner(model_dir, grid, dtype, device, numerics, cuda_graphs)
     target = forward_timer(runner, grid)
     draft = None
     if draft_model_dir is not None:

@@ -33,7 +33,7 @@ PROFILES = CHECKPOINTS.parent / "profiles"
 
 _SPEC_FIELDS = (  # fields of both RolloutConfig and EngineSpec, carried over by name
     "max_tokens max_batch_size max_draft verify seed batch_invariant draft_model_dir policy step threads "
-    "device dtype sampling_rule"
+    "device dtype sampling_rule cuda_graphs"
 ).split()
 HEAD_DIR_NAME = "draft-head"  # where `specroll head train` saves a checkpoint's head by default
 
@@ -62,6 +62,7 @@ class RolloutConfig:
     batch_invariant: bool = True  # False: faster forwards whose logits vary with the batch by ~1e-5
     device: str = "cpu"  # cpu | cuda (resolved: `specroll.model.device.resolve_device`)
     dtype: str = "float32"  # float32 | bfloat16 | float16
+    cuda_graphs: bool = False  # decode/verify forwards as CUDA graphs (`--cuda-graphs`; eager on the CPU)
     sampling_rule: str = "inverse-cdf"  # exact mode's draw: inverse-cdf | gumbel (`specroll.sampling`)
     prompts: Path | None = None  # a JSONL file of prompts: the task, in place of `task` (see JsonlTask)
     prompt_field: str = "prompt"  # the fields of `prompts` records to read

@@ -45,7 +45,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from specroll.model.device import resolve_device, torch_dtype
+    from specroll.model.device import resolve_cuda_graphs, resolve_device, torch_dtype
     from specroll.profiling import ProfileGrid, profile_checkpoint
 
     if args.threads:
@@ -54,9 +54,11 @@ def run(args: argparse.Namespace) -> int:
     draft_dir = None if args.draft_model is None else resolve_model_dir(args.draft_model)
     grid = ProfileGrid.standard(args.max_batch_size, args.max_draft, args.context_lengths, args.repeats)
     device = resolve_device(args.device)
-    source = f"{model_dir.resolve().name} on {platform.machine()} {device} {args.dtype}"
+    cuda_graphs = resolve_cuda_graphs(args.cuda_graphs, device)
+    graphs = " cuda-graphs" if cuda_graphs else ""
+    source = f"{model_dir.resolve().name} on {platform.machine()} {device} {args.dtype}{graphs}"
     model, samples = profile_checkpoint(
-        model_dir, grid, draft_dir, device, source, dtype=torch_dtype(args.dtype)
+        model_dir, grid, draft_dir, device, source, dtype=torch_dtype(args.dtype), cuda_graphs=cuda_graphs
     )
     out = args.out or default_output(model_dir)
     model.save(out)

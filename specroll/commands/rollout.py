@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from specroll.model.catalog import resolve_model_dir
-from specroll.model.device import DEVICES, resolve_device
+from specroll.model.device import DEVICES, GRAPH_CHOICES, resolve_cuda_graphs, resolve_device
 from specroll.engine.config import SAMPLING_RULES
 from specroll.placement import DTYPES, is_batch_invariant
 from specroll.rollout import RolloutConfig, RolloutResult, load_problems, run_rollout
@@ -88,6 +88,13 @@ def add_device_arguments(parser: argparse.ArgumentParser) -> None:
         help="where the model runs (auto: cuda where torch sees a GPU, else cpu)",
     )
     parser.add_argument("--dtype", choices=DTYPES, default="float32", help="the model's precision")
+    parser.add_argument(
+        "--cuda-graphs",
+        choices=GRAPH_CHOICES,
+        default="auto",
+        help="replay decode and verification forwards as CUDA graphs at bucketed shapes (auto: on "
+        "CUDA; on the CPU, on runs the same static-shape forwards eagerly)",
+    )
 
 
 # flags named as RolloutConfig's fields; the worker flags only where the command has them
@@ -118,6 +125,7 @@ def config_from_args(args: argparse.Namespace, **overrides) -> RolloutConfig:
         reward_name=args.reward,
         device=device,
         batch_invariant=is_batch_invariant(device, args.fast_numerics),
+        cuda_graphs=resolve_cuda_graphs(args.cuda_graphs, device),
     )
     return RolloutConfig(**{**values, **overrides})
 

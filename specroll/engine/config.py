@@ -29,6 +29,7 @@ class EngineConfig:
     dtype: str = "float32"
     batch_invariant: bool = True  # target logits independent of batch shape (`model.batch_invariant`)
     sampling_rule: str = "inverse-cdf"  # exact mode's draw (SAMPLING_RULES)
+    cuda_graphs: bool = False  # decode and verification forwards at static shapes (`model.static_forward`)
 
     def __post_init__(self) -> None:
         check_rule(self.sampling_rule)

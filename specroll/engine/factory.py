@@ -24,7 +24,9 @@ from specroll.policies.registry import make_policy
 _DRAFTER_FIELDS = (
     "draft_model_dir device dtype seed max_batch_size max_draft verify draft_head_dir sampling_rule".split()
 )
-_ENGINE_FIELDS = "max_batch_size max_draft verify seed device dtype batch_invariant sampling_rule".split()
+_ENGINE_FIELDS = (
+    "max_batch_size max_draft verify seed device dtype batch_invariant sampling_rule cuda_graphs".split()
+)
 
 
 def cpu_threads(spec: EngineSpec) -> int:
@@ -69,6 +71,8 @@ def build_engine(spec: EngineSpec, longest_prompt: int, drafter: Drafter | None 
         engine_config.device,
         batch_invariant=engine_config.batch_invariant,
     )
+    if engine_config.cuda_graphs:  # a verification forward is at most max_draft + 1 tokens a row
+        runner.use_static_forwards(engine_config.max_draft + 1)
     if drafter is None and spec.drafter is not None:
         shared = {name: getattr(spec, name) for name in _DRAFTER_FIELDS}
         context = DrafterContext(

@@ -34,6 +34,7 @@ class EngineSpec:
     device: str = "cpu"  # cpu | cuda, resolved (`specroll.model.device.resolve_device`)
     dtype: str = "float32"  # float32 | bfloat16 | float16
     sampling_rule: str = "inverse-cdf"  # exact mode's draw (`engine.config.SAMPLING_RULES`)
+    cuda_graphs: bool = False  # decode and verification forwards replayed as CUDA graphs (eager on the CPU)
 
     def __post_init__(self) -> None:
         for name in ("max_tokens", "max_batch_size"):

@@ -49,9 +49,14 @@ class RotaryTable:
     def __call__(self, positions: torch.Tensor, num_positions: int) -> tuple[torch.Tensor, torch.Tensor]:
         """positions (B, T), each below `num_positions` (the host's bound: reading the largest from
         the device would synchronise) -> cos, sin each (B, 1, T, head_dim), float32, on positions' device."""
-        while self.cos.shape[0] < num_positions:
-            self._add_block(positions.device)
+        self.reserve(num_positions, positions.device)
         return self.cos[positions][:, None], self.sin[positions][:, None]
+
+    def reserve(self, num_positions: int, device: torch.device) -> None:
+        """Hold at least `num_positions` positions from now on. A captured forward reads the table by
+        address, so it is grown before any capture and never during one."""
+        while self.cos.shape[0] < num_positions:
+            self._add_block(device)
 
     def _add_block(self, device: torch.device) -> None:
         start = self.cos.shape[0]  # every block has the same shape, so the same arithmetic per offset

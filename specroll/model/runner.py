@@ -16,6 +16,8 @@ from specroll.placement import check_numerics
 from specroll.model.kv_cache import KVCache
 from specroll.model.loader import load_model, read_config
 from specroll.model.attention_chunks import Chunk, plan_chunks
+from specroll.model.masks import attention_mask, tree_layout
+from specroll.model.static_forward import StaticForwards
 from specroll.model.batch_invariant import BLOCK, BatchInvarianceUnavailable, round_up
 from specroll.model.transformer import AttentionSpan, CausalLM, ForwardBatch
 
@@ -80,6 +82,7 @@ class ModelRunner:
         self.config: ModelConfig = model.config
         self.device = next(model.parameters()).device
         self.batch_invariant = batch_invariant
+        self.static: StaticForwards | None = None  # `use_static_forwards`
         check_numerics(self.device.type, batch_invariant)
         if batch_invariant:
             model.use_batch_invariant_numerics()
@@ -127,8 +130,18 @@ class ModelRunner:
         for name, param in params.items():
             param.copy_(weights[name])
 
+    def use_static_forwards(self, max_width: int) -> None:
+        """Run every forward of at most `max_width` new tokens a row (decode, verification) at a
+        bucketed static shape: recorded as a CUDA graph on CUDA, eager elsewhere with the same
+        results (`specroll.model.static_forward`). Longer forwards (prefills) stay dynamic."""
+        self.static = StaticForwards(self.model, self.cache, max_width, BLOCK)
+
     @torch.inference_mode()
     def forward(self, sequences: Sequence[SequenceInput]) -> ForwardOutput:
+        if self.static is not None and self.static.fits(sequences):
+            self._check(sequences)
+            hidden = self.static.features(sequences)
+            return ForwardOutput(self.model.lm_head(hidden).float(), hidden)
         logits, hidden = self.model(self.prepare(sequences), self.cache)
         return ForwardOutput(logits.float(), hidden)
 
@@ -183,7 +196,7 @@ class ModelRunner:
         if relation is None:
             mask = _chain_mask(start[rows], num_new[rows], T, read_length)
         else:
-            mask = _attention_mask(start[rows], num_new[rows], relation[rows], read_length)
+            mask = attention_mask(start[rows], num_new[rows], relation[rows], read_length)
         chunk_slots = slots[rows]
         return AttentionSpan(
             rows, _as_slice(chunk_slots) or torch.tensor(chunk_slots, device=self.device), mask, read_length
@@ -228,38 +241,8 @@ def _layout(
     )
     for b, seq in enumerate(sequences):
         if seq.parents is not None:
-            depth[b], relation[b] = _tree_layout(seq, T)
+            depth[b], relation[b] = tree_layout(seq.parents, T, seq.slot)
     return depth, relation
-
-
-def _tree_layout(seq: SequenceInput, T: int) -> tuple[torch.Tensor, torch.Tensor]:
-    depth = torch.zeros(T, dtype=torch.long, device="cpu")
-    relation = torch.zeros(T, T, dtype=torch.bool, device="cpu")
-    for i, parent in enumerate(seq.parents):
-        if not -1 <= parent < i:
-            raise ValueError(f"slot {seq.slot}: parent {parent} of draft token {i} must precede it")
-        if parent >= 0:
-            relation[i] = relation[parent]
-            depth[i] = depth[parent] + 1
-        relation[i, i] = True
-    return depth, relation
-
-
-def _attention_mask(
-    start: torch.Tensor, num_new: torch.Tensor, relation: torch.Tensor, read_length: int
-) -> torch.Tensor:
-    """(B, 1, T, L): cached positions are visible to all; new ones as `relation` says."""
-    T = relation.shape[1]
-    rel = (
-        torch.arange(read_length, device=start.device)[None] - start[:, None]
-    )  # (B, L) offset among new tokens
-    is_cached = rel < 0
-    is_new = (rel >= 0) & (rel < num_new[:, None])
-    sees_new = torch.gather(relation, 2, rel.clamp(0, T - 1)[:, None, :].expand(-1, T, -1))  # (B, T, L)
-    mask = is_cached[:, None, :] | (is_new[:, None, :] & sees_new)
-    is_padding = torch.arange(T, device=start.device)[None] >= num_new[:, None]  # (B, T)
-    mask[..., 0] |= is_padding  # padded queries see one key so softmax stays finite
-    return mask[:, None]
 
 
 def _logit_index(sequences: Sequence[SequenceInput], num_new: list[int]) -> list[list[int]]:

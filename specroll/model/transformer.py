@@ -116,9 +116,25 @@ class Attention(nn.Module):
         keys, values = cache.read(self.layer, span.slots, span.read_length)  # (b, Hkv, L, D)
         if self.invariant_rows:
             return block_attention(q, keys, values, span.attn_mask, self.invariant_rows)
-        return F.scaled_dot_product_attention(
-            q, keys, values, attn_mask=span.attn_mask, enable_gqa=self.num_heads != self.num_kv_heads
-        )
+        return grouped_attention(q, keys, values, span.attn_mask)
+
+
+def grouped_attention(
+    q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
+    """q (b, H, T, D); keys, values (b, Hkv, L, D); mask (b, 1, T, L) -> (b, H, T, D).
+
+    The G = H / Hkv query heads that share a key head, and their T tokens, go in as G*T queries of
+    that head: each key and value is read once for all of them, a mask needs no expanded heads, and
+    the fused kernels that take a mask run (PyTorch's `enable_gqa` falls back to its math kernel
+    when given one)."""
+    b, H, T, D = q.shape
+    Hkv, L = keys.shape[1], keys.shape[2]
+    G = H // Hkv
+    queries = q.reshape(b, Hkv, G * T, D)  # query head h = kv head h // G, as Hugging Face's repeat_kv
+    grouped_mask = mask[:, :, None].expand(b, 1, G, T, L).reshape(b, 1, G * T, L)
+    out = F.scaled_dot_product_attention(queries, keys, values, attn_mask=grouped_mask)
+    return out.reshape(b, H, T, D)
 
 
 class MLP(nn.Module):
@@ -180,11 +196,16 @@ class CausalLM(nn.Module):
                 module.invariant_rows = query_rows
 
     def forward(self, batch: ForwardBatch, cache: KVCache) -> tuple[torch.Tensor, torch.Tensor]:
+        hidden = self.features(batch, cache)
+        return self.lm_head(hidden), hidden
+
+    def features(self, batch: ForwardBatch, cache: KVCache) -> torch.Tensor:
+        """The final-norm hidden states (B, Tl, H) of the rows `batch.logit_index` names: everything
+        up to the LM head, the part a captured forward replays."""
         x = self.model.embed_tokens(batch.input_ids)  # (B, T, H)
         cos, sin = self.rotary(batch.positions, batch.num_positions)
         rope = (cos.to(x.dtype), sin.to(x.dtype))
         for layer in self.model.layers:
             x = layer(x, rope, cache, batch)
         index = batch.logit_index[..., None].expand(-1, -1, x.shape[-1])
-        hidden = self.model.norm(torch.gather(x, 1, index))  # (B, Tl, H)
-        return self.lm_head(hidden), hidden
+        return self.model.norm(torch.gather(x, 1, index))  # (B, Tl, H)

@@ -6,7 +6,8 @@ optimizer's hyper-parameters, the micro-batching (it sets the order of the gradi
 threads (they may set the order of a matmul's sums). It may change `steps` (to extend the run),
 `shadow_plain` (a measurement beside the run), and, where speculation is lossless token for token
 (exact verification with batch-invariant numerics), what only sets the rollout's speed: the drafter,
-the speculation policy, the draft limits, the batch size, the cost model and the rollout's workers.
+the speculation policy, the draft limits, the batch size, the cost model, the rollout's workers and
+CUDA graphs (static-shape forwards give the dynamic ones' bits under those numerics).
 
 The config is stored flat, one key per field, the `RolloutConfig` fields beside the `TrainConfig` ones
 (their names do not overlap), paths as absolute strings: a run resumed from another working directory
@@ -24,7 +25,8 @@ from specroll.train.trainer import TrainConfig
 ALWAYS_FREE = frozenset({"steps", "shadow_plain", "track_drift"})
 SPEED_ONLY = frozenset(
     "speculate policy max_draft max_batch_size draft_model_dir cost_model step workers dispatch "
-    "chunk_tokens worker_backend fastest_of_n draft_head_dir online_head head_lr head_reward_weight".split()
+    "chunk_tokens worker_backend fastest_of_n draft_head_dir online_head head_lr head_reward_weight "
+    "cuda_graphs".split()
 )
 _PATHS = frozenset(f.name for f in fields(RolloutConfig) if "Path" in str(f.type))
 

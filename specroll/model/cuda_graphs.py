@@ -1,0 +1,54 @@
+"""Replaying a forward as a CUDA graph: the kernels one call launches, recorded once per shape and
+launched again together, so a small model's decode step costs its kernels' time, not Python's and the
+driver's launch time (measured on an H100 with a plain-PyTorch forward of SmolLM2's shape: 9-16 ms
+eager at any batch, 1.70 ms captured at batch 64).
+
+A recorded graph reads and writes fixed addresses: the function it records must take its inputs from
+buffers that outlive it (the caller copies each call's values in first), allocate nothing it keeps
+outside the graph's pool, and never read a device value on the host. `Replayer` runs the same
+function eagerly where the device has no graphs (the CPU), so every other line of the path is shared.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Hashable
+
+import torch
+
+Run = Callable[[], torch.Tensor]
+
+
+class Replayer:
+    """run(key, fn): fn's output; on CUDA, fn is recorded the first time `key` is seen (after one
+    warm-up call) and replayed after that. All graphs share one memory pool, as they run one at a time."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.is_capturing = device.type == "cuda"
+        self.graphs: dict[Hashable, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
+        self.pool = torch.cuda.graph_pool_handle() if self.is_capturing else None
+
+    def run(self, key: Hashable, fn: Run) -> torch.Tensor:
+        if not self.is_capturing:
+            return fn()
+        if key not in self.graphs:
+            self.graphs[key] = self._capture(fn)
+        graph, output = self.graphs[key]
+        graph.replay()
+        return output
+
+    @property
+    def num_graphs(self) -> int:
+        return len(self.graphs)
+
+    def _capture(self, fn: Run) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
+        # the warm-up runs on a side stream, as capture requires: lazy initialisation (cuBLAS
+        # workspaces, autotuned kernels) happens there and not inside the recording
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            fn()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.pool):
+            output = fn()
+        return graph, output

@@ -1,0 +1,125 @@
+"""Forwards of fixed shapes, the form a CUDA graph can replay: decode and verification forwards, whose
+rows add at most `max_width` new tokens to their cached context.
+
+A forward over sequences in cache slots s_1..s_n runs at a `StaticShape` bucket (`model.buckets`):
+row r of the forward is cache slot r, for r below the row bucket, so attention reads the cache's first
+rows as a view (the scheduler keeps running requests in slots 0..B-1) and no K/V is gathered. A row
+with no sequence is padding: it has no new tokens, so every token it holds writes the cache's scratch
+column, which no query reads, and it attends to one key so its softmax stays finite. Everything the
+forward needs is packed on the host into one integer tensor per step, copied to the device in one
+transfer, and unpacked there by the recorded function (`_batch`), masks and cache indices included.
+
+Row r's results do not depend on the other rows, on padding, or on the read length under the
+batch-invariant numerics (`model.batch_invariant`), so there a static forward gives the very bits of
+`ModelRunner.prepare`'s dynamic one; with the fast numerics they agree to rounding.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from specroll.model.buckets import StaticShape, static_shape
+from specroll.model.cuda_graphs import Replayer
+from specroll.model.kv_cache import KVCache
+from specroll.model.masks import attention_mask, tree_layout
+from specroll.model.transformer import AttentionSpan, CausalLM, ForwardBatch
+
+# packed columns: start, num_new, num_logits, order (row i: the slot of the forward's i-th sequence),
+# then tokens (T), depth (T) and relation (T x T) of the row's new tokens
+START, NUM_NEW, NUM_LOGITS, ORDER, TOKENS = 0, 1, 2, 3, 4
+
+
+class StaticForwards:
+    """features(sequences) for forwards of at most `max_width` new tokens a row, at bucketed shapes;
+    recorded as CUDA graphs on CUDA, run eagerly elsewhere (`model.cuda_graphs.Replayer`)."""
+
+    def __init__(self, model: CausalLM, cache: KVCache, max_width: int, block: int) -> None:
+        if max_width < 1:
+            raise ValueError(f"max_width must be >= 1, got {max_width}")
+        self.model, self.cache, self.max_width, self.block = model, cache, max_width, block
+        self.device = cache.keys[0].device
+        self.replayer = Replayer(self.device)
+        self.inputs: dict[int, torch.Tensor] = {}  # width -> (slots, packed columns) long, on the device
+        # the rotary table is read by address inside a graph: grown now, never during a capture
+        model.rotary.reserve(cache.num_columns + max_width, self.device)
+
+    def fits(self, sequences: Sequence) -> bool:
+        """Few enough new tokens a row, and one sequence a slot (each has its slot's row)."""
+        slots = {s.slot for s in sequences}
+        return len(slots) == len(sequences) and max(len(s.token_ids) for s in sequences) <= self.max_width
+
+    def features(self, sequences: Sequence) -> torch.Tensor:
+        """Final-norm hidden states (n, Tl, H) of the sequences' logit rows, as `CausalLM.features`."""
+        shape = static_shape(
+            [s.slot for s in sequences],
+            [s.start + len(s.token_ids) for s in sequences],
+            max(len(s.token_ids) for s in sequences),
+            self.cache.num_slots,
+            self.block,
+            self.cache.num_columns,
+        )
+        packed = self._buffer(shape.width)[: shape.num_rows]
+        packed.copy_(_to_device(pack(sequences, shape), self.device), non_blocking=True)
+        hidden = self.replayer.run(shape, lambda: self._features(packed, shape))  # (R, T, H)
+        Tl = max(s.num_logits for s in sequences)
+        return hidden.index_select(0, packed[: len(sequences), ORDER])[:, :Tl]
+
+    def _buffer(self, width: int) -> torch.Tensor:
+        if width not in self.inputs:
+            columns = TOKENS + 2 * width + width * width
+            self.inputs[width] = torch.zeros(
+                self.cache.num_slots, columns, dtype=torch.long, device=self.device
+            )
+        return self.inputs[width]
+
+    def _features(self, packed: torch.Tensor, shape: StaticShape) -> torch.Tensor:
+        return self.model.features(self._batch(packed, shape), self.cache)
+
+    def _batch(self, packed: torch.Tensor, shape: StaticShape) -> ForwardBatch:
+        """The forward's inputs, unpacked on the device: the part of the step a graph records."""
+        R, T, L = shape.num_rows, shape.width, shape.read_length
+        start, num_new, num_logits = packed[:, START], packed[:, NUM_NEW], packed[:, NUM_LOGITS]
+        tokens = packed[:, TOKENS : TOKENS + T]  # (R, T)
+        depth = packed[:, TOKENS + T : TOKENS + 2 * T]  # (R, T)
+        relation = packed[:, TOKENS + 2 * T :].reshape(R, T, T).bool()  # (R, T, T)
+        offsets = torch.arange(T, device=packed.device)
+        is_new = offsets[None] < num_new[:, None]
+        columns = torch.where(is_new, start[:, None] + offsets, self.cache.scratch_column)  # (R, T)
+        last = num_new[:, None] - 1
+        logit_index = torch.minimum(last - num_logits[:, None] + 1 + offsets, last).clamp(min=0)  # (R, T)
+        rows = slice(0, R)
+        return ForwardBatch(
+            write_index=self.cache.write_index(torch.arange(R, device=packed.device), columns),
+            input_ids=tokens,
+            positions=start[:, None] + depth,
+            num_positions=self.cache.num_columns + T,
+            spans=[AttentionSpan(rows, rows, attention_mask(start, num_new, relation, L), L)],
+            logit_index=logit_index,
+        )
+
+
+def pack(sequences: Sequence, shape: StaticShape) -> np.ndarray:
+    """(R, columns) int64 on the host: each sequence in the row of its slot; the other rows padding
+    (no new tokens). O(new tokens) Python work, plus a walk of each tree."""
+    T = shape.width
+    packed = np.zeros((shape.num_rows, TOKENS + 2 * T + T * T), dtype=np.int64)
+    packed[:, TOKENS + T : TOKENS + 2 * T] = np.arange(T)
+    packed[:, TOKENS + 2 * T :] = np.tril(np.ones((T, T), dtype=np.int64)).reshape(-1)
+    for i, s in enumerate(sequences):
+        row = packed[s.slot]
+        row[[START, NUM_NEW, NUM_LOGITS]] = s.start, len(s.token_ids), s.num_logits
+        row[TOKENS : TOKENS + len(s.token_ids)] = s.token_ids
+        if s.parents is not None:
+            depth, relation = tree_layout(s.parents, T, s.slot)
+            row[TOKENS + T : TOKENS + 2 * T] = depth.numpy()
+            row[TOKENS + 2 * T :] = relation.reshape(-1).numpy()
+        packed[i, ORDER] = s.slot
+    return packed
+
+
+def _to_device(packed: np.ndarray, device: torch.device) -> torch.Tensor:
+    host = torch.from_numpy(packed)
+    return host.pin_memory() if device.type == "cuda" else host
