@@ -21,6 +21,8 @@ def make_engine(model_dir, drafter=None, policy=None, **config) -> Engine:
         cfg.device,
         batch_invariant=cfg.batch_invariant,
     )
+    if cfg.cuda_graphs:
+        runner.use_static_forwards(cfg.max_draft + 1)
     return Engine(runner, cfg, drafter, policy)
 
 

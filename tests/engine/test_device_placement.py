@@ -101,17 +101,18 @@ def _rollout_with_default_device(device, model_dir, requests, drafter, **config)
     return requests
 
 
-@pytest.mark.parametrize("drafter", ["draft-model", "tree"])
-def test_an_engine_step_names_the_device_of_every_tensor_it_makes(qwen2_dir, tmp_path, drafter):
+@pytest.mark.parametrize("drafter, cuda_graphs", [("draft-model", False), ("tree", False), ("tree", True)])
+def test_an_engine_step_names_the_device_of_every_tensor_it_makes(qwen2_dir, tmp_path, drafter, cuda_graphs):
     """A rollout with meta as the default device gives the tokens of an ordinary one: no tensor of its
-    forwards, drafting, sampling, verification or noise was made without naming its device."""
+    forwards (dynamic, or static as CUDA graphs replay them), drafting, sampling, verification or
+    noise was made without naming its device."""
     from tiny_checkpoints import save_tiny_checkpoint
 
     params = dict(temperature=0.8, top_k=20, top_p=0.9)
     plain = rollout(qwen2_dir, workload(**params), batch_invariant=drafter != "tree")
     if drafter == "tree":
         make = lambda: TreeOracle({r.request_id: r.output_token_ids for r in plain}, vocab_size=97)  # noqa: E731
-        config = dict(batch_invariant=False)
+        config = dict(batch_invariant=False, cuda_graphs=cuda_graphs)
     else:
         save_tiny_checkpoint("qwen2", tmp_path, logit_scale=30.0)
         make = lambda: DraftModelDrafter.from_pretrained(tmp_path, 16, 128, draw="sample")  # noqa: E731

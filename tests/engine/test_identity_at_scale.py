@@ -35,6 +35,20 @@ def test_batch_size_and_speculation_change_no_bit(large_vocab_dir, batch_invaria
     assert same == batch_invariant  # the fast numerics round log-probabilities by batch shape
 
 
+def test_static_shape_forwards_change_no_bit(large_vocab_dir, one_thread):
+    """The forwards CUDA graphs replay (bucketed rows, width and read length; run eagerly here)
+    against the dynamic ones, plain and speculative, on the vocabulary where rounding shows."""
+    plain = rollout(large_vocab_dir, workload(6, 4), max_batch_size=16)
+    oracle = OracleDrafter({r.request_id: r.output_token_ids for r in plain}, corrupt_every=3)
+    static = rollout(large_vocab_dir, workload(6, 4), max_batch_size=16, cuda_graphs=True)
+    spec = rollout(
+        large_vocab_dir, workload(6, 4), oracle, FixedDraftLength(4), max_batch_size=16, cuda_graphs=True
+    )
+    assert rollout.last_engine.runner.static is not None
+    assert_speculated(rollout.last_engine.telemetry)
+    assert _outputs(plain) == _outputs(static) == _outputs(spec)
+
+
 def test_smollm2_gsm8k_tokens_do_not_depend_on_batch_or_drafts(smollm2_dir):
     config = RolloutConfig(
         model_dir=smollm2_dir,

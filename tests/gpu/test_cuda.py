@@ -37,23 +37,74 @@ def test_runner_logits_match_transformers_on_cuda(tiny_checkpoint, dtype, atol):
         assert (out.logits[b, 0] - expected).abs().max().item() < atol, arch
 
 
-def test_exact_mode_speculative_equals_plain_in_fp32_on_cuda(qwen2_dir):
+@pytest.mark.parametrize("cuda_graphs", [False, True])
+def test_exact_mode_speculative_equals_plain_in_fp32_on_cuda(qwen2_dir, cuda_graphs):
     """The target: identity in fp32. Without batch-invariant kernels a row's logits may round
     otherwise in a forward of another shape; on a 97-token vocabulary a CDF boundary is rarely that
     close to a uniform, so a failure here is a finding to record, not noise to retry."""
-    plain = rollout(qwen2_dir, workload(), **GPU)
+    plain = rollout(qwen2_dir, workload(), **GPU, cuda_graphs=cuda_graphs)
     drafts = OracleDrafter({r.request_id: r.output_token_ids for r in plain}, corrupt_every=5, vocab_size=97)
-    spec = rollout(qwen2_dir, workload(), drafts, FixedDraftLength(4), **GPU)
+    spec = rollout(qwen2_dir, workload(), drafts, FixedDraftLength(4), **GPU, cuda_graphs=cuda_graphs)
     assert_lossless(plain, spec, rollout.last_engine, logprob_tolerance=1e-4)
+    assert (rollout.last_engine.runner.static is not None) == cuda_graphs
 
 
-def test_rejection_mode_follows_the_target_on_cuda(qwen2_dir):
+@pytest.mark.parametrize("dtype, atol", [(torch.float32, 1e-4), (torch.bfloat16, 0.1)])
+def test_cuda_graphs_replay_the_eager_forward(qwen2_dir, dtype, atol):
+    """Each static shape is recorded once and replayed: the logits of every step, and of a step of a
+    shape already recorded with other inputs, are the dynamic forward's (to rounding: other kernels'
+    sums), and so is the cache the graph wrote."""
+    eager, graphed = (
+        ModelRunner.from_pretrained(qwen2_dir, 8, 128, dtype=dtype, device="cuda") for _ in range(2)
+    )
+    graphed.use_static_forwards(max_width=5)
+    prompts = {0: [3, 4, 5, 6, 7, 8], 1: [9, 10, 11], 3: [12, 13, 14, 15]}
+    steps = [
+        [SequenceInput(s, len(p), [2, 3, 4], num_logits=3) for s, p in prompts.items()],
+        [SequenceInput(s, len(p) + 3, [5, 6, 7], num_logits=3) for s, p in prompts.items()],  # recorded
+        [SequenceInput(3, 10, [1]), SequenceInput(0, 9, [8, 9], parents=[-1, -1], num_logits=2)],
+    ]
+    for runner in (eager, graphed):
+        runner.forward([SequenceInput(s, 0, p + [0] * 6) for s, p in prompts.items()])  # 9-12 wide: eager
+    for step in steps:
+        a, b = eager.forward(step), graphed.forward(step)
+        assert (a.logits - b.logits).abs().max().item() < atol
+    assert graphed.static.replayer.num_graphs == 2
+    assert (
+        eager.cache.keys[1][:4, :, :12].float() - graphed.cache.keys[1][:4, :, :12].float()
+    ).abs().max() < atol
+
+
+def test_a_recorded_graph_reads_weights_loaded_in_place(qwen2_dir):
+    graphed = ModelRunner.from_pretrained(qwen2_dir, 4, 64, device="cuda")
+    graphed.use_static_forwards(max_width=2)
+    step = [SequenceInput(0, 0, [3, 4])]
+    before = graphed.forward(step).logits.clone()
+    graphed.load_weights({n: p * 1.5 for n, p in graphed.model.named_parameters()})
+    after = graphed.forward(step).logits
+    eager = ModelRunner.from_pretrained(qwen2_dir, 4, 64, device="cuda")
+    eager.load_weights({n: p * 1.5 for n, p in eager.model.named_parameters()})
+    assert not torch.allclose(before, after)
+    assert (after - eager.forward(step).logits).abs().max().item() < 1e-4
+
+
+@pytest.mark.parametrize("cuda_graphs", [False, True])
+def test_rejection_mode_follows_the_target_on_cuda(qwen2_dir, cuda_graphs):
     """Speculative sampling's output distribution is the target's, on the device too: the first three
     tokens of 1000 requests of one prompt, against plain sampling's, within the seed-to-seed noise."""
     from test_rejection_mode import SamplingDrafter, requests, total_variation
 
     def histogram(drafter=None, policy=None, **config):
-        done = rollout(qwen2_dir, requests(), drafter, policy, max_batch_size=256, **GPU, **config)
+        done = rollout(
+            qwen2_dir,
+            requests(),
+            drafter,
+            policy,
+            max_batch_size=256,
+            **GPU,
+            cuda_graphs=cuda_graphs,
+            **config,
+        )
         return Counter(tuple(r.output_token_ids) for r in done)
 
     plain = histogram(seed=1)

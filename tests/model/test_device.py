@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specroll.model.device import resolve_device, torch_dtype
+from specroll.model.device import resolve_cuda_graphs, resolve_device, torch_dtype
 from specroll.placement import check_numerics, check_placement, is_batch_invariant
 
 
@@ -42,3 +42,10 @@ def test_dtype_names_map_to_torch_and_unknown_ones_are_named():
     assert torch_dtype("bfloat16") is torch.bfloat16
     with pytest.raises(ValueError, match="'int8'"):
         torch_dtype("int8")
+
+
+def test_cuda_graphs_follow_the_device_unless_asked():
+    assert [resolve_cuda_graphs("auto", d) for d in ("cpu", "cuda")] == [False, True]
+    assert resolve_cuda_graphs("on", "cpu") and not resolve_cuda_graphs("off", "cuda")
+    with pytest.raises(ValueError, match="'yes'"):
+        resolve_cuda_graphs("yes", "cpu")
