@@ -4,7 +4,7 @@ Systems: `plain` (this engine, no speculation), `speculative` (the default draft
 `speculative:<policy>` (another policy), `speculative/<drafter>` and `speculative:<policy>/<drafter>`
 (another drafter), `oracle[:<policy>]` (drafts replayed from the plain rollout: the most any
 drafter can gain under that policy), `plain-fast` (plain with the fast numerics: what batch-invariant
-numerics cost), `hf-generate` (Hugging Face `transformers` `generate` on the same checkpoint and
+numerics cost), `plain-eager` (plain with every forward dynamic and eager: what `--cuda-graphs` buys), `hf-generate` (Hugging Face `transformers` `generate` on the same checkpoint and
 batch size) and `workers:<dispatch>[+fon][/<speculate>]` (the rollout over `--workers` engines on Ray
 under that dispatch, `+fon` with Fastest-of-N copies; plain decoding unless a drafter, or `on`, is
 named). Every other system runs one engine.
@@ -60,6 +60,7 @@ def parse_system(system: str) -> tuple[str, str, str]:
     allowed = {
         "plain": (),
         "plain-fast": (),
+        "plain-eager": (),
         "hf-generate": (),
         "oracle": ("policy",),
         "speculative": ("policy", "drafter"),
@@ -73,7 +74,7 @@ def parse_system(system: str) -> tuple[str, str, str]:
     ):
         raise ValueError(
             f"unknown system {system!r}; known: plain, speculative[:<policy>][/<drafter>], "
-            f"oracle[:<policy>], plain-fast, hf-generate, workers:<{'|'.join(DISPATCHES)}>[+fon][/<drafter>]"
+            f"oracle[:<policy>], plain-fast, plain-eager, hf-generate, workers:<{'|'.join(DISPATCHES)}>[+fon][/<drafter>]"
         )
     return name, policy, drafter
 
@@ -103,6 +104,8 @@ class Bench:
             return _engine_row(
                 system, run_rollout(replace(self.config, speculate="off", batch_invariant=False))
             )
+        if name == "plain-eager":
+            return _engine_row(system, run_rollout(replace(self.config, speculate="off", cuda_graphs=False)))
         return self._plain_row() if name == "plain" else self._hf_generate_row()
 
     def _plain_row(self) -> BenchRow:

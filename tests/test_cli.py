@@ -210,3 +210,15 @@ def test_bench_sets_workers_dispatches_side_by_side_with_the_simulators_predicti
         assert ratio == pytest.approx(level, rel=0.15)
     assert main(["bench", *SMALL, "--systems", "workers:static"]) == 2
     assert "need --workers 2 or more" in capsys.readouterr().err
+
+
+def test_bench_prices_cuda_graphs_against_eager_forwards(capsys):
+    """With --cuda-graphs on (static shapes run eagerly on this CPU) against plain-eager: the same
+    tokens, so the same output and forwards; what differs is the time."""
+    assert main(["bench", *SMALL, "--cuda-graphs", "on", "--systems", "plain,plain-eager", "--json"]) == 0
+    static, eager = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rows"]
+    assert eager["system"] == "plain-eager"
+    assert (
+        static["output_tokens"] == eager["output_tokens"]
+        and static["forward_passes"] == eager["forward_passes"]
+    )

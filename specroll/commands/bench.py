@@ -20,7 +20,7 @@ def register(parser: argparse.ArgumentParser) -> None:
         "--systems",
         default=",".join(DEFAULT_SYSTEMS),
         help="comma-separated: plain, speculative[:<policy>][/<drafter>], oracle[:<policy>], "
-        "plain-fast (plain with --fast-numerics), hf-generate, "
+        "plain-fast (plain with --fast-numerics), plain-eager (plain without --cuda-graphs), hf-generate, "
         "workers:<static|divided|context-aware>[+fon][/<drafter>] (over --workers engines; "
         "+fon: Fastest-of-N copies)",
     )

@@ -75,7 +75,9 @@ def test_the_factory_builds_what_the_spec_names(qwen2_dir):
     plain = build_engine(EngineSpec(qwen2_dir, 20, policy="fixed-2", threads=1), longest_prompt=11)
     assert plain.drafter is None and isinstance(plain.policy, NoSpeculation)  # nothing to draft with
     assert engine.runner.static is None
-    graphed = build_engine(EngineSpec(qwen2_dir, 20, threads=1, cuda_graphs=True, **options), longest_prompt=11)
+    graphed = build_engine(
+        EngineSpec(qwen2_dir, 20, threads=1, cuda_graphs=True, **options), longest_prompt=11
+    )
     assert graphed.runner.static.max_width == 3  # a verification forward: max_draft + 1 tokens a row
 
 
