@@ -29,10 +29,13 @@ test: models lint
 test-all: models
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
 
-# on a machine with a CUDA GPU: the GPU tests, then SmolLM2 in bf16 against transformers' generate and
-# the all-accepted bound at width 5 (oracle drafts, 4 a forward)
+# on a machine with a CUDA GPU: the GPU tests, then SmolLM2 in bf16 (CUDA graphs on, as by default
+# there) against eager forwards, transformers' generate and the all-accepted bound at width 5 (oracle
+# drafts, 4 a forward), and where a step's time goes at batch 64, 1 and 5 wide
 gpu-check: models
 	$(PYTHON) -m pytest $(PYTEST_ARGS) tests/gpu
 	$(PYTHON) -m specroll.cli bench --device cuda --dtype bfloat16 --model smollm2 --task gsm8k \
-		--num-prompts 16 --n 8 --max-tokens 256 --max-batch-size 128 --repeats 3 \
-		--systems plain,speculative,oracle:fixed-4,hf-generate
+		--num-prompts 16 --n 8 --max-tokens 256 --max-batch-size 128 --repeats 3 --fast-numerics \
+		--systems plain,plain-eager,speculative,oracle:fixed-4,hf-generate
+	$(PYTHON) benchmarks/step_trace.py --model smollm2 --device cuda --dtype bfloat16 --batch 64 --width 1
+	$(PYTHON) benchmarks/step_trace.py --model smollm2 --device cuda --dtype bfloat16 --batch 64 --width 5

@@ -4,10 +4,11 @@ Systems: `plain` (this engine, no speculation), `speculative` (the default draft
 `speculative:<policy>` (another policy), `speculative/<drafter>` and `speculative:<policy>/<drafter>`
 (another drafter), `oracle[:<policy>]` (drafts replayed from the plain rollout: the most any
 drafter can gain under that policy), `plain-fast` (plain with the fast numerics: what batch-invariant
-numerics cost), `plain-eager` (plain with every forward dynamic and eager: what `--cuda-graphs` buys), `hf-generate` (Hugging Face `transformers` `generate` on the same checkpoint and
-batch size) and `workers:<dispatch>[+fon][/<speculate>]` (the rollout over `--workers` engines on Ray
-under that dispatch, `+fon` with Fastest-of-N copies; plain decoding unless a drafter, or `on`, is
-named). Every other system runs one engine.
+numerics cost), `plain-eager` (plain with every forward dynamic and eager: what `--cuda-graphs` buys),
+`hf-generate` (Hugging Face `transformers` `generate` on the same checkpoint and batch size) and
+`workers:<dispatch>[+fon][/<speculate>]` (the rollout over `--workers` engines on Ray under that
+dispatch, `+fon` with Fastest-of-N copies; plain decoding unless a drafter, or `on`, is named).
+Every other system runs one engine.
 """
 
 from __future__ import annotations
@@ -74,7 +75,8 @@ def parse_system(system: str) -> tuple[str, str, str]:
     ):
         raise ValueError(
             f"unknown system {system!r}; known: plain, speculative[:<policy>][/<drafter>], "
-            f"oracle[:<policy>], plain-fast, plain-eager, hf-generate, workers:<{'|'.join(DISPATCHES)}>[+fon][/<drafter>]"
+            f"oracle[:<policy>], plain-fast, plain-eager, hf-generate, "
+            f"workers:<{'|'.join(DISPATCHES)}>[+fon][/<drafter>]"
         )
     return name, policy, drafter
 

@@ -45,6 +45,7 @@ class RotaryTable:
         self.inv_freq = inv_freq  # (head_dim/2,) float32
         self.cos = torch.empty(0, 2 * len(inv_freq), device="cpu")
         self.sin = torch.empty(0, 2 * len(inv_freq), device="cpu")
+        self.is_frozen = False  # `freeze`
 
     def __call__(self, positions: torch.Tensor, num_positions: int) -> tuple[torch.Tensor, torch.Tensor]:
         """positions (B, T), each below `num_positions` (the host's bound: reading the largest from
@@ -53,10 +54,20 @@ class RotaryTable:
         return self.cos[positions][:, None], self.sin[positions][:, None]
 
     def reserve(self, num_positions: int, device: torch.device) -> None:
-        """Hold at least `num_positions` positions from now on. A captured forward reads the table by
-        address, so it is grown before any capture and never during one."""
+        """Hold at least `num_positions` positions from now on."""
         while self.cos.shape[0] < num_positions:
+            if self.is_frozen:
+                raise RuntimeError(
+                    f"the rotary table holds {self.cos.shape[0]} positions and may not grow to "
+                    f"{num_positions}: a recorded CUDA graph reads it by address"
+                )
             self._add_block(device)
+
+    def freeze(self, num_positions: int, device: torch.device) -> None:
+        """Hold `num_positions` positions and never reallocate again: a CUDA graph that read the
+        table would read freed memory after a reallocation, so growing past it raises instead."""
+        self.reserve(num_positions, device)
+        self.is_frozen = True
 
     def _add_block(self, device: torch.device) -> None:
         start = self.cos.shape[0]  # every block has the same shape, so the same arithmetic per offset

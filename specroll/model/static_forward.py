@@ -43,8 +43,9 @@ class StaticForwards:
         self.device = cache.keys[0].device
         self.replayer = Replayer(self.device)
         self.inputs: dict[int, torch.Tensor] = {}  # width -> (slots, packed columns) long, on the device
-        # the rotary table is read by address inside a graph: grown now, never during a capture
-        model.rotary.reserve(cache.num_columns + max_width, self.device)
+        # a graph reads the rotary table by address, so it is sized once for every forward the runner
+        # may run: a dynamic one reads below max(start) + max(new tokens) <= 2 x the cache's columns
+        model.rotary.freeze(2 * cache.num_columns + max_width, self.device)
 
     def fits(self, sequences: Sequence) -> bool:
         """Few enough new tokens a row, and one sequence a slot (each has its slot's row)."""

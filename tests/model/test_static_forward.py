@@ -154,3 +154,13 @@ def test_the_cpu_replays_nothing(qwen2_dir):
     _, static = _runners(qwen2_dir, batch_invariant=False)
     static.forward(STEPS[0])
     assert static.static.replayer.num_graphs == 0  # eager: no graph is recorded off CUDA
+
+
+def test_the_rotary_table_a_graph_reads_is_sized_once_and_never_moves(qwen2_dir):
+    dynamic, static = _runners(qwen2_dir, batch_invariant=False)
+    table = static.model.rotary
+    cos = table.cos
+    static.forward([SequenceInput(0, CAPACITY - 40, [5] * 40), SequenceInput(1, 100, [6] * 30)])  # dynamic
+    assert table.cos is cos  # a dynamic forward's widest read fits too
+    with pytest.raises(RuntimeError, match="recorded CUDA graph"):
+        table.reserve(cos.shape[0] + 1, cos.device)

@@ -1,0 +1,115 @@
+"""Where one decode or verification step's time goes: the forward and the verification, timed apart,
+then a torch-profiler table of the kernels (and, with --trace, a Chrome trace).
+
+    python benchmarks/step_trace.py --model smollm2 --device cuda --dtype bfloat16 --batch 64 --width 5
+    python benchmarks/step_trace.py --batch 8 --width 1                      # the bundled policy, CPU
+
+A step here is what the engine runs for `--batch` requests after `--context` cached positions, each
+verifying `--width` - 1 drafts: `ModelRunner.forward` (static shapes replayed as CUDA graphs with
+--cuda-graphs on, the default on CUDA) and `verify_on_device` in exact mode with its one copy to
+the host. The cache holds zeros: the work does not depend on its values. Phases are timed with a
+device synchronisation after each, so their sum is a little over an unsynchronised step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+
+def main() -> None:
+    args = _parse()
+    import torch
+
+    from specroll.drafting.protocol import Draft
+    from specroll.engine.request import Request, SamplingParams
+    from specroll.engine.verifier import verify_inputs, verify_on_device
+    from specroll.model.catalog import resolve_model_dir
+    from specroll.model.device import resolve_cuda_graphs, resolve_device, torch_dtype
+    from specroll.model.runner import ModelRunner, SequenceInput
+    from specroll.placement import is_batch_invariant
+
+    torch.set_num_threads(args.threads)
+    device = resolve_device(args.device)
+    runner = ModelRunner.from_pretrained(
+        resolve_model_dir(args.model),
+        args.batch,
+        args.context + args.width + 1,
+        torch_dtype(args.dtype),
+        device,
+        batch_invariant=is_batch_invariant(device, args.fast_numerics),
+    )
+    if resolve_cuda_graphs(args.cuda_graphs, device):
+        runner.use_static_forwards(args.width)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    requests = [Request(b, b, 0, (1,), SamplingParams(max_tokens=10_000)) for b in range(args.batch)]
+    drafts = [Draft(b, [2] * (args.width - 1)) for b in range(args.batch)]
+    inputs = [
+        SequenceInput(b, args.context, [2] * args.width, num_logits=args.width) for b in range(args.batch)
+    ]
+
+    def step(timings: dict[str, list[float]] | None = None) -> None:
+        started = time.perf_counter()
+        logits = runner.forward(inputs).logits
+        sync()
+        forwarded = time.perf_counter()
+        packed = verify_on_device(
+            logits, verify_inputs(requests, drafts, args.width, logits.shape[-1], logits.device), 0, "exact"
+        )
+        packed.cpu()
+        if timings is not None:
+            timings["forward"].append(forwarded - started)
+            timings["verification"].append(time.perf_counter() - forwarded)
+
+    for _ in range(args.warmup):
+        step()
+    timings: dict[str, list[float]] = {"forward": [], "verification": []}
+    for _ in range(args.steps):
+        step(timings)
+    print(f"{args.model} {device} {args.dtype} batch {args.batch} width {args.width} context {args.context}")
+    for phase, values in timings.items():
+        print(f"  {phase:<13} median {statistics.median(values) * 1e3:8.3f} ms over {len(values)} steps")
+    _profile(step, device, args)
+
+
+def _profile(step, device: str, args: argparse.Namespace) -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    with profile(activities=activities) as prof:
+        for _ in range(args.profiled_steps):
+            step()
+    key = "self_cuda_time_total" if device == "cuda" else "self_cpu_time_total"
+    print(prof.key_averages().table(sort_by=key, row_limit=args.rows))
+    if args.trace:
+        prof.export_chrome_trace(str(args.trace))
+        print(f"wrote {args.trace}")
+
+
+def _parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=str(REPO_ROOT / "checkpoints" / "policy"))
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
+    parser.add_argument("--cuda-graphs", default="auto", choices=("auto", "on", "off"))
+    parser.add_argument("--fast-numerics", action="store_true")
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--width", type=int, default=1, help="tokens a row: the fed token and the drafts")
+    parser.add_argument("--context", type=int, default=256, help="cached positions before the step")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--profiled-steps", type=int, default=5)
+    parser.add_argument("--rows", type=int, default=25, help="rows of the profiler's table")
+    parser.add_argument("--trace", type=Path, default=None, help="write a Chrome trace here")
+    return parser.parse_args()
+
+
+if __name__ == "__main__":
+    main()
