@@ -20,6 +20,7 @@ from typing import Callable, Iterable
 
 from specroll.drafting.protocol import Draft, Drafter, RequestInfo, TargetFeatures
 from specroll.drafting.switching import SwitchingDrafter
+from specroll.engine.captured_step import CapturedStep
 from specroll.engine.admission import plan_prefill_forwards
 from specroll.engine.verifier import VerifyResult, build_drafts, row_parents, verify_batch
 from specroll.engine.config import EngineConfig
@@ -56,6 +57,12 @@ class Engine:
             )
         )
         self.telemetry = Telemetry()
+        # with static forwards, a verification step is one recorded graph: forward, head, verification
+        self.captured = (
+            None
+            if runner.static is None
+            else CapturedStep(runner, config.seed, config.verify, config.sampling_rule)
+        )
 
     # ----- requests
 
@@ -208,11 +215,15 @@ class Engine:
             )
             for r, d in zip(requests, drafts)
         ]
-        out = self.runner.forward(inputs)
-        result = verify_batch(
-            requests, drafts, out.logits, self.config.seed, self.config.verify, self.config.sampling_rule
-        )
-        self._give_features(requests, inputs, result, out.hidden)
+        if self.captured is not None and self.captured.fits(inputs, drafts):
+            result, hidden = self.captured.verify(requests, drafts, inputs)
+        else:
+            out = self.runner.forward(inputs)
+            result = verify_batch(
+                requests, drafts, out.logits, self.config.seed, self.config.verify, self.config.sampling_rule
+            )
+            hidden = out.hidden
+        self._give_features(requests, inputs, result, hidden)
         return result
 
     def _give_features(

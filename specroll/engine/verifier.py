@@ -150,7 +150,7 @@ def verify_batch(
     """logits (B, Tl, V): row 0 follows the fed token, row i + 1 follows draft node i."""
     inputs = verify_inputs(requests, drafts, logits.shape[1], logits.shape[2], logits.device)
     packed = verify_on_device(logits, inputs, seed, mode, rule).cpu()  # the step's one device-to-host copy
-    return _per_request(drafts, *unpack(packed))
+    return per_request(drafts, *unpack(packed))
 
 
 def verify_inputs(
@@ -162,7 +162,7 @@ def verify_inputs(
     )
     draft_tokens = [[*d.token_ids, *[0] * (Tl - 1 - len(d.token_ids))] for d in drafts]
     positions = [
-        [r.num_output_tokens + depth for depth in _row_depths(d, Tl)] for r, d in zip(requests, drafts)
+        [r.num_output_tokens + depth for depth in row_depths(d, Tl)] for r, d in zip(requests, drafts)
     ]
     return VerifyInputs(
         rows,
@@ -224,7 +224,7 @@ def unpack(packed: torch.Tensor) -> tuple[list[list[int]], list[list[float]], li
     )
 
 
-def _row_depths(draft: Draft, Tl: int) -> list[int]:
+def row_depths(draft: Draft, Tl: int) -> list[int]:
     """Depth of each of the Tl rows' context below the fed token: a chain's row i is at depth i."""
     if not draft.is_tree:
         return list(range(Tl))
@@ -250,7 +250,7 @@ def _draft_probs(
     return q
 
 
-def _per_request(
+def per_request(
     drafts: Sequence[Draft], tokens: list[list[int]], values: list[list[float]], accepted: list[int]
 ) -> VerifyResult:
     """Each request's emitted rows: 0..n for a chain; for a tree, the root row and the row after each

@@ -54,7 +54,14 @@ class StaticForwards:
 
     def features(self, sequences: Sequence) -> torch.Tensor:
         """Final-norm hidden states (n, Tl, H) of the sequences' logit rows, as `CausalLM.features`."""
-        shape = static_shape(
+        shape = self.shape_of(sequences)
+        packed = self.load(sequences, shape)
+        hidden = self.replayer.run(shape, lambda: self.features_of(packed, shape))  # (R, T, H)
+        Tl = max(s.num_logits for s in sequences)
+        return hidden.index_select(0, packed[: len(sequences), ORDER])[:, :Tl]
+
+    def shape_of(self, sequences: Sequence) -> StaticShape:
+        return static_shape(
             [s.slot for s in sequences],
             [s.start + len(s.token_ids) for s in sequences],
             max(len(s.token_ids) for s in sequences),
@@ -62,11 +69,17 @@ class StaticForwards:
             self.block,
             self.cache.num_columns,
         )
+
+    def load(self, sequences: Sequence, shape: StaticShape) -> torch.Tensor:
+        """Copy the sequences' packed inputs into the device buffer of the shape's width: (R, columns)."""
         packed = self._buffer(shape.width)[: shape.num_rows]
-        packed.copy_(_to_device(pack(sequences, shape), self.device), non_blocking=True)
-        hidden = self.replayer.run(shape, lambda: self._features(packed, shape))  # (R, T, H)
-        Tl = max(s.num_logits for s in sequences)
-        return hidden.index_select(0, packed[: len(sequences), ORDER])[:, :Tl]
+        packed.copy_(self.to_device(pack(sequences, shape)), non_blocking=True)
+        return packed
+
+    def to_device(self, host: np.ndarray) -> torch.Tensor:
+        """A host array as the source of one copy to the device (pinned on CUDA, so it is asynchronous)."""
+        tensor = torch.from_numpy(host)
+        return tensor.pin_memory() if self.device.type == "cuda" else tensor
 
     def _buffer(self, width: int) -> torch.Tensor:
         if width not in self.inputs:
@@ -76,7 +89,8 @@ class StaticForwards:
             )
         return self.inputs[width]
 
-    def _features(self, packed: torch.Tensor, shape: StaticShape) -> torch.Tensor:
+    def features_of(self, packed: torch.Tensor, shape: StaticShape) -> torch.Tensor:
+        """(R, T, H) from the packed inputs on the device: what a graph of the forward records."""
         return self.model.features(self._batch(packed, shape), self.cache)
 
     def _batch(self, packed: torch.Tensor, shape: StaticShape) -> ForwardBatch:
@@ -119,8 +133,3 @@ def pack(sequences: Sequence, shape: StaticShape) -> np.ndarray:
             row[TOKENS + 2 * T :] = relation.reshape(-1).numpy()
         packed[i, ORDER] = s.slot
     return packed
-
-
-def _to_device(packed: np.ndarray, device: torch.device) -> torch.Tensor:
-    host = torch.from_numpy(packed)
-    return host.pin_memory() if device.type == "cuda" else host

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,31 @@ def test_rejection_mode_follows_the_target_on_cuda(qwen2_dir, cuda_graphs):
     noise_floor = total_variation(plain, histogram(seed=2))
     spec = histogram(SamplingDrafter(97), FixedDraftLength(2), verify="rejection", seed=3)
     assert total_variation(plain, spec) < 1.5 * noise_floor + 0.02
+
+
+def test_a_recorded_verification_step_gives_the_eager_steps_tokens_on_cuda(qwen2_dir):
+    """Forward, head and verification as one CUDA graph, replayed twice (the second time with new
+    inputs in the same shape): in fp32 the eager step's tokens, log-probabilities to rounding."""
+    from test_captured_step import _drafts, _requests, _sequences
+
+    from specroll.engine.captured_step import CapturedStep
+    from specroll.engine.verifier import verify_batch
+
+    def runner():
+        made = ModelRunner.from_pretrained(qwen2_dir, 8, 64, device="cuda")
+        made.use_static_forwards(max_width=5)
+        made.forward([SequenceInput(s, 0, [3, 4, 5, 6, 7, 8]) for s in (0, 1, 3, 5)])
+        return made
+
+    eager, graphed = runner(), runner()
+    step = CapturedStep(graphed, 7, "exact", "inverse-cdf")
+    for start in (6, 10):
+        requests, drafts = _requests(), _drafts(trees=True)
+        sequences = [replace(s, start=start) for s in _sequences(requests, drafts)]
+        expected = verify_batch(requests, drafts, eager.forward(sequences).logits, 7, "exact", "inverse-cdf")
+        result, _ = step.verify(requests, drafts, sequences)
+        assert result.token_ids == expected.token_ids and result.num_accepted == expected.num_accepted
+        assert (
+            max(abs(a - b) for x, y in zip(result.logprobs, expected.logprobs) for a, b in zip(x, y)) < 1e-4
+        )
+    assert graphed.static.replayer.num_graphs == 1

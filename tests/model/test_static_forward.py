@@ -121,7 +121,7 @@ def test_wider_forwards_and_shared_slots_stay_dynamic(qwen2_dir):
 
 @pytest.mark.parametrize("batch_invariant", [False, True])
 def test_the_recorded_part_never_synchronises_with_the_host(qwen2_dir, batch_invariant, one_thread):
-    """What a CUDA graph records (`StaticForwards._features`), traced whole by torch.compile, which
+    """What a CUDA graph records (`StaticForwards.features_of`), traced whole by torch.compile, which
     refuses to break the graph at a host read (`.item()`, `.tolist()`, a tensor's truth value)."""
     torch._dynamo.reset()
     _, static = _runners(qwen2_dir, batch_invariant)
@@ -131,8 +131,8 @@ def test_the_recorded_part_never_synchronises_with_the_host(qwen2_dir, batch_inv
     packed = forwards._buffer(3)[:8]
     packed.copy_(torch.from_numpy(pack(step, shape)))
     with torch.inference_mode():
-        expected = forwards._features(packed, shape)
-        traced = torch.compile(forwards._features, fullgraph=True, backend="eager")(packed, shape)
+        expected = forwards.features_of(packed, shape)
+        traced = torch.compile(forwards.features_of, fullgraph=True, backend="eager")(packed, shape)
     assert torch.equal(traced, expected)
 
 

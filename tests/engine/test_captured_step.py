@@ -1,0 +1,113 @@
+"""A verification step recorded whole (forward, LM head, verification), run eagerly on this CPU: the
+eager path's results, its recorded part free of host synchronisations, and the cases it leaves to
+the eager path."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from specroll.drafting.protocol import Draft
+from specroll.engine.captured_step import CapturedStep, pack_verification
+from specroll.engine.request import Request, SamplingParams
+from specroll.engine.verifier import row_parents, verify_batch
+from specroll.model.runner import ModelRunner, SequenceInput
+
+SETTINGS = [(1.0, 0, 1.0), (0.7, 3, 0.9), (0.0, 0, 1.0), (1.0, 0, 0.5)]  # temperature, top-k, top-p
+PROMPTS = [[3, 4, 5, 6], [7, 8], [9, 10, 11], [12]]
+SLOTS = [3, 0, 5, 1]  # out of order, with holes
+
+
+def _requests() -> list[Request]:
+    requests = []
+    for i, ((t, k, p), prompt) in enumerate(zip(SETTINGS, PROMPTS)):
+        request = Request(10 + i, i, 0, tuple(prompt), SamplingParams(temperature=t, top_k=k, top_p=p))
+        request.slot = SLOTS[i]
+        requests.append(request)
+    return requests
+
+
+def _drafts(trees: bool) -> list[Draft]:
+    tree = Draft(12, [4, 5, 6], parents=[-1, -1, 0]) if trees else Draft(12, [4])
+    return [Draft(10, [1, 2, 3]), Draft(11, []), tree, Draft(13, [7, 8])]
+
+
+def _sequences(requests, drafts):
+    return [
+        SequenceInput(
+            r.slot,
+            len(r.prompt_token_ids) - 1,
+            [r.prompt_token_ids[-1], *d.token_ids],
+            row_parents(d),
+            1 + d.num_tokens,
+        )
+        for r, d in zip(requests, drafts)
+    ]
+
+
+def _runner(model_dir, batch_invariant: bool) -> ModelRunner:
+    runner = ModelRunner.from_pretrained(model_dir, 8, 64, batch_invariant=batch_invariant)
+    runner.use_static_forwards(max_width=5)
+    runner.forward([SequenceInput(s, 0, p[:-1] or [p[0]]) for s, p in zip(SLOTS, PROMPTS) if len(p) > 1])
+    return runner
+
+
+@pytest.mark.parametrize("rule", ["inverse-cdf", "gumbel"])
+@pytest.mark.parametrize("batch_invariant", [True, False])
+def test_the_captured_step_gives_the_eager_steps_results(qwen2_dir, rule, batch_invariant, one_thread):
+    requests, drafts = _requests(), _drafts(trees=not batch_invariant)
+    eager, captured = _runner(qwen2_dir, batch_invariant), _runner(qwen2_dir, batch_invariant)
+    sequences = _sequences(requests, drafts)
+    out = eager.forward(sequences)
+    expected = verify_batch(requests, drafts, out.logits, 7, "exact", rule)
+    step = CapturedStep(captured, 7, "exact", rule)
+    assert step.fits(sequences, drafts)
+    result, hidden = step.verify(requests, drafts, sequences)
+    assert result.token_ids == expected.token_ids and result.num_accepted == expected.num_accepted
+    assert result.accepted_nodes == expected.accepted_nodes
+    if batch_invariant:  # the same bits
+        assert result.logprobs == expected.logprobs and torch.equal(hidden, out.hidden)
+    else:
+        torch.testing.assert_close(hidden, out.hidden, atol=1e-4, rtol=0)
+
+
+def test_the_recorded_step_never_synchronises_with_the_host(qwen2_dir, one_thread):
+    torch._dynamo.reset()
+    requests, drafts = _requests(), _drafts(trees=False)
+    runner = _runner(qwen2_dir, batch_invariant=True)
+    step = CapturedStep(runner, 7, "exact", "gumbel")
+    sequences = _sequences(requests, drafts)
+    shape = runner.static.shape_of(sequences)
+    with torch.inference_mode():
+        forward = runner.static.load(sequences, shape)
+        ints, floats, flags = pack_verification(requests, drafts, sequences, shape.num_rows, shape.width)
+        ints, floats = torch.from_numpy(ints), torch.from_numpy(floats)
+        expected = step._step(forward, ints, floats, shape, *flags)
+        traced = torch.compile(step._step, fullgraph=True, backend="eager")(
+            forward, ints, floats, shape, *flags
+        )
+    assert torch.equal(traced[0], expected[0]) and torch.equal(traced[1], expected[1])
+
+
+def test_the_verification_inputs_sit_in_each_requests_slot_row():
+    requests, drafts = _requests(), _drafts(trees=True)
+    ints, floats, flags = pack_verification(requests, drafts, _sequences(requests, drafts), 8, 4)
+    assert ints.shape == (8, 3 + 4 + 3) and floats.shape == (8, 2)
+    assert ints[3].tolist() == [10, 3, 0, 0, 1, 2, 3, 1, 2, 3]  # id, drafts, top-k, positions, drafts
+    assert ints[5].tolist() == [12, 3, 0, 0, 1, 1, 2, 4, 5, 6]  # a tree's rows: depths 0, 1, 1, 2
+    assert ints[0, :3].tolist() == [11, 0, 3] and floats[0].tolist() == pytest.approx([0.7, 0.9])
+    assert ints[2].tolist() == [0] * 10 and floats[2].tolist() == [1.0, 1.0]  # no request: padding
+    assert flags == (True, True)  # some row truncates, some row is greedy
+
+
+def test_drafts_with_probabilities_and_wide_forwards_stay_eager(qwen2_dir):
+    runner = _runner(qwen2_dir, batch_invariant=False)
+    step = CapturedStep(runner, 7, "rejection", "inverse-cdf")
+    requests, drafts = _requests(), _drafts(trees=False)
+    sequences = _sequences(requests, drafts)
+    assert step.fits(sequences, drafts)
+    with_probs = [Draft(10, [1, 2, 3], probs=torch.full((3, 97), 1 / 97)), *drafts[1:]]
+    assert not step.fits(sequences, with_probs)
+    assert not step.fits([SequenceInput(0, 3, [1] * 6)], [Draft(10, [1] * 5)])
+    with pytest.raises(ValueError, match="use_static_forwards"):
+        CapturedStep(ModelRunner.from_pretrained(qwen2_dir, 2, 16), 7, "exact", "inverse-cdf")
