@@ -19,11 +19,17 @@ Run = Callable[[], torch.Tensor]
 
 
 class Replayer:
-    """run(key, fn): fn's output; on CUDA, fn is recorded the first time `key` is seen (after one
-    warm-up call) and replayed after that. All graphs share one memory pool, as they run one at a time."""
+    """run(key, fn): fn's output. On CUDA, fn runs eagerly the first `min_uses - 1` times `key` is
+    seen, is recorded at its `min_uses`-th (after one warm-up call) and replayed from then on: a shape
+    met once (a batch shrinking through its tail meets many) costs no recording. All graphs share one
+    memory pool, as they run one at a time."""
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, min_uses: int = 2) -> None:
+        if min_uses < 1:
+            raise ValueError(f"min_uses must be >= 1, got {min_uses}")
         self.is_capturing = device.type == "cuda"
+        self.min_uses = min_uses
+        self.uses: dict[Hashable, int] = {}
         self.graphs: dict[Hashable, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
         self.pool = torch.cuda.graph_pool_handle() if self.is_capturing else None
 
@@ -31,6 +37,9 @@ class Replayer:
         if not self.is_capturing:
             return fn()
         if key not in self.graphs:
+            self.uses[key] = self.uses.get(key, 0) + 1
+            if self.uses[key] < self.min_uses:
+                return fn()
             self.graphs[key] = self._capture(fn)
         graph, output = self.graphs[key]
         graph.replay()

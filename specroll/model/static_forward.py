@@ -65,9 +65,8 @@ class StaticForwards:
             [s.slot for s in sequences],
             [s.start + len(s.token_ids) for s in sequences],
             max(len(s.token_ids) for s in sequences),
-            self.cache.num_slots,
+            StaticShape(self.cache.num_slots, self.max_width, self.cache.num_columns),
             self.block,
-            self.cache.num_columns,
         )
 
     def load(self, sequences: Sequence, shape: StaticShape) -> torch.Tensor:

@@ -60,11 +60,10 @@ def test_cuda_graphs_replay_the_eager_forward(qwen2_dir, dtype, atol):
     )
     graphed.use_static_forwards(max_width=5)
     prompts = {0: [3, 4, 5, 6, 7, 8], 1: [9, 10, 11], 3: [12, 13, 14, 15]}
-    steps = [
-        [SequenceInput(s, len(p), [2, 3, 4], num_logits=3) for s, p in prompts.items()],
-        [SequenceInput(s, len(p) + 3, [5, 6, 7], num_logits=3) for s, p in prompts.items()],  # recorded
-        [SequenceInput(3, 10, [1]), SequenceInput(0, 9, [8, 9], parents=[-1, -1], num_logits=2)],
-    ]
+    steps = [  # a shape is recorded at its second use (`Replayer.min_uses`) and replayed at its third
+        [SequenceInput(s, len(p) + 3 * i, [2 + i, 3, 4], num_logits=3) for s, p in prompts.items()]
+        for i in range(3)
+    ] + [[SequenceInput(3, 13, [1]), SequenceInput(0, 15, [8, 9], parents=[-1, -1], num_logits=2)]]
     for runner in (eager, graphed):
         runner.forward([SequenceInput(s, 0, p + [0] * 6) for s, p in prompts.items()])  # 9-12 wide: eager
     for step in steps:
@@ -80,7 +79,9 @@ def test_a_recorded_graph_reads_weights_loaded_in_place(qwen2_dir):
     graphed = ModelRunner.from_pretrained(qwen2_dir, 4, 64, device="cuda")
     graphed.use_static_forwards(max_width=2)
     step = [SequenceInput(0, 0, [3, 4])]
-    before = graphed.forward(step).logits.clone()
+    graphed.forward(step)
+    before = graphed.forward(step).logits.clone()  # the second use records the graph
+    assert graphed.static.replayer.num_graphs == 1
     graphed.load_weights({n: p * 1.5 for n, p in graphed.model.named_parameters()})
     after = graphed.forward(step).logits
     eager = ModelRunner.from_pretrained(qwen2_dir, 4, 64, device="cuda")
@@ -115,8 +116,8 @@ def test_rejection_mode_follows_the_target_on_cuda(qwen2_dir, cuda_graphs):
 
 
 def test_a_recorded_verification_step_gives_the_eager_steps_tokens_on_cuda(qwen2_dir):
-    """Forward, head and verification as one CUDA graph, replayed twice (the second time with new
-    inputs in the same shape): in fp32 the eager step's tokens, log-probabilities to rounding."""
+    """Forward, head and verification as one CUDA graph, recorded at its second use and replayed with
+    new inputs at its third: in fp32 the eager step's tokens, log-probabilities to rounding."""
     from test_captured_step import _drafts, _requests, _sequences
 
     from specroll.engine.captured_step import CapturedStep
@@ -130,7 +131,7 @@ def test_a_recorded_verification_step_gives_the_eager_steps_tokens_on_cuda(qwen2
 
     eager, graphed = runner(), runner()
     step = CapturedStep(graphed, 7, "exact", "inverse-cdf")
-    for start in (6, 10):
+    for start in (6, 10, 14):  # eager, recorded, replayed
         requests, drafts = _requests(), _drafts(trees=True)
         sequences = [replace(s, start=start) for s in _sequences(requests, drafts)]
         expected = verify_batch(requests, drafts, eager.forward(sequences).logits, 7, "exact", "inverse-cdf")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specroll.model.buckets import StaticShape, read_bucket, row_bucket, static_shape
+from specroll.model.buckets import StaticShape, read_bucket, row_bucket, static_shape, width_bucket
 from specroll.model.loader import read_config
 from specroll.model.runner import ModelRunner, SequenceInput
 from specroll.model.static_forward import pack
@@ -42,10 +42,17 @@ def test_row_buckets_follow_small_powers_then_steps_of_sixteen():
 
 
 def test_read_buckets_are_powers_of_two_blocks_up_to_the_cache():
-    assert [read_bucket(n, 64, 1033) for n in (1, 64, 65, 200, 513, 1033)] == [64, 64, 128, 256, 1024, 1033]
+    assert [read_bucket(n, 64, 1033) for n in (1, 256, 257, 513, 1033)] == [256, 256, 512, 1024, 1033]
     with pytest.raises(ValueError, match="read length 1034 outside"):
         read_bucket(1034, 64, 1033)
-    assert static_shape([3, 0], [70, 5], 4, 16, 64, 1033) == StaticShape(4, 4, 128)
+    assert static_shape([3, 0], [300, 5], 4, StaticShape(16, 9, 1033), 64) == StaticShape(4, 5, 512)
+
+
+def test_width_buckets_are_one_more_than_powers_of_two():
+    assert [width_bucket(w, 9) for w in range(1, 10)] == [1, 2, 3, 5, 5, 9, 9, 9, 9]
+    assert width_bucket(6, 7) == 7 and width_bucket(17, 40) == 17
+    with pytest.raises(ValueError, match="width 10 outside"):
+        width_bucket(10, 9)
 
 
 def _runners(model_dir, batch_invariant: bool) -> tuple[ModelRunner, ModelRunner]:
@@ -127,10 +134,9 @@ def test_the_recorded_part_never_synchronises_with_the_host(qwen2_dir, batch_inv
     _, static = _runners(qwen2_dir, batch_invariant)
     forwards = static.static
     step = STEPS[1]
-    shape = StaticShape(8, 3, 64)
-    packed = forwards._buffer(3)[:8]
-    packed.copy_(torch.from_numpy(pack(step, shape)))
+    shape = forwards.shape_of(step)
     with torch.inference_mode():
+        packed = forwards.load(step, shape)
         expected = forwards.features_of(packed, shape)
         traced = torch.compile(forwards.features_of, fullgraph=True, backend="eager")(packed, shape)
     assert torch.equal(traced, expected)
