@@ -5,10 +5,10 @@ then a torch-profiler table of the kernels (and, with --trace, a Chrome trace).
     python benchmarks/step_trace.py --batch 8 --width 1                      # the bundled policy, CPU
 
 A step here is what the engine runs for `--batch` requests after `--context` cached positions, each
-verifying `--width` - 1 drafts: `ModelRunner.forward` (static shapes replayed as CUDA graphs with
---cuda-graphs on, the default on CUDA) and `verify_on_device` in exact mode with its one copy to
-the host. The cache holds zeros: the work does not depend on its values. Phases are timed with a
-device synchronisation after each, so their sum is a little over an unsynchronised step.
+verifying `--width` - 1 drafts in exact mode, with its one copy to the host: with --cuda-graphs on
+(the default on CUDA) one recorded graph of forward, LM head and verification
+(`engine.captured_step`), else `ModelRunner.forward` and `verify_on_device`, timed apart with a
+device synchronisation between them. The cache holds zeros: the work does not depend on its values.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ def main() -> None:
     import torch
 
     from specroll.drafting.protocol import Draft
+    from specroll.engine.captured_step import CapturedStep
     from specroll.engine.request import Request, SamplingParams
     from specroll.engine.verifier import verify_inputs, verify_on_device
     from specroll.model.catalog import resolve_model_dir
@@ -54,27 +55,35 @@ def main() -> None:
         SequenceInput(b, args.context, [2] * args.width, num_logits=args.width) for b in range(args.batch)
     ]
 
+    captured = CapturedStep(runner, 0, "exact", "inverse-cdf") if runner.static is not None else None
+
     def step(timings: dict[str, list[float]] | None = None) -> None:
         started = time.perf_counter()
-        logits = runner.forward(inputs).logits
-        sync()
-        forwarded = time.perf_counter()
-        packed = verify_on_device(
-            logits, verify_inputs(requests, drafts, args.width, logits.shape[-1], logits.device), 0, "exact"
-        )
-        packed.cpu()
-        if timings is not None:
-            timings["forward"].append(forwarded - started)
-            timings["verification"].append(time.perf_counter() - forwarded)
+        if captured is not None:  # as the engine runs it: one recorded graph, one copy back
+            captured.verify(requests, drafts, inputs)
+            phases = {"captured step": time.perf_counter() - started}
+        else:
+            logits = runner.forward(inputs).logits
+            sync()
+            forwarded = time.perf_counter()
+            V = logits.shape[-1]
+            verify_on_device(
+                logits, verify_inputs(requests, drafts, args.width, V, logits.device), 0, "exact"
+            ).cpu()
+            phases = {"forward": forwarded - started, "verification": time.perf_counter() - forwarded}
+        for phase, seconds in phases.items() if timings is not None else ():
+            timings.setdefault(phase, []).append(seconds)
 
     for _ in range(args.warmup):
         step()
-    timings: dict[str, list[float]] = {"forward": [], "verification": []}
+    timings: dict[str, list[float]] = {}
     for _ in range(args.steps):
         step(timings)
     print(f"{args.model} {device} {args.dtype} batch {args.batch} width {args.width} context {args.context}")
     for phase, values in timings.items():
-        print(f"  {phase:<13} median {statistics.median(values) * 1e3:8.3f} ms over {len(values)} steps")
+        print(f"  {phase:<15} median {statistics.median(values) * 1e3:8.3f} ms over {len(values)} steps")
+    if runner.static is not None:
+        print(f"  graphs recorded: {runner.static.replayer.num_graphs} (none off CUDA: run eagerly)")
     _profile(step, device, args)
 
 
