@@ -47,6 +47,8 @@ def test_profile_command_writes_a_loadable_fit(qwen2_dir, tmp_path, capsys):
             "4,16",
             "--repeats",
             "1",
+            "--cuda-graphs",
+            "on",
             "--out",
             str(out),
         ]
@@ -54,6 +56,7 @@ def test_profile_command_writes_a_loadable_fit(qwen2_dir, tmp_path, capsys):
     assert code == 0
     model = CostModel.load(out)
     assert model.fit_error is not None and model.c_base + model.c_tok > 0
+    assert model.source.endswith("cuda-graphs")  # the target timed at static shapes, as the engine runs them
     printed = capsys.readouterr().out
     assert "mean relative error" in printed and "D(b)" in printed
 
