@@ -37,6 +37,7 @@ from specroll.engine.factory import apply_threads, build_engine
 from specroll.engine.request import Request, SamplingParams
 from specroll.engine.spec import EngineSpec
 from specroll.model.catalog import resolve_model_dir
+from specroll.model.device import resolve_cuda_graphs
 from specroll.placement import is_batch_invariant
 from specroll.policies.registry import DEFAULT_POLICY
 from specroll.rollout import RolloutConfig
@@ -72,8 +73,10 @@ class TrlRolloutConfig:
     threads: int = 0  # torch threads while rolling out (restored afterwards); 0 = auto
     batch_invariant: bool = True  # on the CPU; off it they are not proven, and not used
     max_prompt_length: int | None = None  # the engine's room for prompts; None = the first batch's longest
+    cuda_graphs: str = "auto"  # auto | on | off: decode and verification as CUDA graphs (auto: on CUDA)
 
     def __post_init__(self) -> None:
+        resolve_cuda_graphs(self.cuda_graphs, "cpu")  # validates the choice
         if self.max_batch_size <= 0:
             raise ValueError(f"max_batch_size must be positive, got {self.max_batch_size}")
         if self.max_prompt_length is not None and self.max_prompt_length <= 0:
@@ -258,6 +261,7 @@ def rollout_config(
         threads=config.threads,
         device=device,
         batch_invariant=is_batch_invariant(device, fast_numerics=not config.batch_invariant),
+        cuda_graphs=resolve_cuda_graphs(config.cuda_graphs, device),
     )
 
 

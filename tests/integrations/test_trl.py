@@ -10,9 +10,11 @@ import torch
 
 from specroll.engine.request import SamplingParams
 from specroll.integrations.trl import (
+    TrlRolloutConfig,
     check_room,
     encode_prompts,
     make_rollout_func,
+    rollout_config,
     sample_indices,
     sampling_params,
 )
@@ -205,3 +207,20 @@ def test_the_batch_check_is_the_engines_own_rule():
         engine, [Request(0, 0, 0, tuple(fits), params), Request(1, 1, 0, tuple(too_long), params)]
     )
     assert list(errors) == [1]  # the scheduler refuses exactly what the batch check refuses
+
+
+def test_cuda_graphs_follow_the_trainer_models_device():
+    import torch
+
+    model = SimpleNamespace(name_or_path=str(DEFAULT_MODEL), parameters=lambda: iter([torch.zeros(1)]))
+    trainer = _trainer(
+        model=model,
+        accelerator=SimpleNamespace(unwrap_model=lambda m: m),
+        args=SimpleNamespace(generation_kwargs=None, seed=3),
+        state=SimpleNamespace(global_step=0),
+    )
+    params = sampling_params(trainer)
+    assert not rollout_config(TrlRolloutConfig(), trainer, params).cuda_graphs  # the model is on the CPU
+    assert rollout_config(TrlRolloutConfig(cuda_graphs="on"), trainer, params).cuda_graphs
+    with pytest.raises(ValueError, match="'always'"):
+        TrlRolloutConfig(cuda_graphs="always")
