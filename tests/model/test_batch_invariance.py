@@ -36,7 +36,11 @@ def test_linear_rows_are_the_same_bits_for_any_row_count(shape, one_thread):
 
 def test_the_probe_names_the_call_sizes_that_agree():
     sizes = invariant_row_sizes(64, 96, torch.get_num_threads())
-    assert sizes == ROW_SIZES[ROW_SIZES.index(sizes[0]) :]  # every probed size from the first that agrees
+    assert set(sizes) <= set(ROW_SIZES) and sizes == tuple(sorted(sizes)) and sizes[-1] == ROW_SIZES[-1]
+    weight, x = torch.randn(96, 64), torch.randn(ROW_SIZES[-1], 64)  # other values than the probe's
+    reference = F.linear(x, weight)
+    for m in sizes:  # a size is served only where its rows are the largest call's bits
+        assert torch.equal(F.linear(x[:m], weight), reference[:m]), m
     with pytest.raises(ValueError, match="current thread count"):
         invariant_row_sizes(64, 96, torch.get_num_threads() + 1)
 
