@@ -52,6 +52,9 @@ class BenchRow:
     paired_vs_first: float | None = None  # the same, over the first system listed
     predicted_makespan_seconds: float | None = None  # workers and plain: the simulator's, on these requests
     scaled_makespan_seconds: float | None = None  # workers: the same on the profile scaled to plain's level
+    graph_recording_seconds: float | None = (
+        None  # CUDA graphs recorded in the rollout: the time, in the makespan
+    )
 
 
 def parse_system(system: str) -> tuple[str, str, str]:
@@ -223,6 +226,7 @@ def _engine_row(system: str, result: RolloutResult) -> BenchRow:
         s.tokens_per_second,
         s.mean_acceptance_length,
         s.forward_passes,
+        graph_recording_seconds=s.graph_recording_seconds if s.graphs_recorded else None,
     )
 
 
@@ -265,6 +269,7 @@ def _combined(rows: list[BenchRow], rounds: list[list[BenchRow]]) -> BenchRow:
         paired_vs_first=statistics.median(firsts),
         predicted_makespan_seconds=_median_of(r.predicted_makespan_seconds for r in rows),
         scaled_makespan_seconds=_median_of(r.scaled_makespan_seconds for r in rows),
+        graph_recording_seconds=_median_of(r.graph_recording_seconds for r in rows),
     )
 
 

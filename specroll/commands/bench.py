@@ -90,6 +90,11 @@ def print_table(rows: list[BenchRow], args: argparse.Namespace) -> None:
         "plain's replay matches plain's makespan in each round"
     )
     Console().print(table)
+    recorded = [f"{r.system} {r.graph_recording_seconds:.2f} s" for r in rows if r.graph_recording_seconds]
+    if recorded:  # inside the makespans: a rollout records its shapes' graphs; a kept engine reuses them
+        print(
+            f"CUDA graphs recorded during the rollouts (median time, in the makespan): {', '.join(recorded)}"
+        )
 
 
 def _predicted(seconds: float | None, row: BenchRow) -> str:

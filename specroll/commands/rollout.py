@@ -241,6 +241,8 @@ def print_summary(result: RolloutResult, config: RolloutConfig, out: Path | None
         ("mean reward", f"{s.mean_reward:.3f}"),
     ]:
         table.add_row(name, value)
+    if s.graphs_recorded:
+        table.add_row("CUDA graphs recorded (s)", f"{s.graphs_recorded} ({s.graph_recording_seconds:.2f})")
     if result.cluster is not None:
         c = result.cluster
         table.add_row("workers, dispatch", f"{c['workers']}, {c['dispatch']}")

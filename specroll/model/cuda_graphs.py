@@ -11,6 +11,7 @@ function eagerly where the device has no graphs (the CPU), so every other line o
 
 from __future__ import annotations
 
+import time
 from typing import Callable, Hashable
 
 import torch
@@ -32,6 +33,7 @@ class Replayer:
         self.uses: dict[Hashable, int] = {}
         self.graphs: dict[Hashable, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
         self.pool = torch.cuda.graph_pool_handle() if self.is_capturing else None
+        self.recording_seconds = 0.0  # spent recording graphs (warm-up and capture), device included
 
     def run(self, key: Hashable, fn: Run) -> torch.Tensor:
         if not self.is_capturing:
@@ -40,7 +42,10 @@ class Replayer:
             self.uses[key] = self.uses.get(key, 0) + 1
             if self.uses[key] < self.min_uses:
                 return fn()
+            started = time.perf_counter()
             self.graphs[key] = self._capture(fn)
+            torch.cuda.synchronize()
+            self.recording_seconds += time.perf_counter() - started
         graph, output = self.graphs[key]
         graph.replay()
         return output

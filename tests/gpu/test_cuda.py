@@ -141,3 +141,16 @@ def test_a_recorded_verification_step_gives_the_eager_steps_tokens_on_cuda(qwen2
             max(abs(a - b) for x, y in zip(result.logprobs, expected.logprobs) for a, b in zip(x, y)) < 1e-4
         )
     assert graphed.static.replayer.num_graphs == 1
+
+
+def test_a_rollout_on_cuda_records_graphs_and_says_what_they_cost(qwen2_dir):
+    from specroll.rollout import RolloutConfig, run_rollout
+
+    config = RolloutConfig(
+        model_dir=qwen2_dir, num_prompts=4, n=4, max_tokens=32, device="cuda", batch_invariant=False
+    )
+    graphed = run_rollout(replace(config, cuda_graphs=True))
+    eager = run_rollout(config)
+    assert graphed.summary.graphs_recorded > 0 and graphed.summary.graph_recording_seconds > 0
+    assert eager.summary.graphs_recorded == 0
+    assert [r.token_ids for r in graphed.records] == [r.token_ids for r in eager.records]  # fp32: the target

@@ -170,3 +170,12 @@ def test_the_rotary_table_a_graph_reads_is_sized_once_and_never_moves(qwen2_dir)
     assert table.cos is cos  # a dynamic forward's widest read fits too
     with pytest.raises(RuntimeError, match="recorded CUDA graph"):
         table.reserve(cos.shape[0] + 1, cos.device)
+
+
+def test_a_rollout_reports_no_recording_where_nothing_is_recorded(qwen2_dir):
+    from specroll.rollout import RolloutConfig, run_rollout
+
+    result = run_rollout(
+        RolloutConfig(model_dir=qwen2_dir, num_prompts=2, n=2, max_tokens=8, cuda_graphs=True)
+    )
+    assert (result.summary.graphs_recorded, result.summary.graph_recording_seconds) == (0, 0.0)  # eager here
