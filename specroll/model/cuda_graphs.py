@@ -63,6 +63,8 @@ class Replayer:
             fn()
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.pool):
+        # thread-local: another thread's CUDA work during the recording (the online head's spot
+        # trainer runs beside the engine) is not an error of this capture
+        with torch.cuda.graph(graph, pool=self.pool, capture_error_mode="thread_local"):
             output = fn()
         return graph, output
