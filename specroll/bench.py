@@ -52,9 +52,7 @@ class BenchRow:
     paired_vs_first: float | None = None  # the same, over the first system listed
     predicted_makespan_seconds: float | None = None  # workers and plain: the simulator's, on these requests
     scaled_makespan_seconds: float | None = None  # workers: the same on the profile scaled to plain's level
-    graph_recording_seconds: float | None = (
-        None  # CUDA graphs recorded in the rollout: the time, in the makespan
-    )
+    graph_recording_seconds: float | None = None  # recording CUDA graphs, inside the makespan
 
 
 def parse_system(system: str) -> tuple[str, str, str]:

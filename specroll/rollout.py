@@ -341,9 +341,9 @@ def run_requests(
     summary = _summary(
         outputs, records, finish_times, engine.telemetry.mean_acceptance_length, engine.telemetry.num_forwards
     )
-    summary.graphs_recorded, summary.graph_recording_seconds = (
-        after - before for after, before in zip(_graph_counts(engine), graphs_before)
-    )
+    graphs, seconds = _graph_counts(engine)
+    summary.graphs_recorded = graphs - graphs_before[0]
+    summary.graph_recording_seconds = seconds - graphs_before[1]
     return RolloutResult(
         records, summary, engine.telemetry.as_rows(), engine.telemetry.acceptance_by_source()
     )

@@ -52,9 +52,16 @@ class SamplingRows:
             torch.tensor(temperature, dtype=torch.float32, device=device),
             torch.tensor(top_k, dtype=torch.long, device=device),
             torch.tensor(top_p, dtype=torch.float32, device=device),
-            any(k > 0 for k in top_k) or any(p < 1 for p in top_p),
-            any(t <= 0 for t in temperature),
+            *sampling_flags(temperature, top_k, top_p),
         )
+
+
+def sampling_flags(
+    temperature: Sequence[float], top_k: Sequence[int], top_p: Sequence[float]
+) -> tuple[bool, bool]:
+    """What the host knows of a batch's sampling: (some row truncates, some row is greedy)."""
+    is_truncated = any(k > 0 for k in top_k) or any(p < 1 for p in top_p)
+    return is_truncated, any(t <= 0 for t in temperature)
 
 
 def tempered(logits: torch.Tensor, temperature: torch.Tensor | float) -> torch.Tensor:

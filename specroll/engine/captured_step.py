@@ -29,14 +29,14 @@ from specroll.engine.request import Request
 from specroll.engine.verifier import (
     VerifyInputs,
     VerifyResult,
+    output_positions,
     per_request,
-    row_depths,
     unpack,
     verify_on_device,
 )
 from specroll.model.runner import ModelRunner, SequenceInput
 from specroll.model.static_forward import ORDER
-from specroll.sampling import SamplingRows
+from specroll.sampling import SamplingRows, sampling_flags
 
 # integer columns: request id, drafts, top-k, then each row's output position (T) and draft (T - 1)
 REQUEST_ID, NUM_DRAFTS, TOP_K, POSITIONS = 0, 1, 2, 3
@@ -44,8 +44,9 @@ TEMPERATURE, TOP_P = 0, 1  # float columns
 
 
 class CapturedStep:
-    """verify(requests, drafts, sequences) -> (VerifyResult, hidden (n, Tl, H)) for the forwards the
-    runner's static path takes (`fits`), replayed from the runner's `Replayer` (one memory pool)."""
+    """verify(requests, drafts, sequences) -> (VerifyResult, hidden (n, Tl, H) or None) for the
+    forwards the runner's static path takes (`fits`), replayed from the runner's `Replayer` (one
+    memory pool)."""
 
     def __init__(self, runner: ModelRunner, seed: int, mode: str, rule: str) -> None:
         if runner.static is None:
@@ -59,8 +60,14 @@ class CapturedStep:
 
     @torch.inference_mode()
     def verify(
-        self, requests: Sequence[Request], drafts: Sequence[Draft], sequences: Sequence[SequenceInput]
-    ) -> tuple[VerifyResult, torch.Tensor]:
+        self,
+        requests: Sequence[Request],
+        drafts: Sequence[Draft],
+        sequences: Sequence[SequenceInput],
+        with_features: bool = True,
+    ) -> tuple[VerifyResult, torch.Tensor | None]:
+        """with_features: also return the hidden states of the logit rows (a feature-reading drafter's)."""
+        self.runner.check(sequences)
         shape = self.static.shape_of(sequences)
         forward = self.static.load(sequences, shape)
         ints, floats = (b[: shape.num_rows] for b in self._buffers(shape.width))
@@ -74,9 +81,10 @@ class CapturedStep:
             key, lambda: self._step(forward, ints, floats, shape, *flags)
         )
         order = forward[: len(sequences), ORDER]
-        Tl = max(s.num_logits for s in sequences)
         result = per_request(drafts, *unpack(packed.index_select(0, order).cpu()))  # the one copy back
-        return result, hidden.index_select(0, order)[:, :Tl]
+        if not with_features:
+            return result, None
+        return result, hidden.index_select(0, order)[:, : max(s.num_logits for s in sequences)]
 
     def _buffers(self, width: int) -> tuple[torch.Tensor, torch.Tensor]:
         if width not in self.buffers:
@@ -128,9 +136,11 @@ def pack_verification(
     for r, d, s in zip(requests, drafts, sequences):
         p = r.params
         ints[s.slot, [REQUEST_ID, NUM_DRAFTS, TOP_K]] = r.request_id, d.num_tokens, p.top_k
-        ints[s.slot, POSITIONS : POSITIONS + T] = [r.num_output_tokens + depth for depth in row_depths(d, T)]
+        ints[s.slot, POSITIONS : POSITIONS + T] = output_positions(r, d, T)
         ints[s.slot, POSITIONS + T : POSITIONS + T + d.num_tokens] = d.token_ids
         floats[s.slot] = p.temperature, p.top_p
     params = [r.params for r in requests]
-    is_truncated = any(p.top_k > 0 or p.top_p < 1 for p in params)
-    return ints, floats, (is_truncated, any(p.temperature <= 0 for p in params))
+    flags = sampling_flags(
+        [p.temperature for p in params], [p.top_k for p in params], [p.top_p for p in params]
+    )
+    return ints, floats, flags

@@ -216,7 +216,9 @@ class Engine:
             for r, d in zip(requests, drafts)
         ]
         if self.captured is not None and self.captured.fits(inputs, drafts):
-            result, hidden = self.captured.verify(requests, drafts, inputs)
+            result, hidden = self.captured.verify(
+                requests, drafts, inputs, with_features=self._reads_features
+            )
         else:
             out = self.runner.forward(inputs)
             result = verify_batch(
@@ -226,13 +228,17 @@ class Engine:
         self._give_features(requests, inputs, result, hidden)
         return result
 
+    @property
+    def _reads_features(self) -> bool:
+        return self.drafter is not None and self.drafter.needs_features
+
     def _give_features(
         self, requests: list[Request], inputs: list[SequenceInput], result: VerifyResult, hidden
     ) -> None:
         """Hand a feature-reading drafter the hidden states (B, Tl, H) of the positions this forward
         committed: each row's last fed token, then its accepted drafts (in tree order, the accepted
         branch). One gather on the device; nothing is read back."""
-        if self.drafter is None or not self.drafter.needs_features:
+        if not self._reads_features:
             return
         rows = [
             [0, *(i + 1 for i in (nodes if nodes is not None else range(n)))]

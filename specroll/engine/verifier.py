@@ -161,9 +161,7 @@ def verify_inputs(
         [p.temperature for p in params], [p.top_k for p in params], [p.top_p for p in params], device
     )
     draft_tokens = [[*d.token_ids, *[0] * (Tl - 1 - len(d.token_ids))] for d in drafts]
-    positions = [
-        [r.num_output_tokens + depth for depth in row_depths(d, Tl)] for r, d in zip(requests, drafts)
-    ]
+    positions = [output_positions(r, d, Tl) for r, d in zip(requests, drafts)]
     return VerifyInputs(
         rows,
         torch.tensor(draft_tokens, dtype=torch.long, device=device).view(len(drafts), Tl - 1),
@@ -224,7 +222,12 @@ def unpack(packed: torch.Tensor) -> tuple[list[list[int]], list[list[float]], li
     )
 
 
-def row_depths(draft: Draft, Tl: int) -> list[int]:
+def output_positions(request: Request, draft: Draft, Tl: int) -> list[int]:
+    """The output position whose token each of the Tl rows' sample fills (the keyed noise's index)."""
+    return [request.num_output_tokens + depth for depth in _row_depths(draft, Tl)]
+
+
+def _row_depths(draft: Draft, Tl: int) -> list[int]:
     """Depth of each of the Tl rows' context below the fed token: a chain's row i is at depth i."""
     if not draft.is_tree:
         return list(range(Tl))

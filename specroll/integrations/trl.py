@@ -37,7 +37,7 @@ from specroll.engine.factory import apply_threads, build_engine
 from specroll.engine.request import Request, SamplingParams
 from specroll.engine.spec import EngineSpec
 from specroll.model.catalog import resolve_model_dir
-from specroll.model.device import resolve_cuda_graphs
+from specroll.model.device import check_graph_choice, resolve_cuda_graphs
 from specroll.placement import is_batch_invariant
 from specroll.policies.registry import DEFAULT_POLICY
 from specroll.rollout import RolloutConfig
@@ -76,7 +76,7 @@ class TrlRolloutConfig:
     cuda_graphs: str = "auto"  # auto | on | off: decode and verification as CUDA graphs (auto: on CUDA)
 
     def __post_init__(self) -> None:
-        resolve_cuda_graphs(self.cuda_graphs, "cpu")  # validates the choice
+        check_graph_choice(self.cuda_graphs)
         if self.max_batch_size <= 0:
             raise ValueError(f"max_batch_size must be positive, got {self.max_batch_size}")
         if self.max_prompt_length is not None and self.max_prompt_length <= 0:

@@ -25,11 +25,15 @@ def resolve_device(name: str) -> str:
 GRAPH_CHOICES = ("auto", "on", "off")
 
 
+def check_graph_choice(choice: str) -> None:
+    if choice not in GRAPH_CHOICES:
+        raise ValueError(f"cuda graphs must be one of {', '.join(GRAPH_CHOICES)}, got {choice!r}")
+
+
 def resolve_cuda_graphs(choice: str, device: str) -> bool:
     """`--cuda-graphs`: auto is on for CUDA; on a CPU, on runs the same static-shape forwards eagerly
     (their results are the dynamic forwards', which is how the path is checked without a GPU)."""
-    if choice not in GRAPH_CHOICES:
-        raise ValueError(f"cuda graphs must be one of {', '.join(GRAPH_CHOICES)}, got {choice!r}")
+    check_graph_choice(choice)
     return device == "cuda" if choice == "auto" else choice == "on"
 
 

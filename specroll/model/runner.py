@@ -139,7 +139,7 @@ class ModelRunner:
     @torch.inference_mode()
     def forward(self, sequences: Sequence[SequenceInput]) -> ForwardOutput:
         if self.static is not None and self.static.fits(sequences):
-            self._check(sequences)
+            self.check(sequences)
             hidden = self.static.features(sequences)
             return ForwardOutput(self.model.lm_head(hidden).float(), hidden)
         logits, hidden = self.model(self.prepare(sequences), self.cache)
@@ -148,7 +148,7 @@ class ModelRunner:
     def prepare(self, sequences: Sequence[SequenceInput]) -> ForwardBatch:
         """The forward's inputs, built on the model's device from the host's integers: nothing is
         read back from the device (no synchronisation), and only the token lists cross to it."""
-        self._check(sequences)
+        self.check(sequences)
         device = self.device
         starts = [s.start for s in sequences]
         num_new = [len(s.token_ids) for s in sequences]
@@ -202,7 +202,8 @@ class ModelRunner:
             rows, _as_slice(chunk_slots) or torch.tensor(chunk_slots, device=self.device), mask, read_length
         )
 
-    def _check(self, sequences: Sequence[SequenceInput]) -> None:
+    def check(self, sequences: Sequence[SequenceInput]) -> None:
+        """A clear error for a forward this runner cannot run (slots, cache capacity, token ids)."""
         if not sequences:
             raise ValueError("a forward needs at least one sequence")
         vocab = self.config.vocab_size

@@ -111,3 +111,28 @@ def test_drafts_with_probabilities_and_wide_forwards_stay_eager(qwen2_dir):
     assert not step.fits([SequenceInput(0, 3, [1] * 6)], [Draft(10, [1] * 5)])
     with pytest.raises(ValueError, match="use_static_forwards"):
         CapturedStep(ModelRunner.from_pretrained(qwen2_dir, 2, 16), 7, "exact", "inverse-cdf")
+
+
+def test_a_rollout_replaying_recorded_steps_gives_plains_tokens_and_counts_its_graphs(monkeypatch):
+    """Every forward and verification step under graph semantics (`graph_stand_in`): the records of a
+    speculative rollout equal plain's, and the summary counts the graphs its steps recorded."""
+    from dataclasses import replace
+
+    from graph_stand_in import ReplayedOnCpu
+
+    from specroll.rollout import RolloutConfig, run_rollout
+
+    config = RolloutConfig(num_prompts=4, n=4, max_tokens=24, policy="fixed-3", threads=1)  # bundled policy
+    plain = run_rollout(replace(config, speculate="off"))
+    made = []
+    monkeypatch.setattr(
+        "specroll.model.static_forward.Replayer", lambda device: made.append(ReplayedOnCpu()) or made[-1]
+    )
+    graphed = run_rollout(replace(config, speculate="prompt-lookup", cuda_graphs=True))
+    assert sum(len(r.token_ids) for r in plain.records) > 0
+    assert [(r.token_ids, r.logprobs) for r in graphed.records] == [
+        (r.token_ids, r.logprobs) for r in plain.records
+    ]
+    assert graphed.summary.mean_acceptance_length > 1  # drafts were verified and accepted
+    assert graphed.summary.graphs_recorded == made[0].num_graphs > 0 and made[0].num_replays > 0
+    assert graphed.summary.graph_recording_seconds > 0

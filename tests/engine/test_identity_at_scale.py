@@ -70,3 +70,10 @@ def test_smollm2_gsm8k_tokens_do_not_depend_on_batch_or_drafts(smollm2_dir):
     assert [r.token_ids for r in plain.records] == [r.token_ids for r in alone.records]
     assert [r.logprobs for r in plain.records] == [r.logprobs for r in alone.records]
     assert all(r.reward in (0.0, 1.0) for r in plain.records)
+    static = run_rollout(
+        replace(config, speculate="suffix", policy="fixed-4", cuda_graphs=True), drafter=drafts
+    )
+    assert static.summary.mean_acceptance_length > 3  # static shapes (CUDA graphs' path, eager here), 5 wide
+    assert [(r.token_ids, r.logprobs) for r in plain.records] == [
+        (r.token_ids, r.logprobs) for r in static.records
+    ]

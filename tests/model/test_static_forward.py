@@ -156,10 +156,20 @@ def test_the_static_forward_makes_every_tensor_on_the_models_device(qwen2_dir, b
     assert runner.forward([tree]).hidden.shape == (1, 4, read_config(qwen2_dir).hidden_size)
 
 
-def test_the_cpu_replays_nothing(qwen2_dir):
-    _, static = _runners(qwen2_dir, batch_invariant=False)
-    static.forward(STEPS[0])
-    assert static.static.replayer.num_graphs == 0  # eager: no graph is recorded off CUDA
+def test_a_shape_is_recorded_at_its_second_use_and_replayed_from_its_inputs(qwen2_dir, one_thread):
+    """Under graph semantics (a replay reruns the recording's closure), three steps of one shape with
+    other inputs each give the dynamic forward's bits: the recorded part reads its inputs from
+    buffers that outlive it, never from values of the call that recorded it."""
+    from graph_stand_in import ReplayedOnCpu
+
+    dynamic, static = _runners(qwen2_dir, batch_invariant=True)
+    static.static.replayer = replayer = ReplayedOnCpu()
+    for i in range(3):
+        step = [SequenceInput(2, 12 + i, [1 + i, 2]), SequenceInput(0, 3 + 2 * i, [6, 7 + i], num_logits=2)]
+        a, b = dynamic.forward(step), static.forward(step)
+        assert torch.equal(a.logits, b.logits) and torch.equal(a.hidden, b.hidden), i
+    assert (replayer.num_graphs, replayer.num_replays) == (1, 2)  # eager, recorded and replayed, replayed
+    assert replayer.recording_seconds > 0
 
 
 def test_the_rotary_table_a_graph_reads_is_sized_once_and_never_moves(qwen2_dir):
@@ -170,12 +180,3 @@ def test_the_rotary_table_a_graph_reads_is_sized_once_and_never_moves(qwen2_dir)
     assert table.cos is cos  # a dynamic forward's widest read fits too
     with pytest.raises(RuntimeError, match="recorded CUDA graph"):
         table.reserve(cos.shape[0] + 1, cos.device)
-
-
-def test_a_rollout_reports_no_recording_where_nothing_is_recorded(qwen2_dir):
-    from specroll.rollout import RolloutConfig, run_rollout
-
-    result = run_rollout(
-        RolloutConfig(model_dir=qwen2_dir, num_prompts=2, n=2, max_tokens=8, cuda_graphs=True)
-    )
-    assert (result.summary.graphs_recorded, result.summary.graph_recording_seconds) == (0, 0.0)  # eager here
