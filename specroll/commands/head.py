@@ -39,6 +39,13 @@ def register(parser: argparse.ArgumentParser) -> None:
         "e.g. a benchmark's, so that the head is measured on problems it never saw",
     )
     train.add_argument("--exclude-prompts", type=int, default=8)
+    train.add_argument(
+        "--feature-layers",
+        default="auto",
+        metavar="auto|none|I,J,...",
+        help="the target's decoder layers whose outputs the head fuses with the final hidden state "
+        "(EAGLE-3); auto: a low and a middle one (default); none: the final hidden state alone",
+    )
     train.add_argument("--no-progress", action="store_true")
     train.set_defaults(func=run_train)
     evaluate = actions.add_parser(
@@ -74,6 +81,8 @@ def run_train(args: argparse.Namespace) -> int:
     runner = ModelRunner.from_pretrained(
         config.model_dir, 8, longest, torch_dtype(config.dtype), config.device
     )
+    layers = parse_feature_layers(args.feature_layers, runner.model.config.num_layers)
+    runner.use_feature_layers(layers)
     started = time.perf_counter()
     sequences = teacher_forced(runner, data.prompts, data.responses, config.temperature)
     positions = sum(s.num_positions for s in sequences)
@@ -81,7 +90,11 @@ def run_train(args: argparse.Namespace) -> int:
     print(f"features: {len(sequences)} responses, {positions} positions in {seconds:.1f} s")
     train = TrainConfig(depth=args.depth, lr=args.lr, seed=config.seed)
     warm = WarmStartConfig(
-        seconds=args.minutes * 60, max_epochs=args.max_epochs, draft_vocab_size=args.draft_vocab, train=train
+        seconds=args.minutes * 60,
+        max_epochs=args.max_epochs,
+        draft_vocab_size=args.draft_vocab,
+        feature_layers=layers,
+        train=train,
     )
     model = runner.model
     result = warm_start(
@@ -103,6 +116,23 @@ def run_train(args: argparse.Namespace) -> int:
         overlap = ", ".join(f"{o:.3f}" for o in result.held_out.overlap)
         print(f"held out: loss {result.held_out.loss:.3f}, overlap with the target by depth {overlap}")
     return 0
+
+
+def parse_feature_layers(text: str, num_layers: int) -> tuple[int, ...]:
+    """--feature-layers: auto, none or a comma-separated list of decoder layers of the target."""
+    from specroll.head.model import default_feature_layers
+
+    if text == "auto":
+        return default_feature_layers(num_layers)
+    if text == "none":
+        return ()
+    try:
+        layers = tuple(sorted({int(part) for part in text.split(",")}))
+    except ValueError:
+        raise SystemExit(f"--feature-layers: expected auto, none or layer numbers like 1,14; got {text!r}")
+    if any(not 0 <= i < num_layers for i in layers):
+        raise SystemExit(f"--feature-layers: the target has layers 0..{num_layers - 1}; got {text!r}")
+    return layers
 
 
 def _run_rollout(config, args: argparse.Namespace) -> Path:
@@ -143,8 +173,9 @@ def run_eval(args: argparse.Namespace) -> int:
     data = read_responses(args.rollouts, config)
     longest = max(len(p) + len(r) for p, r in zip(data.prompts, data.responses))
     runner = ModelRunner.from_pretrained(config.model_dir, 8, longest)
-    sequences = teacher_forced(runner, data.prompts, data.responses, config.temperature)
     head = load_head(args.head or config.head_dir)
+    runner.use_feature_layers(head.config.feature_layers)
+    sequences = teacher_forced(runner, data.prompts, data.responses, config.temperature)
     model = runner.model
     reports = coupling_report(
         head, model.model.embed_tokens.weight, model.lm_head.weight, sequences, args.depth, config.temperature

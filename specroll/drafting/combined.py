@@ -27,6 +27,17 @@ class CombinedDrafter(BaseDrafter):
     def needs_features(self) -> bool:
         return any(getattr(d, "needs_features", False) for d in self.drafters)
 
+    @property
+    def feature_layers(self) -> tuple[int, ...]:
+        wanted = {
+            tuple(getattr(d, "feature_layers", ()))
+            for d in self.drafters
+            if getattr(d, "needs_features", False)
+        }
+        if len(wanted) > 1:
+            raise ValueError(f"drafters combined read different target layers: {sorted(wanted)}")
+        return wanted.pop() if wanted else ()
+
     def observe_features(self, features: TargetFeatures) -> None:
         for drafter in self.drafters:
             if getattr(drafter, "needs_features", False):

@@ -49,7 +49,7 @@ class DraftHeadDrafter(BaseDrafter):
         self.embedding = embedding  # (V, H) the target's input embeddings, on its device
         self.draw = draw
         self.seed = seed
-        self.states: dict[int, tuple[torch.Tensor, int]] = {}  # request -> (hidden (H,), context length)
+        self.states: dict[int, tuple[torch.Tensor, int]] = {}  # request -> (features (F,), context length)
         self.listeners: list = []  # called with every TargetFeatures (e.g. an online trainer's recorder)
         self.num_swaps = 0
         self._target_to_draft = head.target_to_draft() if with_scores else None
@@ -68,6 +68,11 @@ class DraftHeadDrafter(BaseDrafter):
     ) -> "DraftHeadDrafter":
         head = load_head(directory, embedding.device).to(embedding.dtype)
         return cls(head, embedding, draw, seed, rule, with_scores, where=str(directory))
+
+    @property
+    def feature_layers(self) -> tuple[int, ...]:
+        """The target's decoder layers whose outputs the head reads beside its final hidden state."""
+        return self.head.config.feature_layers
 
     def observe_features(self, features: TargetFeatures) -> None:
         last = features.hidden.index_select(
@@ -103,7 +108,7 @@ class DraftHeadDrafter(BaseDrafter):
         scores: dict[int, list[float]] = {q.request_id: [] for q in queries}  # path probabilities
         active = sorted(ready, key=lambda q: -q.budget)  # each depth steps a prefix of these rows
         if active:
-            feature = torch.stack([self.states[q.request_id][0] for q in active])  # (B, H)
+            feature = self.head.first_feature(torch.stack([self.states[q.request_id][0] for q in active]))
             last = torch.tensor([q.context[-1] for q in active], device=feature.device)
             for depth in range(active[0].budget):
                 active = [q for q in active if q.budget > depth]
@@ -142,12 +147,13 @@ class DraftHeadDrafter(BaseDrafter):
         return max(small - slope * batch_sizes[0], 0.0), slope
 
     def _step_seconds(self, batch_size: int) -> float:
-        H = self.head.config.hidden_size
-        feature = torch.zeros(batch_size, H, dtype=self.embedding.dtype, device=self.embedding.device)
+        F = self.head.feature_width
+        features = torch.ones(batch_size, F, dtype=self.embedding.dtype, device=self.embedding.device)
         tokens = torch.zeros(batch_size, dtype=torch.long, device=self.embedding.device)
         best = float("inf")
         for _ in range(3):
             started = time.perf_counter()
+            feature = self.head.first_feature(features)  # once a draft, counted in each step: an upper bound
             logits = self.head.logits(self.head.step(feature, self.embedding[tokens])).float()
             torch.softmax(logits, -1).cumsum(-1)[:, -1].tolist()  # the draw's work, and a sync
             best = min(best, time.perf_counter() - started)

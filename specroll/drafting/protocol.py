@@ -79,14 +79,15 @@ class Draft:
 
 @dataclass(frozen=True)
 class TargetFeatures:
-    """The target's final hidden states at the positions one forward committed, per request.
+    """The target's features at the positions one forward committed, per request: its final hidden
+    states (the first H columns), then the outputs of the drafter's `feature_layers`, if any.
 
     hidden row i of a request is the state at context position context_length - 1 - num_kept + i,
     so its last row is the state whose logits drew the request's newest token (the context's last).
     """
 
     request_ids: tuple[int, ...]
-    hidden: Any  # (sum of num_kept, H) tensor on the model's device, the requests' rows in order
+    hidden: Any  # (sum of num_kept, F) tensor on the model's device, the requests' rows in order
     num_kept: tuple[int, ...]  # rows per request (>= 1)
     context_lengths: tuple[int, ...]  # each request's prompt + output length once the tokens are committed
     token_ids: tuple[tuple[int, ...], ...]  # each request's tokens at those positions + its newest token
@@ -122,6 +123,7 @@ class BaseDrafter:
 
     name = "base"
     needs_features = False  # True: the engine calls observe_features after every forward
+    feature_layers: tuple[int, ...] = ()  # the target's decoder layers the features must also carry
 
     def observe_features(self, features: TargetFeatures) -> None:
         pass

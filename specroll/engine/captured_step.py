@@ -101,7 +101,7 @@ class CapturedStep:
         """What the graph records: (R, 2T + 1) packed verification results and (R, T, H) features."""
         T = shape.width
         hidden = self.static.features_of(forward, shape)  # (R, T, H)
-        logits = self.runner.model.lm_head(hidden).float()  # (R, T, V)
+        logits = self.runner.model.logits(hidden).float()  # (R, T, V)
         per_row = lambda column: column[:, None].expand(-1, T).reshape(-1)  # noqa: E731  (R * T,)
         rows = SamplingRows(
             per_row(floats[:, TEMPERATURE]),

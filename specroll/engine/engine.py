@@ -44,6 +44,8 @@ class Engine:
         self.runner = runner
         self.config = config
         self.drafter = drafter
+        if drafter is not None and getattr(drafter, "needs_features", False):
+            runner.use_feature_layers(tuple(getattr(drafter, "feature_layers", ())))
         self.policy = policy or NoSpeculation()
         self.training_step = training_step
         self.eos_token_ids = frozenset(runner.config.eos_token_ids)

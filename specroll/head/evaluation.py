@@ -49,14 +49,15 @@ def coupling_report(
 ) -> list[CouplingReport]:
     sums = [dict.fromkeys(RATES, 0.0) for _ in range(depth)]
     counts = [0] * depth
+    H = lm_head_weight.shape[1]
     for seq in sequences:
-        previous = seq.hidden
+        previous = head.first_feature(seq.hidden)
         N = seq.num_positions
         for d in range(1, min(depth, N - 1) + 1):
             current = head.step(previous[: N - d], embedding[seq.tokens[d:]])
             for start in range(0, N - d, chunk):
                 part = slice(start, min(start + chunk, N - d))
-                p = torch.softmax(seq.hidden[d:][part] @ lm_head_weight.T / temperature, -1)
+                p = torch.softmax(seq.hidden[d:, :H][part] @ lm_head_weight.T / temperature, -1)
                 q_draft = torch.softmax(head.logits(current[part]).float() / temperature, -1)
                 q = p.new_zeros(p.shape).index_copy_(1, head.draft_to_target, q_draft)
                 for name, rate in RATES.items():

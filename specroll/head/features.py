@@ -24,7 +24,8 @@ TOP_K = 64  # the distillation target's support: SmolLM2 at T=1 on GSM8K keeps m
 @dataclass
 class FeatureSequence:
     tokens: torch.Tensor  # (N,) long: the token at each position
-    hidden: torch.Tensor  # (N, H) the target's final hidden state at each position
+    hidden: torch.Tensor  # (N, F) the target's features at each position: its final hidden state (H
+    # columns), then the outputs of the layers the head fuses, if any (`CausalLM.feature_layers`)
     top_ids: torch.Tensor  # (N, K) long: the target's most likely next tokens at each position
     top_probs: torch.Tensor  # (N, K) their probabilities at the sampling temperature
 

@@ -7,6 +7,12 @@ logits give the distribution of x_{t+2}. Fed its own prediction and the drafted 
 for as many tokens as the draft needs. The verification forward computed h_t already, so a draft
 costs no extra target forward (TLT §4 trains such a one-layer drafter on idle workers).
 
+The final hidden state is shaped to give token t+1's distribution and keeps less of what the tokens
+after it depend on; as EAGLE-3 does, the head may also read the outputs of a few of the target's
+earlier decoder layers at position t (`feature_layers`, which the target then appends to its forwards'
+features): each is RMS-normalised and one linear layer reduces them, with the final hidden state, to
+the head's first input feature (`first_feature`). Deeper steps read the head's own predictions.
+
 This head is attention-free (choose it over EAGLE's decoder layer because h_t already summarises the
 context, and a chain of a few tokens needs no cache): the feature and the embedding, each
 RMS-normalised, are fused by one linear layer, refined by `num_blocks` residual SwiGLU blocks and
@@ -42,12 +48,27 @@ class HeadConfig:
     num_blocks: int = 2
     rms_norm_eps: float = 1e-5
     target: str = ""  # the checkpoint it was trained for (its directory name), for messages
+    feature_layers: tuple[int, ...] = ()  # the target's decoder layers fused into the first feature
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "feature_layers", tuple(int(i) for i in self.feature_layers))
+        if (
+            list(self.feature_layers) != sorted(set(self.feature_layers))
+            or min(self.feature_layers, default=0) < 0
+        ):
+            raise ValueError(f"feature_layers {list(self.feature_layers)} must be distinct, ascending, >= 0")
         if not 0 < self.draft_vocab_size <= self.vocab_size:
             raise ValueError(f"draft_vocab_size {self.draft_vocab_size} outside 1..{self.vocab_size}")
         if min(self.hidden_size, self.intermediate_size, self.num_blocks) <= 0:
             raise ValueError("hidden_size, intermediate_size and num_blocks must be positive")
+
+
+def default_feature_layers(num_layers: int) -> tuple[int, ...]:
+    """A low and a middle decoder layer (EAGLE-3 fuses a low, a middle and a high one; the final
+    hidden state is the high one here), or none for a target of fewer than four layers."""
+    if num_layers < 4:
+        return ()
+    return tuple(sorted({1, num_layers // 2 - 1}))
 
 
 class _Block(nn.Module):
@@ -66,7 +87,8 @@ class _Block(nn.Module):
 
 
 class DraftHead(nn.Module):
-    """step(feature (N, H), embedding (N, H)) -> next feature (N, H); logits(feature) -> (N, Vd)."""
+    """first_feature(target features (N, F)) -> (N, H); step(feature (N, H), embedding (N, H)) -> next
+    feature (N, H); logits(feature) -> (N, Vd)."""
 
     def __init__(self, config: HeadConfig, draft_to_target: torch.Tensor) -> None:
         super().__init__()
@@ -80,10 +102,33 @@ class DraftHead(nn.Module):
         self.feature_norm = nn.RMSNorm(H, eps=config.rms_norm_eps)
         self.embedding_norm = nn.RMSNorm(H, eps=config.rms_norm_eps)
         self.fuse = nn.Linear(2 * H, H, bias=False)
+        self.num_feature_chunks = 1 + len(config.feature_layers)
+        if config.feature_layers:
+            self.reduce = nn.Linear(self.num_feature_chunks * H, H, bias=False)
+            with torch.no_grad():  # start from the final hidden state alone, the others' share small
+                self.reduce.weight.mul_(0.1)[:, :H] += torch.eye(H)
         self.blocks = nn.ModuleList(_Block(config) for _ in range(config.num_blocks))
         self.norm = nn.RMSNorm(H, eps=config.rms_norm_eps)
         self.lm_head = nn.Linear(H, config.draft_vocab_size, bias=False)
         self.register_buffer("draft_to_target", draft_to_target.long(), persistent=True)
+
+    @property
+    def feature_width(self) -> int:
+        """F: the width of the target features the head reads (the final hidden state and its layers)."""
+        return self.num_feature_chunks * self.config.hidden_size
+
+    def first_feature(self, target_features: torch.Tensor) -> torch.Tensor:
+        """(..., F) target features -> (..., H) the first step's input feature."""
+        if target_features.shape[-1] != self.feature_width:
+            raise ValueError(
+                f"the draft head reads {self.feature_width} feature columns (the final hidden state and "
+                f"layers {list(self.config.feature_layers)}), got {target_features.shape[-1]}"
+            )
+        if not self.config.feature_layers:
+            return target_features
+        chunks = target_features.unflatten(-1, (self.num_feature_chunks, self.config.hidden_size))
+        scale = torch.rsqrt(chunks.float().pow(2).mean(-1, keepdim=True) + self.config.rms_norm_eps)
+        return self.reduce((chunks * scale.to(chunks.dtype)).flatten(-2))
 
     def step(self, feature: torch.Tensor, embedding: torch.Tensor) -> torch.Tensor:
         x = self.fuse(torch.cat([self.feature_norm(feature), self.embedding_norm(embedding)], -1))
@@ -123,7 +168,7 @@ def load_head(directory: str | Path, device: str | torch.device = "cpu") -> Draf
     if fields is None:
         raise FileNotFoundError(f"{directory} holds no draft head ({CONFIG_FILE} with format {FORMAT!r})")
     fields = {k: v for k, v in fields.items() if k != "format"}
-    config = HeadConfig(**fields)
+    config = HeadConfig(**fields)  # a head saved before `feature_layers` reads the final state alone
     state = load_file(str(directory / WEIGHTS_FILE))
     head = DraftHead(config, state["draft_to_target"])
     head.load_state_dict(state)

@@ -55,6 +55,6 @@ class HiddenRecorder:
             if hidden.shape[0] < 2:
                 continue
             tokens = torch.tensor([t for _, ts in pieces for t in ts], dtype=torch.long)
-            ids, probs = top_targets(hidden @ weight.T, temperature)
+            ids, probs = top_targets(hidden[:, : weight.shape[1]] @ weight.T, temperature)
             out[rid] = FeatureSequence(tokens, hidden, ids, probs)
         return out

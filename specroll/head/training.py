@@ -1,10 +1,11 @@
 """Training a draft head by distillation toward the target (EAGLE's feature + token objective,
 unrolled over the draft's depth as EAGLE-3's training-time test does).
 
-Glossary: position j of a `FeatureSequence` has token X[j], the target's hidden state H[j] and its
-next-token distribution p_j (sparse: `top_ids`, `top_probs`). The head's prediction at depth d,
+Glossary: position j of a `FeatureSequence` has token X[j], the target's hidden state H[j] (its
+final one, followed by the layers a fusing head reads) and its next-token distribution p_j (sparse:
+`top_ids`, `top_probs`). The head's prediction at depth d,
 
-    G0 = H,   Gd[t] = step(G(d-1)[t], embed(X[t+d]))   predicts H[t+d],
+    G0 = first_feature(H),   Gd[t] = step(G(d-1)[t], embed(X[t+d]))   predicts H[t+d],
 
 is what drafting computes: depth 1 starts from a real hidden state, deeper ones from the head's own.
 The loss at depth d is the cross-entropy of the head's distribution q(Gd[t]) under p_{t+d} (the
@@ -133,7 +134,8 @@ class HeadTrainer:
         return StepMetrics(float(loss), overlap)
 
     def loss(self, batch: Batch) -> tuple[torch.Tensor, list[float]]:
-        previous = batch.hidden
+        previous = self.head.first_feature(batch.hidden)
+        final = batch.hidden[..., : self.head.config.hidden_size]  # the final hidden states
         total = batch.hidden.new_zeros(())
         overlap = []
         W = batch.tokens.shape[1]
@@ -142,7 +144,7 @@ class HeadTrainer:
             current = self.head.step(previous[:, : W - d], self.embedding[batch.tokens[:, d:]])
             mask = (batch.valid[:, d:] & batch.valid[:, : W - d]).float() * batch.weight[:, None]
             ce, agree = self._distill(current, batch.top_ids[:, d:], batch.top_probs[:, d:])
-            feature = F.smooth_l1_loss(current, batch.hidden[:, d:], reduction="none").mean(-1)
+            feature = F.smooth_l1_loss(current, final[:, d:], reduction="none").mean(-1)
             denominator = mask.sum().clamp_min(1.0)
             total = total + ((ce + self.config.feature_weight * feature) * mask).sum() / denominator
             overlap.append(float((agree * mask).sum() / denominator))

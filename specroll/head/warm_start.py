@@ -36,6 +36,7 @@ class WarmStartConfig:
     draft_vocab_size: int = 8192
     intermediate_size: int = 0  # 0: 8/3 of the target's hidden size, as a Llama MLP (1536 for SmolLM2)
     num_blocks: int = 2
+    feature_layers: tuple[int, ...] = ()  # the target's layers the head fuses (the features must carry them)
     held_out_fraction: float = 0.05
     train: TrainConfig = TrainConfig()
 
@@ -64,6 +65,7 @@ def new_head(
         config.intermediate_size or -(-8 * hidden_size // 3 // 64) * 64,
         config.num_blocks,
         target=target_name,
+        feature_layers=config.feature_layers,
     )
     head = DraftHead(head_config, draft_vocabulary(sequences, head_config.draft_vocab_size, vocab_size))
     head.init_from_target(lm_head_weight.detach().float().cpu())

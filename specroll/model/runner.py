@@ -62,7 +62,9 @@ class SequenceInput:
 @dataclass
 class ForwardOutput:
     logits: torch.Tensor  # (B, Tl, V) float32; row b holds its num_logits rows first, then padding
-    hidden: torch.Tensor  # (B, Tl, H) last hidden states (after the final norm), as HF's last_hidden_state
+    # (B, Tl, F) the last hidden states (after the final norm, as HF's last_hidden_state) in the first
+    # H columns, then the outputs of the model's `feature_layers` if any (a draft head's features)
+    hidden: torch.Tensor
 
 
 class ModelRunner:
@@ -136,12 +138,21 @@ class ModelRunner:
         results (`specroll.model.static_forward`). Longer forwards (prefills) stay dynamic."""
         self.static = StaticForwards(self.model, self.cache, max_width, BLOCK)
 
+    def use_feature_layers(self, layers: tuple[int, ...]) -> None:
+        """Every forward's `hidden` also carries these decoder layers' outputs (a draft head's fused
+        features, `CausalLM.use_feature_layers`); chosen before the first recorded forward."""
+        if tuple(layers) == self.model.feature_layers:
+            return
+        if self.static is not None and self.static.replayer.num_graphs:
+            raise RuntimeError("feature layers must be chosen before any forward is recorded")
+        self.model.use_feature_layers(layers)
+
     @torch.inference_mode()
     def forward(self, sequences: Sequence[SequenceInput]) -> ForwardOutput:
         if self.static is not None and self.static.fits(sequences):
             self.check(sequences)
             hidden = self.static.features(sequences)
-            return ForwardOutput(self.model.lm_head(hidden).float(), hidden)
+            return ForwardOutput(self.model.logits(hidden).float(), hidden)
         logits, hidden = self.model(self.prepare(sequences), self.cache)
         return ForwardOutput(logits.float(), hidden)
 

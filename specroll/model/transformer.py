@@ -170,8 +170,9 @@ class Backbone(nn.Module):
 
 
 class CausalLM(nn.Module):
-    """forward(batch, cache) -> (logits (B, Tl, V), hidden (B, Tl, H) after the final norm, i.e. the
-    features the LM head reads, which EAGLE-style drafters condition on)."""
+    """forward(batch, cache) -> (logits (B, Tl, V), features (B, Tl, F)): the hidden states after the
+    final norm (what the LM head reads, the first H columns), followed by the outputs of the decoder
+    layers named in `feature_layers` (none by default, F = H), which EAGLE-style drafters condition on."""
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
@@ -181,6 +182,7 @@ class CausalLM(nn.Module):
         if config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
         self.rotary = RotaryTable(inverse_frequencies(config.rope, config.head_dim))
+        self.feature_layers: tuple[int, ...] = ()  # set through `use_feature_layers`
 
     def use_batch_invariant_numerics(self) -> None:
         """Make every row's result independent of the forward's shape (`batch_invariant`), probing
@@ -195,17 +197,37 @@ class CausalLM(nn.Module):
             if isinstance(module, Attention):
                 module.invariant_rows = query_rows
 
+    def use_feature_layers(self, layers: tuple[int, ...]) -> None:
+        """Append these decoder layers' outputs (ascending, distinct) to every forward's features, as
+        a draft head that fuses them asks (EAGLE-3); () for the final hidden states alone."""
+        layers = tuple(int(i) for i in layers)
+        if list(layers) != sorted(set(layers)) or any(not 0 <= i < self.config.num_layers for i in layers):
+            raise ValueError(
+                f"feature layers {list(layers)} must be distinct, ascending and within "
+                f"0..{self.config.num_layers - 1}"
+            )
+        self.feature_layers = layers
+
     def forward(self, batch: ForwardBatch, cache: KVCache) -> tuple[torch.Tensor, torch.Tensor]:
-        hidden = self.features(batch, cache)
-        return self.lm_head(hidden), hidden
+        features = self.features(batch, cache)
+        return self.logits(features), features
+
+    def logits(self, features: torch.Tensor) -> torch.Tensor:
+        """The LM head on the final hidden states, the first H columns of `features`."""
+        return self.lm_head(features[..., : self.config.hidden_size])
 
     def features(self, batch: ForwardBatch, cache: KVCache) -> torch.Tensor:
-        """The final-norm hidden states (B, Tl, H) of the rows `batch.logit_index` names: everything
-        up to the LM head, the part a captured forward replays."""
+        """The features (B, Tl, F) of the rows `batch.logit_index` names: the final-norm hidden states
+        and the outputs of `feature_layers`; everything up to the LM head, the part a captured forward
+        replays."""
         x = self.model.embed_tokens(batch.input_ids)  # (B, T, H)
         cos, sin = self.rotary(batch.positions, batch.num_positions)
         rope = (cos.to(x.dtype), sin.to(x.dtype))
-        for layer in self.model.layers:
-            x = layer(x, rope, cache, batch)
         index = batch.logit_index[..., None].expand(-1, -1, x.shape[-1])
-        return self.model.norm(torch.gather(x, 1, index))  # (B, Tl, H)
+        captured = []
+        for number, layer in enumerate(self.model.layers):
+            x = layer(x, rope, cache, batch)
+            if number in self.feature_layers:
+                captured.append(torch.gather(x, 1, index))
+        hidden = self.model.norm(torch.gather(x, 1, index))  # (B, Tl, H)
+        return torch.cat([hidden, *captured], -1) if captured else hidden
