@@ -41,10 +41,11 @@ def register(parser: argparse.ArgumentParser) -> None:
     train.add_argument("--exclude-prompts", type=int, default=8)
     train.add_argument(
         "--feature-layers",
-        default="auto",
+        default="none",
         metavar="auto|none|I,J,...",
         help="the target's decoder layers whose outputs the head fuses with the final hidden state "
-        "(EAGLE-3); auto: a low and a middle one (default); none: the final hidden state alone",
+        "(EAGLE-3); auto: a low and a middle one; none: the final hidden state alone (default: "
+        "fusing has not yet beaten it in a paired measurement here, see BENCHMARKS.md)",
     )
     train.add_argument("--no-progress", action="store_true")
     train.set_defaults(func=run_train)
