@@ -47,6 +47,14 @@ def register(parser: argparse.ArgumentParser) -> None:
         "(EAGLE-3); auto: a low and a middle one; none: the final hidden state alone (default: "
         "fusing has not yet beaten it in a paired measurement here, see BENCHMARKS.md)",
     )
+    train.add_argument(
+        "--features-cache",
+        type=Path,
+        default=None,
+        metavar="FILE.pt",
+        help="keep the teacher-forced features here and reuse them on the next run with the same "
+        "checkpoint, responses and exclusions (a cache with more layers serves a head with fewer)",
+    )
     train.add_argument("--no-progress", action="store_true")
     train.set_defaults(func=run_train)
     evaluate = actions.add_parser(
@@ -62,6 +70,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 def run_train(args: argparse.Namespace) -> int:
     import torch
 
+    from specroll.head.feature_cache import FeatureSource, file_sha256, load_features, save_features
     from specroll.head.features import teacher_forced
     from specroll.head.rollout_data import read_responses
     from specroll.head.training import TrainConfig
@@ -83,12 +92,27 @@ def run_train(args: argparse.Namespace) -> int:
         config.model_dir, 8, longest, torch_dtype(config.dtype), config.device
     )
     layers = parse_feature_layers(args.feature_layers, runner.model.config.num_layers)
-    runner.use_feature_layers(layers)
     started = time.perf_counter()
-    sequences = teacher_forced(runner, data.prompts, data.responses, config.temperature)
+    source = FeatureSource(
+        str(Path(config.model_dir).resolve()),
+        file_sha256(rollouts),
+        config.temperature,
+        tuple(sorted(excluded)),
+    )
+    cache = args.features_cache
+    if cache is not None and cache.exists():
+        sequences = load_features(cache, source, layers, runner.model.config.hidden_size)
+        how = f"read from {cache}"
+    else:
+        runner.use_feature_layers(layers)
+        sequences = teacher_forced(runner, data.prompts, data.responses, config.temperature)
+        how = "computed"
+        if cache is not None:
+            save_features(cache, sequences, source, layers)
+            how += f", kept in {cache}"
     positions = sum(s.num_positions for s in sequences)
     seconds = time.perf_counter() - started
-    print(f"features: {len(sequences)} responses, {positions} positions in {seconds:.1f} s")
+    print(f"features: {len(sequences)} responses, {positions} positions {how} in {seconds:.1f} s")
     train = TrainConfig(depth=args.depth, lr=args.lr, seed=config.seed)
     warm = WarmStartConfig(
         seconds=args.minutes * 60,
