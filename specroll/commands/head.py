@@ -41,11 +41,11 @@ def register(parser: argparse.ArgumentParser) -> None:
     train.add_argument("--exclude-prompts", type=int, default=8)
     train.add_argument(
         "--feature-layers",
-        default="none",
+        default="auto",
         metavar="auto|none|I,J,...",
         help="the target's decoder layers whose outputs the head fuses with the final hidden state "
-        "(EAGLE-3); auto: a low and a middle one; none: the final hidden state alone (default: "
-        "fusing has not yet beaten it in a paired measurement here, see BENCHMARKS.md)",
+        "(EAGLE-3); auto: a low and a middle one (default; it beat the final state alone in a "
+        "paired measurement, BENCHMARKS.md); none: the final hidden state alone",
     )
     train.add_argument(
         "--features-cache",
