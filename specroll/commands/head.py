@@ -53,7 +53,7 @@ def register(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="FILE.pt",
         help="keep the teacher-forced features here and reuse them on the next run with the same "
-        "checkpoint, responses and exclusions (a cache with more layers serves a head with fewer)",
+        "checkpoint, prompts and responses (a cache with more layers serves a head with fewer)",
     )
     train.add_argument("--no-progress", action="store_true")
     train.set_defaults(func=run_train)
@@ -70,7 +70,13 @@ def register(parser: argparse.ArgumentParser) -> None:
 def run_train(args: argparse.Namespace) -> int:
     import torch
 
-    from specroll.head.feature_cache import FeatureSource, file_sha256, load_features, save_features
+    from specroll.head.feature_cache import (
+        FeatureSource,
+        checkpoint_fingerprint,
+        load_features,
+        save_features,
+        sequences_sha256,
+    )
     from specroll.head.features import teacher_forced
     from specroll.head.rollout_data import read_responses
     from specroll.head.training import TrainConfig
@@ -94,10 +100,9 @@ def run_train(args: argparse.Namespace) -> int:
     layers = parse_feature_layers(args.feature_layers, runner.model.config.num_layers)
     started = time.perf_counter()
     source = FeatureSource(
-        str(Path(config.model_dir).resolve()),
-        file_sha256(rollouts),
+        checkpoint_fingerprint(config.model_dir),
+        sequences_sha256(data.prompts, data.responses),
         config.temperature,
-        tuple(sorted(excluded)),
     )
     cache = args.features_cache
     if cache is not None and cache.exists():
@@ -146,18 +151,16 @@ def run_train(args: argparse.Namespace) -> int:
 def parse_feature_layers(text: str, num_layers: int) -> tuple[int, ...]:
     """--feature-layers: auto, none or a comma-separated list of decoder layers of the target."""
     from specroll.head.model import default_feature_layers
+    from specroll.model.transformer import checked_feature_layers
 
     if text == "auto":
         return default_feature_layers(num_layers)
     if text == "none":
         return ()
     try:
-        layers = tuple(sorted({int(part) for part in text.split(",")}))
-    except ValueError:
-        raise SystemExit(f"--feature-layers: expected auto, none or layer numbers like 1,14; got {text!r}")
-    if any(not 0 <= i < num_layers for i in layers):
-        raise SystemExit(f"--feature-layers: the target has layers 0..{num_layers - 1}; got {text!r}")
-    return layers
+        return checked_feature_layers(sorted({int(part) for part in text.split(",")}), num_layers)
+    except ValueError as error:
+        raise SystemExit(f"--feature-layers: expected auto, none or layer numbers like 1,14; {error}")
 
 
 def _run_rollout(config, args: argparse.Namespace) -> Path:

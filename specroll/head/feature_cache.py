@@ -1,11 +1,10 @@
 """Teacher-forced features kept on disk, so that heads trained with other settings on the same
 responses skip the target's forwards (the costly part of a warm start: minutes per 100k positions).
 
-A cache records what its features depend on (the checkpoint, the rollout file's sha256, the
-temperature, the excluded problems) and the target layers they carry. It serves any head whose
-layers are among those: the final hidden state always comes first, then one H-wide chunk per stored
-layer, so a head reading fewer layers gets those chunks alone. Anything else is refused, naming what
-differs.
+A cache records what its features depend on (the checkpoint's files, the token sequences, prompts
+included, and the temperature) and the target layers they carry. It serves any head whose layers
+are among those: the final hidden state always comes first, then one H-wide chunk per stored layer,
+so a head reading fewer layers gets those chunks alone. Anything else is refused, naming what differs.
 """
 
 from __future__ import annotations
@@ -26,17 +25,24 @@ FORMAT = "specroll-head-features-1"
 class FeatureSource:
     """What the cached features were computed from; two caches agree when these are equal."""
 
-    checkpoint: str
-    rollout_sha256: str
+    checkpoint: str  # its weight files' names, sizes and modification times (`checkpoint_fingerprint`)
+    sequences_sha256: str  # of the prompts and responses teacher-forced (`sequences_sha256`)
     temperature: float
-    excluded: tuple[int, ...]  # problems left out, sorted
 
 
-def file_sha256(path: str | Path) -> str:
+def checkpoint_fingerprint(model_dir: str | Path) -> str:
+    """The checkpoint's directory and its weight files' sizes and modification times: a checkpoint
+    overwritten in place (a trained policy saved over its predecessor) is another checkpoint."""
+    root = Path(model_dir).resolve()
+    files = sorted(root.glob("*.safetensors")) + sorted(root.glob("*.bin"))
+    stamps = [f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files]
+    return f"{root} [{', '.join(stamps)}]"
+
+
+def sequences_sha256(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]]) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
+    for prompt, response in zip(prompts, responses):
+        digest.update(f"{list(prompt)}|{list(response)};".encode())
     return digest.hexdigest()
 
 
@@ -61,7 +67,7 @@ def load_features(
     saved = torch.load(path, weights_only=True)
     if not isinstance(saved, dict) or saved.get("format") != FORMAT:
         raise ValueError(f"{path} is not a specroll feature cache")
-    stored = {**saved["source"], "excluded": tuple(saved["source"]["excluded"])}
+    stored = saved["source"]
     differs = [k for k, v in asdict(source).items() if stored.get(k) != v]
     if differs:
         raise ValueError(

@@ -37,6 +37,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from specroll.head.files import CONFIG_FILE, FORMAT, WEIGHTS_FILE, read_head_config
+from specroll.model.transformer import checked_feature_layers
 
 
 @dataclass(frozen=True)
@@ -51,12 +52,7 @@ class HeadConfig:
     feature_layers: tuple[int, ...] = ()  # the target's decoder layers fused into the first feature
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "feature_layers", tuple(int(i) for i in self.feature_layers))
-        if (
-            list(self.feature_layers) != sorted(set(self.feature_layers))
-            or min(self.feature_layers, default=0) < 0
-        ):
-            raise ValueError(f"feature_layers {list(self.feature_layers)} must be distinct, ascending, >= 0")
+        object.__setattr__(self, "feature_layers", checked_feature_layers(self.feature_layers))
         if not 0 < self.draft_vocab_size <= self.vocab_size:
             raise ValueError(f"draft_vocab_size {self.draft_vocab_size} outside 1..{self.vocab_size}")
         if min(self.hidden_size, self.intermediate_size, self.num_blocks) <= 0:

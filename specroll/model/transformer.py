@@ -169,6 +169,17 @@ class Backbone(nn.Module):
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
 
+def checked_feature_layers(layers, num_layers: int | None = None) -> tuple[int, ...]:
+    """`layers` as a tuple of decoder layer numbers, which must be distinct, ascending, >= 0 and,
+    given the target's `num_layers`, below it; else a ValueError naming them."""
+    layers = tuple(int(i) for i in layers)
+    top = float("inf") if num_layers is None else num_layers
+    if list(layers) != sorted(set(layers)) or any(not 0 <= i < top for i in layers):
+        within = "" if num_layers is None else f" and within 0..{num_layers - 1}"
+        raise ValueError(f"feature layers {list(layers)} must be distinct, ascending, >= 0{within}")
+    return layers
+
+
 class CausalLM(nn.Module):
     """forward(batch, cache) -> (logits (B, Tl, V), features (B, Tl, F)): the hidden states after the
     final norm (what the LM head reads, the first H columns), followed by the outputs of the decoder
@@ -200,13 +211,7 @@ class CausalLM(nn.Module):
     def use_feature_layers(self, layers: tuple[int, ...]) -> None:
         """Append these decoder layers' outputs (ascending, distinct) to every forward's features, as
         a draft head that fuses them asks (EAGLE-3); () for the final hidden states alone."""
-        layers = tuple(int(i) for i in layers)
-        if list(layers) != sorted(set(layers)) or any(not 0 <= i < self.config.num_layers for i in layers):
-            raise ValueError(
-                f"feature layers {list(layers)} must be distinct, ascending and within "
-                f"0..{self.config.num_layers - 1}"
-            )
-        self.feature_layers = layers
+        self.feature_layers = checked_feature_layers(layers, self.config.num_layers)
 
     def forward(self, batch: ForwardBatch, cache: KVCache) -> tuple[torch.Tensor, torch.Tensor]:
         features = self.features(batch, cache)

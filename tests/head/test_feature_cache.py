@@ -11,7 +11,7 @@ from specroll.head.features import FeatureSequence
 from specroll.head.files import read_head_config
 
 H = 4
-SOURCE = FeatureSource("/models/policy", "ab" * 32, 1.0, (3, 7))
+SOURCE = FeatureSource("/models/policy [model.safetensors:10:1]", "ab" * 32, 1.0)
 
 
 def _sequences(num_chunks: int) -> list[FeatureSequence]:
@@ -42,8 +42,8 @@ def test_a_cache_serves_the_final_state_and_any_of_its_layers_in_order(tmp_path)
 def test_a_cache_of_other_responses_or_without_a_layer_is_refused(tmp_path):
     path = tmp_path / "f.pt"
     save_features(path, _sequences(2), SOURCE, [1])
-    other = FeatureSource(SOURCE.checkpoint, "cd" * 32, 1.0, (3, 7))
-    with pytest.raises(ValueError, match="another rollout_sha256"):
+    other = FeatureSource(SOURCE.checkpoint, "cd" * 32, 1.0)
+    with pytest.raises(ValueError, match="another sequences_sha256"):
         load_features(path, other, [1], H)
     with pytest.raises(ValueError, match=r"carries target layers \[1\], not \[2\]"):
         load_features(path, SOURCE, [1, 2], H)
@@ -69,3 +69,13 @@ def test_head_train_reuses_a_cache_for_a_head_with_fewer_layers(tmp_path, capsys
     assert read_head_config(tmp_path / "final")["feature_layers"] == []
     assert main([*common, "--feature-layers", "2", "--out", str(tmp_path / "other")]) == 2
     assert "not [2]" in capsys.readouterr().err
+
+
+def test_a_checkpoint_saved_over_in_place_is_another_checkpoint(tmp_path):
+    from specroll.head.feature_cache import checkpoint_fingerprint
+
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"1234")
+    before = checkpoint_fingerprint(tmp_path)
+    weights.write_bytes(b"123456")
+    assert checkpoint_fingerprint(tmp_path) != before

@@ -66,7 +66,7 @@ def test_feature_layers_out_of_range_or_unordered_are_refused(qwen2_dir):
     for layers in [(2,), (1, 0), (0, 0), (-1,)]:
         with pytest.raises(ValueError, match="feature layers"):
             runner.use_feature_layers(layers)
-    with pytest.raises(ValueError, match="feature_layers"):
+    with pytest.raises(ValueError, match=r"feature layers \[3, 1\] must be distinct, ascending"):
         HeadConfig(64, 100, 10, feature_layers=(3, 1))
     assert default_feature_layers(2) == () and default_feature_layers(30) == (1, 14)
 
