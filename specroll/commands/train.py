@@ -52,6 +52,14 @@ def register(parser: argparse.ArgumentParser) -> None:
         help="train the draft head on the rollouts' hidden states during the run (a spot trainer on "
         "the core the engine leaves idle; needs --speculate draft-head or a head for the model)",
     )
+    parser.add_argument(
+        "--head-between-steps",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --online-head: no training during the rollout (give the engine every core); N head "
+        "updates once each rollout is done, drafted with from the next one",
+    )
     parser.add_argument("--head-lr", type=float, default=3e-4)
     parser.add_argument(
         "--head-reward-weight",
@@ -127,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
 def _extra(m) -> str:
     drift = "" if m.drift_kl is None else f"  drift {m.drift_kl:.4f}"
     head = f"  head updates {m.head_updates} swaps {m.head_swaps}" if m.head_updates else ""
+    head += f" ({m.head_seconds:.1f}s between steps)" if m.head_seconds else ""
     return drift + head
 
 
@@ -139,7 +148,7 @@ def _train_config(args: argparse.Namespace):
 # the flags named as TrainConfig's fields
 _TRAIN_FLAGS = (
     "steps dataset_size lr clip_eps kl_coef micro_batch_size shadow_plain track_drift online_head head_lr "
-    "head_reward_weight"
+    "head_reward_weight head_between_steps"
 ).split()
 
 

@@ -7,7 +7,9 @@ runs it while a rollout runs and pauses it while the policy is updated (that upd
 and it changes the target's embeddings the head reads).
 
 Torch runs each thread's operations on `torch.get_num_threads()` threads, a process-wide setting: with
-the engine on one thread, this thread's updates take the second core.
+the engine on one thread, this thread's updates take the second core. The other schedule leaves the
+engine every core and trains only between rollouts: `train_now` runs updates in the caller's thread,
+on every thread torch has, and offers the result at once.
 """
 
 from __future__ import annotations
@@ -64,6 +66,17 @@ class SpotTrainer:
         self._running.clear()
         with self._updating:  # the update under way ends; no other starts while paused
             self._publish()
+
+    def train_now(self, updates: int) -> float:
+        """`updates` updates in the caller's thread (the thread stays paused), then the weights are
+        offered; the seconds they took. Fewer if the buffer holds nothing yet."""
+        started = time.perf_counter()
+        with self._updating:
+            for _ in range(updates):
+                if not self._update():
+                    break
+            self._publish()
+        return time.perf_counter() - started
 
     def stop(self) -> None:
         self._stopped = True

@@ -38,6 +38,7 @@ class StepMetrics:
     head_updates: int = 0  # online draft-head updates so far (--online-head)
     head_swaps: int = 0  # head weights swapped into the drafter so far
     head_positions: int = 0  # positions in the online head's buffer
+    head_seconds: float = 0.0  # this step's head training between rollouts (--head-between-steps)
 
 
 FILE_KEYS = {

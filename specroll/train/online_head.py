@@ -4,7 +4,10 @@ While a step's rollout runs, the spot trainer updates a copy of the head on the 
 of earlier steps and offers its weights to the drafter, which swaps them in between forwards. Once the
 rollout is done (before the policy's update, which would change the targets' output layer), the
 rollout's own hidden states and tokens go into the buffer, each response weighted by its reward when
-`head_reward_weight` > 0. The head never changes a token: only how many drafts are kept.
+`head_reward_weight` > 0. With `between_steps` > 0 there is no training during the rollout (the
+engine keeps every core): that many updates run once the step's responses are buffered, before the
+policy's update, and the next rollout drafts with them. The head never changes a token: only how
+many drafts are kept.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ class OnlineHead:
         reward_weight: float,
         lr: float,
         seed: int,
+        between_steps: int = 0,
     ) -> None:
         self.drafter = drafter
         self.lm_head_weight = lm_head_weight  # the engine's: its values follow the policy
@@ -36,6 +40,8 @@ class OnlineHead:
         drafter.listeners.append(self.recorder)
         self.buffer = FeatureBuffer()
         self.spot = SpotTrainer(drafter, self.buffer, replace(HeadTrainConfig(), lr=lr, seed=seed))
+        self.between_steps = between_steps  # updates after each rollout; 0: the spot trainer during it
+        self.between_seconds = 0.0  # the last step's
 
     @classmethod
     def attach(cls, engine, config) -> "OnlineHead":
@@ -52,10 +58,12 @@ class OnlineHead:
             config.head_reward_weight,
             config.head_lr,
             config.rollout.seed,
+            config.head_between_steps,
         )
 
     def resume(self) -> None:
-        self.spot.resume()
+        if not self.between_steps:
+            self.spot.resume()
 
     def pause_and_record(self, step: int, result) -> None:
         """Stop training for the policy's update; buffer this step's responses."""
@@ -65,12 +73,15 @@ class OnlineHead:
         ids = sorted(sequences)
         weights = [1.0 + self.reward_weight * rewards.get(rid, 0.0) for rid in ids]
         self.buffer.add(step, [sequences[rid] for rid in ids], weights)
+        if self.between_steps:
+            self.between_seconds = self.spot.train_now(self.between_steps)
 
     def metrics(self) -> dict:
         return {
             "head_updates": self.spot.stats.num_updates,
             "head_swaps": self.drafter.num_swaps,
             "head_positions": self.buffer.num_positions,
+            "head_seconds": self.between_seconds,
         }
 
     def close(self) -> None:

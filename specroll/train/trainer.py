@@ -64,6 +64,7 @@ class TrainConfig:
     online_head: bool = False  # train the draft head on the rollouts' hidden states as the run goes
     head_lr: float = 3e-4
     head_reward_weight: float = 0.0  # ReSpec: a response's head loss weighs 1 + this x its reward
+    head_between_steps: int = 0  # > 0: the online head's updates after each rollout, none during it
 
     def __post_init__(self) -> None:
         if self.steps < 1:
@@ -74,10 +75,13 @@ class TrainConfig:
             )
         if self.lr <= 0 or not 0 < self.clip_eps < 1 or self.kl_coef < 0 or self.micro_batch_size < 1:
             raise ValueError("need lr > 0, 0 < clip_eps < 1, kl_coef >= 0 and micro_batch_size >= 1")
-        if self.head_lr <= 0 or self.head_reward_weight < 0:
+        if self.head_lr <= 0 or self.head_reward_weight < 0 or self.head_between_steps < 0:
             raise ValueError(
-                f"need head_lr > 0 and head_reward_weight >= 0, got {self.head_lr}, {self.head_reward_weight}"
+                f"need head_lr > 0, head_reward_weight >= 0 and head_between_steps >= 0, got "
+                f"{self.head_lr}, {self.head_reward_weight}, {self.head_between_steps}"
             )
+        if self.head_between_steps and not self.online_head:
+            raise ValueError("head_between_steps schedules the online head: it needs online_head")
 
 
 StepCallback = Callable[[StepMetrics], None]

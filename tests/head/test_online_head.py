@@ -102,6 +102,40 @@ def test_the_spot_trainer_swaps_new_weights_in_between_forwards(qwen2_dir, tmp_p
     spot.stop()
 
 
+def test_training_between_rollouts_runs_in_the_callers_thread_and_offers_at_once(qwen2_dir, tmp_path):
+    directory, sequences = _head(qwen2_dir, tmp_path / "head", seconds=0.0)
+    embedding = ModelRunner.from_pretrained(qwen2_dir, 1, 8).model.model.embed_tokens.weight
+    drafter = DraftHeadDrafter.from_dir(directory, embedding, seed=7)
+    before = drafter.head.lm_head.weight.clone()
+    buffer = FeatureBuffer()
+    spot = SpotTrainer(drafter, buffer, HeadTrainConfig(window=16, lr=1e-3), publish_every=100)
+    assert spot.train_now(3) >= 0.0 and spot.stats.num_updates == 0  # an empty buffer: nothing to learn
+    buffer.add(0, sequences)
+    spot.train_now(3)
+    assert spot.stats.num_updates == 3  # all of them, though fewer than publish_every
+    time.sleep(0.2)
+    assert spot.stats.num_updates == 3  # the background thread was never resumed
+    drafter.propose([])
+    assert drafter.num_swaps == 1 and not torch.equal(drafter.head.lm_head.weight, before)
+    spot.stop()
+
+
+def test_grpo_with_an_online_head_between_steps_matches_plain_and_trains_only_there(tmp_path):
+    model_dir = RolloutConfig().model_dir
+    directory, _ = _head(model_dir, tmp_path / "head", seconds=0.0)
+    plain = GRPOTrainer(TrainConfig(RolloutConfig(speculate="off", **SMALL), steps=3, lr=1e-3)).run()
+    config = RolloutConfig(speculate="draft-head", draft_head_dir=directory, policy="fixed-2", **SMALL)
+    online = GRPOTrainer(
+        TrainConfig(config, steps=3, lr=1e-3, online_head=True, head_between_steps=4)
+    ).run()
+    assert [m.weights_sha256 for m in online] == [m.weights_sha256 for m in plain]
+    assert [m.head_updates for m in online] == [4, 8, 12]  # exactly N after each rollout
+    assert [m.head_swaps for m in online] == [0, 1, 2]  # swapped in by the next rollout's first draft
+    assert all(m.head_seconds > 0 for m in online)
+    with pytest.raises(ValueError, match="online_head"):
+        TrainConfig(config, head_between_steps=4)
+
+
 def test_grpo_with_an_online_head_matches_plain_rewards_and_weights(tmp_path):
     model_dir = RolloutConfig().model_dir
     directory, _ = _head(model_dir, tmp_path / "head", seconds=3.0)
