@@ -25,8 +25,8 @@ from specroll.train.trainer import TrainConfig
 ALWAYS_FREE = frozenset({"steps", "shadow_plain", "track_drift"})
 SPEED_ONLY = frozenset(
     "speculate policy max_draft max_batch_size draft_model_dir cost_model step workers dispatch "
-    "chunk_tokens worker_backend fastest_of_n draft_head_dir online_head head_lr head_reward_weight head_between_steps "
-    "cuda_graphs".split()
+    "chunk_tokens worker_backend fastest_of_n draft_head_dir online_head head_lr head_reward_weight "
+    "head_between_steps cuda_graphs".split()
 )
 _PATHS = frozenset(f.name for f in fields(RolloutConfig) if "Path" in str(f.type))
 

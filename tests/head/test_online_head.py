@@ -125,9 +125,7 @@ def test_grpo_with_an_online_head_between_steps_matches_plain_and_trains_only_th
     directory, _ = _head(model_dir, tmp_path / "head", seconds=0.0)
     plain = GRPOTrainer(TrainConfig(RolloutConfig(speculate="off", **SMALL), steps=3, lr=1e-3)).run()
     config = RolloutConfig(speculate="draft-head", draft_head_dir=directory, policy="fixed-2", **SMALL)
-    online = GRPOTrainer(
-        TrainConfig(config, steps=3, lr=1e-3, online_head=True, head_between_steps=4)
-    ).run()
+    online = GRPOTrainer(TrainConfig(config, steps=3, lr=1e-3, online_head=True, head_between_steps=4)).run()
     assert [m.weights_sha256 for m in online] == [m.weights_sha256 for m in plain]
     assert [m.head_updates for m in online] == [4, 8, 12]  # exactly N after each rollout
     assert [m.head_swaps for m in online] == [0, 1, 2]  # swapped in by the next rollout's first draft
