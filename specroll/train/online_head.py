@@ -66,8 +66,10 @@ class OnlineHead:
             self.spot.resume()
 
     def pause_and_record(self, step: int, result) -> None:
-        """Stop training for the policy's update; buffer this step's responses."""
-        self.spot.pause()
+        """Stop training for the policy's update; buffer this step's responses (and, on the
+        between-steps schedule, train on the buffer now)."""
+        if not self.between_steps:
+            self.spot.pause()
         sequences = self.recorder.take(self.lm_head_weight, self.temperature)
         rewards = {r.request_id: r.reward or 0.0 for r in result.records}
         ids = sorted(sequences)
