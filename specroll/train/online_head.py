@@ -65,9 +65,9 @@ class OnlineHead:
         if not self.between_steps:
             self.spot.resume()
 
-    def pause_and_record(self, step: int, result) -> None:
-        """Stop training for the policy's update; buffer this step's responses (and, on the
-        between-steps schedule, train on the buffer now)."""
+    def after_rollout(self, step: int, result) -> None:
+        """Once a step's rollout is done, before the policy's update: stop the spot trainer, buffer
+        the step's responses, and on the between-steps schedule train on the buffer now."""
         if not self.between_steps:
             self.spot.pause()
         sequences = self.recorder.take(self.lm_head_weight, self.temperature)

@@ -185,7 +185,7 @@ class GRPOTrainer:
             self.online_head.resume()
         result, rollout_seconds = self._rollout(self.engine, step)
         if self.online_head is not None:  # before the update: the targets use this step's policy
-            self.online_head.pause_and_record(step, result)
+            self.online_head.after_rollout(step, result)
         self.recent.add_step(step, result.records)
         plain_seconds, same = None, None
         if self.plain_engine is not None:

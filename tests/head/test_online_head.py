@@ -109,7 +109,8 @@ def test_training_between_rollouts_runs_in_the_callers_thread_and_offers_at_once
     before = drafter.head.lm_head.weight.clone()
     buffer = FeatureBuffer()
     spot = SpotTrainer(drafter, buffer, HeadTrainConfig(window=16, lr=1e-3), publish_every=100)
-    assert spot.train_now(3) >= 0.0 and spot.stats.num_updates == 0  # an empty buffer: nothing to learn
+    spot.train_now(3)
+    assert spot.stats.num_updates == 0  # an empty buffer: nothing to learn
     buffer.add(0, sequences)
     spot.train_now(3)
     assert spot.stats.num_updates == 3  # all of them, though fewer than publish_every
