@@ -184,11 +184,10 @@ class Engine:
 
     @property
     def allows_trees(self) -> bool:
-        """Trees are verified in exact mode, and only with the fast numerics: a tree node attends to
-        its ancestors at other cache columns than a chain would hold them, which sums in another
-        order (see `model.batch_invariant`); with batch-invariant numerics a tree is cut to its
-        main chain, so that tokens stay those of plain decoding to the bit."""
-        return self.config.verify == "exact" and not self.runner.batch_invariant
+        """Trees are verified in exact mode (rejection mode verifies chains). With batch-invariant
+        numerics each tree node reads its path's keys in chain order (`model.chain_order`), so its
+        tokens are plain decoding's to the bit."""
+        return self.config.verify == "exact"
 
     def _batch_view(self, requests: list[Request]) -> BatchView:
         views = [

@@ -22,6 +22,7 @@ Here every reduction a row goes through is made independent of the rest of the f
   trailing all-masked blocks add exact zeros. So neither the read length of the batch, nor how many
   queries a row has (decode or verification width), nor the other rows change a row's output.
   (PyTorch's fused attention differs by ~1e-7 between 1 and 2 queries or one more masked key.)
+  A tree's nodes read their paths' keys in chain order (`model.chain_order`), as plain decoding would.
 - Elementwise maps (exp, SiLU) run on tensors whose rows are multiples of the vector width, so no
   element falls into a scalar tail loop with different rounding; rotary cos/sin are read from a
   table (`specroll.model.rope.RotaryTable`), not computed per forward.
@@ -33,9 +34,13 @@ across batch sizes, widths and read lengths, and the engine tests check token id
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
+
+if TYPE_CHECKING:
+    from specroll.model.chain_order import ChainOrder
 
 BLOCK = 64  # key positions per attention block; read lengths are rounded up to a multiple of it
 # linear call sizes that may run: every count to 16, then steps of an eighth or so, so that a call is
@@ -133,12 +138,18 @@ def round_up(length: int) -> int:
 
 
 def block_attention(
-    q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, min_rows: int
+    q: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    mask: torch.Tensor,
+    min_rows: int,
+    order: ChainOrder | None = None,
 ) -> torch.Tensor:
     """Softmax attention, batch-invariant.
 
     q (b, H, T, D); keys, values (b, Hkv, L, D) with L a multiple of BLOCK; mask (b, 1, T, L) True
-    where a query may attend (every query sees at least one key) -> (b, H, T, D).
+    where a query may attend (every query sees at least one key) -> (b, H, T, D). With `order` (trees),
+    each query reads the keys in its chain order and `mask` is in that order too (`chain_mask`).
 
     The sum over blocks relies on torch's CPU cumsum adding in order (it keeps only the last prefix
     sum, ~3 % of a SmolLM2 decode step, where a Python loop over blocks cost more). Another device's
@@ -150,12 +161,16 @@ def block_attention(
     rows = max(M, min_rows)
     queries = F.pad((q * D**-0.5).reshape(b, Hkv, M, D), (0, 0, 0, rows - M))
     scores = queries @ keys.transpose(-1, -2)  # (b, Hkv, rows, L): each a dot over D
+    if order is not None:
+        scores = scores.gather(-1, _row_columns(order.columns, G, rows).expand(-1, Hkv, -1, -1))
     scores = scores.masked_fill(~_row_mask(mask, G, rows), float("-inf"))
     probs = torch.exp(scores - scores.amax(-1, keepdim=True))  # unnormalised; the max is exact in any order
     blocks = probs.reshape(b, Hkv, rows, L // BLOCK, BLOCK)
     # one (rows x BLOCK) @ (BLOCK x D) product per block, then a running sum over blocks in order:
     # cumsum adds sequentially, and blocks past a row's context add exact zeros
     partial = blocks.transpose(2, 3) @ values.reshape(b, Hkv, L // BLOCK, BLOCK, D)  # (b, Hkv, nb, rows, D)
+    if order is not None:
+        _tails_in_chain_order(partial, probs, values, order, G, min_rows)
     weighted = partial.cumsum(2)[:, :, -1]  # (b, Hkv, rows, D)
     total = blocks.sum(-1).cumsum(-1)[..., -1:]  # (b, Hkv, rows, 1)
     return (weighted / total)[:, :, :M].reshape(b, H, T, D)
@@ -167,3 +182,35 @@ def _row_mask(mask: torch.Tensor, G: int, rows: int) -> torch.Tensor:
     b, _, T, L = mask.shape
     expanded = mask[:, :, None].expand(b, 1, G, T, L).reshape(b, 1, G * T, L)
     return F.pad(expanded, (0, 0, 0, rows - G * T), value=True)
+
+
+def _row_columns(columns: torch.Tensor, G: int, rows: int) -> torch.Tensor:
+    """(b, T, L) columns per node -> (b, 1, rows, L) per query row; padding rows read in place."""
+    b, T, L = columns.shape
+    expanded = columns[:, None, None].expand(b, 1, G, T, L).reshape(b, 1, G * T, L)
+    in_place = torch.arange(L, device=columns.device).expand(b, 1, rows - G * T, L)
+    return torch.cat([expanded, in_place], 2)
+
+
+def _tails_in_chain_order(
+    partial: torch.Tensor, probs: torch.Tensor, values: torch.Tensor, order: ChainOrder, G: int, min_rows: int
+) -> None:
+    """Recompute, in place, each row's tail blocks of `partial` (b, Hkv, nb, rows, D) with every node's
+    own values in chain order: the same (rows x BLOCK) @ (BLOCK x D) products a chain runs, at least
+    `min_rows` query rows each."""
+    b, Hkv, L, D = values.shape
+    T, nt = order.columns.shape[1], order.num_tail_blocks
+    M, width = G * T, nt * BLOCK
+    chain = order.tail_columns  # (b, width)
+    cache_columns = order.columns.gather(-1, chain[:, None].expand(b, T, width))  # (b, T, width)
+    tail_values = values.gather(
+        2, cache_columns.reshape(b, 1, T * width, 1).expand(b, Hkv, T * width, D)
+    ).reshape(b, Hkv, T, nt, BLOCK, D)
+    tail_probs = probs[:, :, :M].gather(-1, chain[:, None, None].expand(b, Hkv, M, width))
+    # (b, Hkv, T, nt, G, BLOCK): each node's G query rows, per tail block
+    tail_probs = tail_probs.reshape(b, Hkv, G, T, nt, BLOCK).permute(0, 1, 3, 4, 2, 5)
+    tail_probs = F.pad(tail_probs, (0, 0, 0, max(G, min_rows) - G))
+    products = (tail_probs @ tail_values)[..., :G, :]  # (b, Hkv, T, nt, G, D)
+    products = products.permute(0, 1, 3, 4, 2, 5).reshape(b, Hkv, nt, M, D)  # rows (member, token)
+    blocks = order.tail_start[:, None] + torch.arange(nt, device=values.device)  # (b, nt)
+    partial[:, :, :, :M].scatter_(2, blocks[:, None, :, None, None].expand(b, Hkv, nt, M, D), products)

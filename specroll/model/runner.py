@@ -16,6 +16,7 @@ from specroll.placement import check_numerics
 from specroll.model.kv_cache import KVCache
 from specroll.model.loader import load_model, read_config
 from specroll.model.attention_chunks import Chunk, plan_chunks
+from specroll.model.chain_order import chain_mask, chain_order
 from specroll.model.masks import attention_mask, tree_layout
 from specroll.model.static_forward import StaticForwards
 from specroll.model.batch_invariant import BLOCK, BatchInvarianceUnavailable, round_up
@@ -136,7 +137,7 @@ class ModelRunner:
         """Run every forward of at most `max_width` new tokens a row (decode, verification) at a
         bucketed static shape: recorded as a CUDA graph on CUDA, eager elsewhere with the same
         results (`specroll.model.static_forward`). Longer forwards (prefills) stay dynamic."""
-        self.static = StaticForwards(self.model, self.cache, max_width, BLOCK)
+        self.static = StaticForwards(self.model, self.cache, max_width, BLOCK, trees=not self.batch_invariant)
 
     def use_feature_layers(self, layers: tuple[int, ...]) -> None:
         """Every forward's `hidden` also carries these decoder layers' outputs (a draft head's fused
@@ -177,7 +178,7 @@ class ModelRunner:
             offsets[None] < new[:, None], start[:, None] + offsets, self.cache.scratch_column
         )
         spans = [
-            self._span(chunk, slot_list, start, new, T, relation)
+            self._span(chunk, slot_list, start, new, T, depth if is_tree else None, relation)
             for chunk in plan_chunks(
                 [a + n for a, n in zip(starts, num_new)], self.max_attention_chunks, self.min_chunk_saving
             )
@@ -200,17 +201,28 @@ class ModelRunner:
         start: torch.Tensor,
         num_new: torch.Tensor,
         T: int,
+        depth: torch.Tensor | None,
         relation: torch.Tensor | None,
     ) -> AttentionSpan:
+        """Rows `chunk` of the forward; depth and relation (B, T[, T]) are given for a tree forward:
+        with batch-invariant numerics its nodes then read their keys in chain order."""
         rows = slice(chunk.first, chunk.end)
         read_length = round_up(chunk.read_length) if self.batch_invariant else chunk.read_length
+        order = None
         if relation is None:
             mask = _chain_mask(start[rows], num_new[rows], T, read_length)
+        elif self.batch_invariant:
+            order = chain_order(start[rows], depth[rows], relation[rows], read_length)
+            mask = chain_mask(start[rows], depth[rows], read_length)
         else:
             mask = attention_mask(start[rows], num_new[rows], relation[rows], read_length)
         chunk_slots = slots[rows]
         return AttentionSpan(
-            rows, _as_slice(chunk_slots) or torch.tensor(chunk_slots, device=self.device), mask, read_length
+            rows,
+            _as_slice(chunk_slots) or torch.tensor(chunk_slots, device=self.device),
+            mask,
+            read_length,
+            order,
         )
 
     def check(self, sequences: Sequence[SequenceInput]) -> None:

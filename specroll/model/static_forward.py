@@ -36,10 +36,15 @@ class StaticForwards:
     """features(sequences) for forwards of at most `max_width` new tokens a row, at bucketed shapes;
     recorded as CUDA graphs on CUDA, run eagerly elsewhere (`model.cuda_graphs.Replayer`)."""
 
-    def __init__(self, model: CausalLM, cache: KVCache, max_width: int, block: int) -> None:
+    def __init__(
+        self, model: CausalLM, cache: KVCache, max_width: int, block: int, trees: bool = True
+    ) -> None:
+        """trees: False sends tree forwards to the dynamic path (under batch-invariant numerics a
+        tree's nodes read their keys in chain order, `model.chain_order`, which is not recorded)."""
         if max_width < 1:
             raise ValueError(f"max_width must be >= 1, got {max_width}")
         self.model, self.cache, self.max_width, self.block = model, cache, max_width, block
+        self.trees = trees
         self.device = cache.keys[0].device
         self.replayer = Replayer(self.device)
         self.inputs: dict[int, torch.Tensor] = {}  # width -> (slots, packed columns) long, on the device
@@ -48,9 +53,14 @@ class StaticForwards:
         model.rotary.freeze(2 * cache.num_columns + max_width, self.device)
 
     def fits(self, sequences: Sequence) -> bool:
-        """Few enough new tokens a row, and one sequence a slot (each has its slot's row)."""
+        """Few enough new tokens a row, one sequence a slot (each has its slot's row), and trees only
+        where they may run here."""
         slots = {s.slot for s in sequences}
-        return len(slots) == len(sequences) and max(len(s.token_ids) for s in sequences) <= self.max_width
+        return (
+            len(slots) == len(sequences)
+            and max(len(s.token_ids) for s in sequences) <= self.max_width
+            and (self.trees or all(s.parents is None for s in sequences))
+        )
 
     def features(self, sequences: Sequence) -> torch.Tensor:
         """Final-norm hidden states (n, Tl, H) of the sequences' logit rows, as `CausalLM.features`."""

@@ -18,6 +18,7 @@ from specroll.model.batch_invariant import (
     invariant_row_sizes,
     padded_linear,
 )
+from specroll.model.chain_order import ChainOrder
 from specroll.model.config import ModelConfig
 from specroll.model.kv_cache import KVCache
 from specroll.model.rope import RotaryTable, apply_rotary, inverse_frequencies
@@ -32,6 +33,7 @@ class AttentionSpan:
     slots: torch.Tensor | slice  # (b,) their cache slots, or a slice of consecutive slots
     attn_mask: torch.Tensor  # (b, 1, T, L) True where a query may attend to a key
     read_length: int  # L
+    order: ChainOrder | None = None  # trees under batch-invariant numerics: keys read in chain order
 
 
 @dataclass
@@ -115,7 +117,7 @@ class Attention(nn.Module):
         """q (b, H, T, D) -> (b, H, T, D) over the span's cached keys and values."""
         keys, values = cache.read(self.layer, span.slots, span.read_length)  # (b, Hkv, L, D)
         if self.invariant_rows:
-            return block_attention(q, keys, values, span.attn_mask, self.invariant_rows)
+            return block_attention(q, keys, values, span.attn_mask, self.invariant_rows, span.order)
         return grouped_attention(q, keys, values, span.attn_mask)
 
 

@@ -119,3 +119,52 @@ def test_runner_logits_are_the_same_bits_in_any_forward(model, large_vocab_dir):
     model_dir = DEFAULT_MODEL if model == "bundled" else large_vocab_dir
     alone, batched = _logits_alone_and_batched(model_dir, batch_invariant=True)
     assert all(torch.equal(x, y) for x, y in zip(alone, batched))
+
+
+TREE = [-1, -1, 0, 0, 1, 2, 2, 4, 7, 3]  # two roots, branching below both, up to 4 deep
+
+
+@pytest.mark.parametrize("start", [5, 62, 64, 127])  # the tree within a block and across a boundary
+def test_a_tree_node_gets_the_bits_of_the_chain_holding_its_path(start):
+    from specroll.model.chain_order import chain_mask, chain_order
+    from specroll.model.masks import tree_layout
+
+    torch.manual_seed(start)
+    T, rows = len(TREE), invariant_query_rows(D, torch.get_num_threads())
+    L = -(-(start + T) // BLOCK) * BLOCK
+    depth, relation = tree_layout(TREE, T, 0)
+    q, keys, values = torch.randn(2, H, T, D), torch.randn(2, HKV, L, D), torch.randn(2, HKV, L, D)
+    starts = torch.tensor([start, start // 2])  # a second row with another context
+    order = chain_order(starts, depth.expand(2, T), relation.expand(2, T, T), L)
+    tree = block_attention(q, keys, values, chain_mask(starts, depth.expand(2, T), L), rows, order)
+    for t in range(T):
+        path = [u for u in range(T) if relation[t, u]]
+        length = -(-(start + len(path)) // BLOCK) * BLOCK
+        chain_keys, chain_values = torch.randn(1, HKV, length, D), torch.randn(1, HKV, length, D)
+        chain_keys[..., :start, :], chain_values[..., :start, :] = keys[:1, :, :start], values[:1, :, :start]
+        chain_keys[..., start : start + len(path), :] = keys[:1, :, [start + u for u in path]]
+        chain_values[..., start : start + len(path), :] = values[:1, :, [start + u for u in path]]
+        mask = torch.zeros(1, 1, 1, length, dtype=torch.bool)
+        mask[..., : start + len(path)] = True
+        alone = block_attention(q[:1, :, t : t + 1], chain_keys, chain_values, mask, rows)
+        assert torch.equal(alone[0, :, 0], tree[0, :, t]), t
+
+
+def test_runner_tree_logits_are_plain_decodings_bits(large_vocab_dir):
+    """Each node of a tree verified beside another row has the logits of decoding its path alone."""
+    runner = ModelRunner.from_pretrained(large_vocab_dir, 2, 200, batch_invariant=True)
+    g = torch.Generator().manual_seed(3)
+    prompt, other = (torch.randint(3, runner.config.vocab_size, (n,), generator=g).tolist() for n in (61, 20))
+    tokens = torch.randint(3, runner.config.vocab_size, (len(TREE),), generator=g).tolist()
+    runner.forward([SequenceInput(0, 0, prompt), SequenceInput(1, 0, other)])
+    tree = runner.forward(
+        [SequenceInput(1, len(other), [4, 5]), SequenceInput(0, len(prompt), tokens, TREE, len(TREE))]
+    ).logits[1]
+    for t in range(len(TREE)):
+        path = [t]
+        while TREE[path[0]] >= 0:
+            path.insert(0, TREE[path[0]])
+        runner.forward([SequenceInput(0, 0, prompt)])
+        for depth, u in enumerate(path):
+            alone = runner.forward([SequenceInput(0, len(prompt) + depth, [tokens[u]])]).logits[0, 0]
+        assert torch.equal(alone, tree[t]), t
