@@ -7,6 +7,11 @@ exact mode, sampled with q in rejection mode), and steps again from its own pred
 request's budget: one small batched step per depth, no target forward. A request whose state is not
 at its current context (new, or resumed elsewhere) gets no draft this forward.
 
+Given a `TreeShape` (exact mode), it drafts trees instead: each expanded node's best candidates
+(`draws.ranked_candidates`, the coupled draw first) become its children, grown best-first and cut to
+the request's budget of nodes (`drafting.draft_tree`); the head steps every expanded node's branch
+at once, one batched step per depth.
+
 New head weights are offered from any thread (`offer_weights`, the spot trainer's way in) and swapped
 in at the next proposal, between two forwards.
 """
@@ -20,7 +25,8 @@ from typing import Mapping, Sequence
 
 import torch
 
-from specroll.drafting.draws import check_draw, draw_tokens
+from specroll.drafting.draft_tree import GrownTree, TreeShape
+from specroll.drafting.draws import check_draw, draw_tokens, ranked_candidates
 from specroll.drafting.protocol import BaseDrafter, Draft, DraftQuery, TargetFeatures
 from specroll.head.model import DraftHead, check_compatible, load_head
 
@@ -38,8 +44,12 @@ class DraftHeadDrafter(BaseDrafter):
         rule: str = "inverse-cdf",
         with_scores: bool = False,
         where: str = "",
+        tree: TreeShape | None = None,
     ) -> None:
         check_draw(draw)
+        if tree is not None and draw == "sample":
+            raise ValueError("a draft head drafts trees in exact mode only (argmax or coupled draws)")
+        self.tree = tree
         check_compatible(head, embedding.shape[1], embedding.shape[0], where)
         self.rule = rule  # exact mode's sampling rule, which a coupled draw follows
         # score drafts (q of each drawn token: one more softmax and read-back a depth) only for a
@@ -65,9 +75,10 @@ class DraftHeadDrafter(BaseDrafter):
         seed: int = 0,
         rule: str = "inverse-cdf",
         with_scores: bool = False,
+        tree: TreeShape | None = None,
     ) -> "DraftHeadDrafter":
         head = load_head(directory, embedding.device).to(embedding.dtype)
-        return cls(head, embedding, draw, seed, rule, with_scores, where=str(directory))
+        return cls(head, embedding, draw, seed, rule, with_scores, where=str(directory), tree=tree)
 
     @property
     def feature_layers(self) -> tuple[int, ...]:
@@ -103,6 +114,8 @@ class DraftHeadDrafter(BaseDrafter):
     def propose(self, queries: Sequence[DraftQuery]) -> list[Draft]:
         self._swap_offered()
         ready = [q for q in queries if self._is_current(q)]
+        if self.tree is not None:
+            return self._propose_trees(queries, ready)
         tokens: dict[int, list[int]] = {q.request_id: [] for q in queries}
         probs: dict[int, list] = {q.request_id: [] for q in queries}
         scores: dict[int, list[float]] = {q.request_id: [] for q in queries}  # path probabilities
@@ -136,6 +149,61 @@ class DraftHeadDrafter(BaseDrafter):
             self._draft(q.request_id, tokens[q.request_id], probs[q.request_id], scores[q.request_id])
             for q in queries
         ]
+
+    def _propose_trees(self, queries: Sequence[DraftQuery], ready: list[DraftQuery]) -> list[Draft]:
+        """Best-first trees (module docstring): `frontier` holds (query, node, feature row) of the
+        nodes to expand at this depth, a request's context (node -1) at the first."""
+        trees = {q.request_id: GrownTree() for q in queries}
+        if ready:
+            shape = self.tree
+            feature = self.head.first_feature(torch.stack([self.states[q.request_id][0] for q in ready]))
+            last = torch.tensor([q.context[-1] for q in ready], device=feature.device)
+            frontier = [(q, -1, row) for row, q in enumerate(ready)]
+            for depth in range(min(shape.depth, max(q.budget for q in ready))):
+                feature = self.head.step(feature, self.embedding[last])
+                at = [q for q, _, _ in frontier]
+                candidates, scores = ranked_candidates(
+                    self.draw,
+                    self.head.logits(feature).float(),
+                    at,
+                    depth,
+                    self.seed,
+                    shape.width,
+                    self.head.draft_to_target,
+                    self.rule,
+                )
+                frontier = self._grow(trees, frontier, candidates.tolist(), scores.tolist(), depth)
+                if not frontier:
+                    break
+                rows = torch.tensor([row for _, _, row in frontier], device=feature.device)
+                feature = feature.index_select(0, rows // shape.width)
+                last = candidates.reshape(-1)[rows]
+                frontier = [(q, node, i) for i, (q, node, _) in enumerate(frontier)]
+        return [self._tree_draft(q, trees[q.request_id]) for q in queries]
+
+    def _grow(self, trees, frontier, candidates, scores, depth: int) -> list:
+        """Add each expanded node's candidates as its children; return the next frontier: (query,
+        child node, the child's row among this depth's candidates) for each request's best children."""
+        grown: dict[int, tuple[DraftQuery, list[tuple[int, int]]]] = {}
+        for i, (q, node, _) in enumerate(frontier):
+            tree = trees[q.request_id]
+            base = tree.scores[node] if node >= 0 else 1.0
+            children = grown.setdefault(q.request_id, (q, []))[1]
+            for k, (token, score) in enumerate(zip(candidates[i], scores[i])):
+                children.append((tree.add(token, node, base * score), i * self.tree.width + k))
+        following = []
+        for q, children in grown.values():
+            if depth + 1 < q.budget:  # a tree of `budget` nodes is at most that deep
+                row = dict(children)
+                best = trees[q.request_id].frontier(list(row), self.tree.beam)
+                following += [(q, child, row[child]) for child in best]
+        return following
+
+    def _tree_draft(self, query: DraftQuery, tree: GrownTree) -> Draft:
+        tokens, parents, scores = tree.best(query.budget)
+        if not tokens:
+            return Draft(query.request_id, source=self.name)
+        return Draft(query.request_id, tokens, parents=parents, scores=scores, source=self.name)
 
     @torch.no_grad()
     def draft_cost(self, batch_sizes: tuple[int, int] = (1, 32)) -> tuple[float, float]:

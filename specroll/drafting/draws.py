@@ -13,6 +13,10 @@ model and the draft head.
 - sample (rejection verification): from softmax(logits / T) with the drafter's own keyed stream
   (`STREAM_DRAFT`), reporting q, which speculative sampling needs.
 
+A tree of drafts takes a node's first `width` candidates (`ranked_candidates`): the draw above first,
+then the tokens that came next in the same contest (the race of log q + the target's noise under the
+gumbel rule; q's order otherwise), each with a score for choosing among the tree's nodes.
+
 A drafter over a reduced vocabulary passes `vocab_map` (draft index -> target id, ascending): its CDF
 then runs in the target's order, and q is reported over the target's vocabulary (zero elsewhere).
 """
@@ -26,6 +30,7 @@ import torch
 from specroll.drafting.protocol import DraftQuery
 from specroll.noise import STREAM_DRAFT, STREAM_SAMPLE, gumbels, uniforms
 from specroll.sampling import (
+    GUMBEL_TOP,
     SamplingRows,
     sample_from,
     sample_two_stage,
@@ -103,3 +108,70 @@ def _sampled(
     ids = torch.tensor([q.request_id for q in queries], device=device)
     positions = torch.tensor([len(q.context) + depth for q in queries], device=device)
     return sample_from(q_probs, uniforms(seed, ids, positions, STREAM_DRAFT)), q_probs
+
+
+def ranked_candidates(
+    draw: str,
+    logits: torch.Tensor,
+    queries: Sequence[DraftQuery],
+    depth: int,
+    seed: int,
+    width: int,
+    vocab_map: torch.Tensor | None = None,
+    rule: str = "inverse-cdf",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's `width` best candidates for a tree node at `depth`: target ids (B, width), the
+    row's `draw_tokens` token first, then the runners-up; and their scores (B, width) in [0, 1].
+
+    Under the gumbel rule the runners-up are the next entries of the race of log q + the target's
+    noise, and a candidate's score is its share of a softmax over the candidates' race values (a wide
+    margin makes the winner's near 1). Otherwise they follow q, scored by q (the first candidate, the
+    best guess of the target's sample, by the largest)."""
+    if draw not in ("argmax", "coupled"):
+        raise ValueError(f"trees are drafted with the argmax or coupled draw, not {draw!r}")
+    device = logits.device
+    rows = SamplingRows.build(
+        [q.temperature for q in queries], [q.top_k for q in queries], [q.top_p for q in queries], device
+    )
+    probs = sampling_probs(sampling_logits(logits, rows), rows)  # (B, V')
+    first = logits.argmax(-1) if draw == "argmax" else _coupled(logits, queries, depth, seed, rule, vocab_map)
+    if draw == "coupled" and rule == "gumbel":
+        top_ids, top_probs = top_candidates(probs)
+        ids = torch.tensor([q.request_id for q in queries], device=device)
+        positions = torch.tensor(
+            [len(q.context) - q.num_prompt_tokens + depth for q in queries], device=device
+        )
+        token_ids = top_ids if vocab_map is None else vocab_map[top_ids]
+        race = top_probs.double().log() + gumbels(seed, ids[:, None], positions[:, None], token_ids)
+    else:
+        race, top_ids = probs.topk(min(GUMBEL_TOP, probs.shape[-1]), -1)
+        race = race.double()
+    race = race.masked_fill(top_ids == first[:, None], float("-inf"))  # the first candidate is `first`
+    order = race.argsort(-1, descending=True)[:, : width - 1]
+    candidates = torch.cat([first[:, None], top_ids.gather(-1, order)], 1)  # (B, width) draft ids
+    if draw == "coupled" and rule == "gumbel":
+        first_value = probs.gather(-1, first[:, None]).double().log() + _noise_of(
+            first, queries, depth, seed, vocab_map, device
+        )
+        values = torch.cat([first_value, race.gather(-1, order)], 1)
+        scores = torch.softmax(values.nan_to_num(neginf=-1e300), -1).float()
+    else:  # q's order; a coupled draw, the best guess of the target's sample, as the most likely
+        scores = probs.gather(-1, candidates)
+        scores[:, 0] = scores.amax(-1)
+    tokens = candidates if vocab_map is None else vocab_map[candidates]
+    return tokens, scores
+
+
+def _noise_of(
+    tokens: torch.Tensor,
+    queries: Sequence[DraftQuery],
+    depth: int,
+    seed: int,
+    vocab_map: torch.Tensor | None,
+    device: torch.device,
+) -> torch.Tensor:
+    """(B, 1) the target's Gumbel noise of each row's draft token at the node's output position."""
+    ids = torch.tensor([q.request_id for q in queries], device=device)
+    positions = torch.tensor([len(q.context) - q.num_prompt_tokens + depth for q in queries], device=device)
+    token_ids = tokens if vocab_map is None else vocab_map[tokens]
+    return gumbels(seed, ids[:, None], positions[:, None], token_ids[:, None])

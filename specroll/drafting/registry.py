@@ -52,9 +52,13 @@ def _draft_model(ctx: DrafterContext, draw: str = "argmax") -> Drafter:
     )
 
 
-def _draft_head(ctx: DrafterContext, draw: str = "coupled", with_scores: bool = False) -> Drafter:
-    """A draft head on the target's features: coupled draws in exact mode, sampled (with q) in rejection."""
+def _draft_head(
+    ctx: DrafterContext, draw: str = "coupled", with_scores: bool = False, tree: bool = False
+) -> Drafter:
+    """A draft head on the target's features: coupled draws in exact mode, sampled (with q) in
+    rejection; `tree`: best-first trees of its ranked candidates in exact mode (chains in rejection)."""
     from specroll.drafting.draft_head import DraftHeadDrafter
+    from specroll.drafting.draft_tree import TreeShape
 
     if ctx.draft_head_dir is None or ctx.target is None:
         raise ValueError(
@@ -68,6 +72,7 @@ def _draft_head(ctx: DrafterContext, draw: str = "coupled", with_scores: bool = 
         seed=ctx.seed,
         rule=ctx.sampling_rule,
         with_scores=with_scores,
+        tree=TreeShape() if tree and ctx.verify == "exact" else None,
     )
 
 
@@ -102,6 +107,7 @@ _FACTORIES: dict[str, Callable[[DrafterContext], Drafter]] = {
     "draft-head": _draft_head,
     "head+suffix": lambda ctx: CombinedDrafter([_draft_head(ctx, with_scores=True), _suffix(0)(ctx)]),
     "draft-head-argmax": lambda ctx: _draft_head(ctx, draw="argmax"),
+    "draft-head-tree": lambda ctx: _draft_head(ctx, tree=True),
 }
 
 DEFAULT_DRAFTER = "suffix"

@@ -232,3 +232,26 @@ def test_a_head_combined_with_suffix_drafters_gets_its_features_and_changes_no_t
         d.sources[i] for d in rollout.last_engine.telemetry.decode_forwards for i in range(len(d.sources))
     }
     assert "draft-head" in sources  # its scored drafts won some queries
+
+
+@pytest.mark.parametrize("rule", ["inverse-cdf", "gumbel"])
+@pytest.mark.parametrize("batch", [1, 16])
+def test_trees_from_the_head_change_no_token_and_keep_more_than_its_chains(trained, qwen2_dir, rule, batch):
+    """Trees of the head's ranked candidates, verified under batch-invariant numerics: plain's tokens
+    and log-probabilities to the bit; under the gumbel rule (whose runners-up are the race's, the
+    tokens the target's noise favours next) more tokens a forward than chains of the same depth."""
+    from specroll.drafting.draft_tree import TreeShape
+
+    directory, *_ = trained
+    plain = rollout(qwen2_dir, workload(), max_batch_size=batch, sampling_rule=rule)
+    embedding = rollout.last_engine.runner.model.model.embed_tokens.weight
+    lengths = {}
+    for name, tree, budget in (("chain", None, 3), ("tree", TreeShape(depth=3, width=3, beam=3), 12)):
+        drafter = DraftHeadDrafter.from_dir(directory, embedding, seed=7, rule=rule, tree=tree)
+        spec = rollout(
+            qwen2_dir, workload(), drafter, FixedDraftLength(budget), max_batch_size=batch, sampling_rule=rule
+        )
+        assert_same_rollout(plain, spec)
+        lengths[name] = rollout.last_engine.telemetry.mean_acceptance_length
+    if rule == "gumbel":
+        assert lengths["tree"] > lengths["chain"], lengths
