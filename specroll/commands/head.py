@@ -1,6 +1,7 @@
 """`specroll head train`: warm-start a draft head for a checkpoint, from a rollout JSONL or a rollout
 it runs, and save it where `--speculate on` finds it (`<checkpoint>/draft-head` by default).
-`specroll head eval`: how often its drafts would equal the target's samples, by coupling and depth."""
+`specroll head eval`: how often its drafts would equal the target's samples, by coupling and depth.
+`specroll head replay`: the tokens a forward its chains and trees would give on a recorded rollout."""
 
 from __future__ import annotations
 
@@ -65,6 +66,25 @@ def register(parser: argparse.ArgumentParser) -> None:
     evaluate.add_argument("--head", type=Path, default=None, help="default: <checkpoint>/draft-head")
     evaluate.add_argument("--depth", type=int, default=3)
     evaluate.set_defaults(func=run_eval)
+    again = actions.add_parser(
+        "replay",
+        help="tokens a forward of the head's chains and trees on a recorded rollout, without the target",
+    )
+    add_rollout_arguments(again)
+    again.add_argument(
+        "--rollouts",
+        type=Path,
+        required=True,
+        metavar="FILE.jsonl",
+        help="recorded in exact mode with the same workload flags, --seed and --sampling-rule",
+    )
+    again.add_argument("--head", type=Path, default=None, help="default: <checkpoint>/draft-head")
+    again.add_argument("--chains", default="1,2,4", help="comma-separated chain budgets (draft tokens)")
+    again.add_argument("--trees", default="8,16,32", help="comma-separated tree budgets (nodes)")
+    again.add_argument("--tree-depth", type=int, default=5)
+    again.add_argument("--tree-width", type=int, default=4, help="candidates drawn at each expanded node")
+    again.add_argument("--tree-beam", type=int, default=4, help="nodes expanded at each depth")
+    again.set_defaults(func=run_replay)
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -213,3 +233,54 @@ def run_eval(args: argparse.Namespace) -> int:
     for r in reports:
         print(f"| {r.depth} | {r.num_positions} | " + " | ".join(f"{r.rates[k]:.3f}" for k in RATES) + " |")
     return 0
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    """Replay a rollout through the head (`specroll.head.replay`) at each chain and tree budget."""
+    import torch
+
+    from specroll.drafting.draft_head import DraftHeadDrafter
+    from specroll.drafting.draft_tree import TreeShape
+    from specroll.head.features import teacher_forced
+    from specroll.head.replay import ReplayedResponse, replay
+    from specroll.head.rollout_data import read_responses
+    from specroll.model.runner import ModelRunner
+
+    config = config_from_args(args, speculate="off")
+    torch.set_num_threads(config.threads or torch.get_num_threads())
+    chains, trees = _budgets(args.chains, "--chains"), _budgets(args.trees, "--trees")
+    shape = TreeShape(args.tree_depth, args.tree_width, args.tree_beam)
+    data = read_responses(args.rollouts, config)
+    if min(data.request_ids) < 0:
+        raise ValueError(f"{args.rollouts}: every record needs its request_id (the noise is keyed by it)")
+    longest = max(len(p) + len(r) for p, r in zip(data.prompts, data.responses))
+    runner = ModelRunner.from_pretrained(config.model_dir, 8, longest, batch_invariant=config.batch_invariant)
+    head_dir = args.head or config.head_dir
+    embedding = runner.model.model.embed_tokens.weight
+    probe = DraftHeadDrafter.from_dir(head_dir, embedding)
+    runner.use_feature_layers(probe.feature_layers)
+    sequences = teacher_forced(runner, data.prompts, data.responses, config.temperature)
+    responses = [
+        ReplayedResponse(i, tuple(p), tuple(r), s, config.max_tokens)
+        for i, p, r, s in zip(data.request_ids, data.prompts, data.responses, sequences)
+    ]
+    print("| draft | budget | tokens a forward | request-forwards |")
+    print("|---|---|---|---|")
+    for kind, budgets, tree in (("chain", chains, None), ("tree", trees, shape)):
+        for budget in budgets:
+            drafter = DraftHeadDrafter.from_dir(
+                head_dir, embedding, seed=config.seed, rule=config.sampling_rule, tree=tree
+            )
+            result = replay(drafter, responses, budget, config.temperature)
+            print(f"| {kind} | {budget} | {result.tokens_per_forward:.3f} | {result.rows} |")
+    return 0
+
+
+def _budgets(text: str, flag: str) -> list[int]:
+    try:
+        budgets = [int(b) for b in text.split(",") if b.strip()]
+    except ValueError:
+        raise ValueError(f"{flag} takes comma-separated whole numbers, got {text!r}") from None
+    if any(b < 1 for b in budgets):
+        raise ValueError(f"{flag} budgets must be >= 1, got {text!r}")
+    return budgets

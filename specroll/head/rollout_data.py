@@ -19,6 +19,7 @@ class Responses:
     prompts: list[tuple[int, ...]]
     responses: list[list[int]]
     rewards: list[float]
+    request_ids: list[int]  # the engine's ids (-1 where a record has none): keys of the sampling noise
 
 
 def read_responses(
@@ -28,7 +29,7 @@ def read_responses(
     out, e.g. the problems a benchmark measures on)."""
     task, problems = load_problems(config)
     prompts = encode_prompts(load_tokenizer(config.model_dir), task, problems)
-    out = Responses([], [], [])
+    out = Responses([], [], [], [])
     for number, line in enumerate(Path(path).read_text().splitlines(), 1):
         if not line.strip():
             continue
@@ -44,6 +45,7 @@ def read_responses(
         out.prompts.append(prompts[prompt_id])
         out.responses.append(list(record["token_ids"]))
         out.rewards.append(float(record.get("reward") or 0.0))
+        out.request_ids.append(int(record.get("request_id", -1)))
     if not out.responses:
         raise ValueError(f"{path} has no responses to train on")
     return out

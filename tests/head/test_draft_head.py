@@ -249,9 +249,43 @@ def test_trees_from_the_head_change_no_token_and_keep_more_than_its_chains(train
     for name, tree, budget in (("chain", None, 3), ("tree", TreeShape(depth=3, width=3, beam=3), 12)):
         drafter = DraftHeadDrafter.from_dir(directory, embedding, seed=7, rule=rule, tree=tree)
         spec = rollout(
-            qwen2_dir, workload(), drafter, FixedDraftLength(budget), max_batch_size=batch, sampling_rule=rule
+            qwen2_dir,
+            workload(),
+            drafter,
+            FixedDraftLength(budget),
+            max_batch_size=batch,
+            sampling_rule=rule,
+            max_draft=budget,
         )
         assert_same_rollout(plain, spec)
         lengths[name] = rollout.last_engine.telemetry.mean_acceptance_length
     if rule == "gumbel":
         assert lengths["tree"] > lengths["chain"], lengths
+
+
+@pytest.mark.parametrize("tree, budget", [(None, 3), ((3, 3, 3), 9)])
+def test_a_replay_of_the_rollout_gives_the_engines_tokens_a_forward(trained, qwen2_dir, tree, budget):
+    """Replaying the rollout's responses through the head (teacher-forced states, no verification)
+    keeps, forward by forward, what the engine's verification kept: the same tokens a forward."""
+    from specroll.drafting.draft_tree import TreeShape
+    from specroll.head.replay import ReplayedResponse, replay
+
+    directory, *_ = trained
+    shape = TreeShape(*tree) if tree else None
+    rollout(qwen2_dir, workload(), sampling_rule="gumbel")
+    embedding = rollout.last_engine.runner.model.model.embed_tokens.weight
+    drafter = DraftHeadDrafter.from_dir(directory, embedding, seed=7, rule="gumbel", tree=shape)
+    done = rollout(
+        qwen2_dir, workload(), drafter, FixedDraftLength(budget), sampling_rule="gumbel", max_draft=budget
+    )
+    engine_rate = rollout.last_engine.telemetry.mean_acceptance_length
+    runner = ModelRunner.from_pretrained(qwen2_dir, 8, 96, batch_invariant=True)
+    prompts, outputs = [r.prompt_token_ids for r in done], [r.output_token_ids for r in done]
+    responses = [
+        ReplayedResponse(r.request_id, tuple(p), tuple(o), s, r.params.max_tokens)
+        for r, p, o, s in zip(done, prompts, outputs, teacher_forced(runner, prompts, outputs))
+    ]
+    fresh = DraftHeadDrafter.from_dir(directory, _embedding(runner), seed=7, rule="gumbel", tree=shape)
+    replayed = replay(fresh, responses, budget)
+    assert replayed.rows == sum(f.batch_size for f in rollout.last_engine.telemetry.decode_forwards)
+    assert replayed.tokens_per_forward == engine_rate > 1.3
