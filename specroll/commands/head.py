@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from specroll.commands.rollout import add_rollout_arguments, config_from_args
+from specroll.drafting.draft_tree import TreeShape
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -81,9 +82,12 @@ def register(parser: argparse.ArgumentParser) -> None:
     again.add_argument("--head", type=Path, default=None, help="default: <checkpoint>/draft-head")
     again.add_argument("--chains", default="1,2,4", help="comma-separated chain budgets (draft tokens)")
     again.add_argument("--trees", default="8,16,32", help="comma-separated tree budgets (nodes)")
-    again.add_argument("--tree-depth", type=int, default=5)
-    again.add_argument("--tree-width", type=int, default=4, help="candidates drawn at each expanded node")
-    again.add_argument("--tree-beam", type=int, default=4, help="nodes expanded at each depth")
+    shape = TreeShape()
+    again.add_argument("--tree-depth", type=int, default=shape.depth)
+    again.add_argument(
+        "--tree-width", type=int, default=shape.width, help="candidates drawn at each expanded node"
+    )
+    again.add_argument("--tree-beam", type=int, default=shape.beam, help="nodes expanded at each depth")
     again.set_defaults(func=run_replay)
 
 
@@ -240,7 +244,6 @@ def run_replay(args: argparse.Namespace) -> int:
     import torch
 
     from specroll.drafting.draft_head import DraftHeadDrafter
-    from specroll.drafting.draft_tree import TreeShape
     from specroll.head.features import teacher_forced
     from specroll.head.replay import ReplayedResponse, replay
     from specroll.head.rollout_data import read_responses

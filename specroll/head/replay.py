@@ -62,10 +62,7 @@ def kept_tokens(draft: Draft, following: Sequence[int]) -> int:
 
 @torch.no_grad()
 def replay(
-    drafter: DraftHeadDrafter,
-    responses: Sequence[ReplayedResponse],
-    budget: int,
-    temperature: float = 1.0,
+    drafter: DraftHeadDrafter, responses: Sequence[ReplayedResponse], budget: int, temperature: float = 1.0
 ) -> ReplayResult:
     """Every response stepped as the engine steps it at a fixed `budget`, all of them batched."""
     done = [1] * len(responses)  # output tokens committed: the prefill drew the first
