@@ -236,7 +236,9 @@ def test_a_head_combined_with_suffix_drafters_gets_its_features_and_changes_no_t
 
 @pytest.mark.parametrize("rule", ["inverse-cdf", "gumbel"])
 @pytest.mark.parametrize("batch", [1, 16])
-def test_trees_from_the_head_change_no_token_and_keep_more_than_its_chains(trained, qwen2_dir, rule, batch):
+def test_head_trees_change_no_token_and_under_the_gumbel_rule_keep_more_than_chains(
+    trained, qwen2_dir, rule, batch
+):
     """Trees of the head's ranked candidates, verified under batch-invariant numerics: plain's tokens
     and log-probabilities to the bit; under the gumbel rule (whose runners-up are the race's, the
     tokens the target's noise favours next) more tokens a forward than chains of the same depth."""
