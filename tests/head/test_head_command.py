@@ -1,4 +1,5 @@
-"""`specroll head train` and `head eval` on the bundled policy, and `--speculate on` picking the head."""
+"""`specroll head train`, `head eval` and `head replay` on the bundled policy, and `--speculate on`
+picking the head."""
 
 from __future__ import annotations
 
@@ -39,6 +40,12 @@ def test_head_train_then_eval_then_rollout_with_it(tmp_path, capsys):
     assert main(["head", "eval", *WORKLOAD, "--rollouts", str(rollout), "--head", str(head)]) == 0
     table = capsys.readouterr().out
     assert "| depth | positions | argmax | inverse-cdf" in table and table.count("\n| ") >= 3
+    again = ["head", "replay", *WORKLOAD, "--rollouts", str(rollout), "--head", str(head)]
+    assert main([*again, "--chains", "1,2", "--trees", "4"]) == 0
+    replayed = capsys.readouterr().out
+    assert "| chain | 1 |" in replayed and "| chain | 2 |" in replayed and "| tree | 4 |" in replayed
+    assert main([*again, "--trees", "4,0"]) == 2
+    assert "--trees budgets must be >= 1" in capsys.readouterr().err
 
     config = RolloutConfig(draft_head_dir=head)
     assert config.has_head and config.drafter_name == "draft-head"  # `on` prefers a trained head
