@@ -31,6 +31,9 @@ from specroll.drafting.protocol import BaseDrafter, Draft, DraftQuery, TargetFea
 from specroll.head.model import DraftHead, check_compatible, load_head
 
 
+TREE_COST_NODES = 16  # the tree size whose drafting time, per node, prices a tree's nodes
+
+
 class DraftHeadDrafter(BaseDrafter):
     name = "draft-head"
     needs_features = True
@@ -209,8 +212,11 @@ class DraftHeadDrafter(BaseDrafter):
     def draft_cost(self, batch_sizes: tuple[int, int] = (1, 32)) -> tuple[float, float]:
         """(intercept, slope) of seconds per draft token against batch size on this machine now, for
         the speculation policy's cost model: one head step, its logits and a draw, timed (best of 3)
-        at two batch sizes. Measured where the engine is built, in well under a second."""
-        small, large = (self._step_seconds(b) for b in batch_sizes)
+        at two batch sizes; for trees, a whole tree of `TREE_COST_NODES` nodes a request over its
+        nodes (a tree's steps run over several rows a request, and fewer steps than nodes). Measured
+        where the engine is built, in well under a second."""
+        seconds = self._step_seconds if self.tree is None else self._tree_node_seconds
+        small, large = (seconds(b) for b in batch_sizes)
         slope = max((large - small) / (batch_sizes[1] - batch_sizes[0]), 0.0)
         return max(small - slope * batch_sizes[0], 0.0), slope
 
@@ -226,6 +232,21 @@ class DraftHeadDrafter(BaseDrafter):
             torch.softmax(logits, -1).cumsum(-1)[:, -1].tolist()  # the draw's work, and a sync
             best = min(best, time.perf_counter() - started)
         return best
+
+    def _tree_node_seconds(self, batch_size: int) -> float:
+        """A tree proposal of TREE_COST_NODES nodes for each of `batch_size` requests, per node."""
+        ids = range(-batch_size, 0)  # engine request ids are >= 0: these never meet a real one
+        queries = [DraftQuery(i, 0, [0] * 4, 2, TREE_COST_NODES) for i in ids]
+        state = torch.ones(self.head.feature_width, dtype=self.embedding.dtype, device=self.embedding.device)
+        best = float("inf")
+        for _ in range(3):
+            self.states.update({i: (state, 4) for i in ids})
+            started = time.perf_counter()
+            self._propose_trees(queries, queries)
+            best = min(best, time.perf_counter() - started)
+        for i in ids:
+            self.states.pop(i, None)
+        return best / TREE_COST_NODES
 
     def _is_current(self, query: DraftQuery) -> bool:
         state = self.states.get(query.request_id)

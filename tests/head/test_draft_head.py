@@ -291,3 +291,18 @@ def test_a_replay_of_the_rollout_gives_the_engines_tokens_a_forward(trained, qwe
     replayed = replay(fresh, responses, budget)
     assert replayed.rows == sum(f.batch_size for f in rollout.last_engine.telemetry.decode_forwards)
     assert replayed.tokens_per_forward == engine_rate > 1.3
+
+
+def test_a_tree_drafter_prices_its_nodes_by_timing_whole_trees_and_leaves_no_state(trained, qwen2_dir):
+    from specroll.drafting.draft_tree import TreeShape
+
+    directory, *_ = trained
+    runner = ModelRunner.from_pretrained(qwen2_dir, 2, 32)
+    drafter = DraftHeadDrafter.from_dir(directory, _embedding(runner), tree=TreeShape())
+    grown = []
+    propose = drafter._propose_trees
+    drafter._propose_trees = lambda queries, ready: grown.append(propose(queries, ready)) or grown[-1]
+    intercept, slope = drafter.draft_cost()
+    assert intercept >= 0 and slope >= 0 and intercept + slope > 0
+    assert {len(draft.token_ids) for drafts in grown for draft in drafts} == {16}  # whole trees were timed
+    assert {len(drafts) for drafts in grown} == {1, 32} and drafter.states == {}
