@@ -245,6 +245,7 @@ def run_replay(args: argparse.Namespace) -> int:
 
     from specroll.drafting.draft_head import DraftHeadDrafter
     from specroll.head.features import teacher_forced
+    from specroll.head.model import check_compatible, load_head
     from specroll.head.replay import ReplayedResponse, replay
     from specroll.head.rollout_data import read_responses
     from specroll.model.runner import ModelRunner
@@ -260,8 +261,9 @@ def run_replay(args: argparse.Namespace) -> int:
     runner = ModelRunner.from_pretrained(config.model_dir, 8, longest, batch_invariant=config.batch_invariant)
     head_dir = args.head or config.head_dir
     embedding = runner.model.model.embed_tokens.weight
-    probe = DraftHeadDrafter.from_dir(head_dir, embedding)
-    runner.use_feature_layers(probe.feature_layers)
+    head = load_head(head_dir, embedding.device).to(embedding.dtype)
+    check_compatible(head, embedding.shape[1], embedding.shape[0], str(head_dir))
+    runner.use_feature_layers(head.config.feature_layers)
     sequences = teacher_forced(runner, data.prompts, data.responses, config.temperature)
     responses = [
         ReplayedResponse(i, tuple(p), tuple(r), s, config.max_tokens)
@@ -269,11 +271,10 @@ def run_replay(args: argparse.Namespace) -> int:
     ]
     print("| draft | budget | tokens a forward | request-forwards |")
     print("|---|---|---|---|")
+    rule = config.sampling_rule
     for kind, budgets, tree in (("chain", chains, None), ("tree", trees, shape)):
         for budget in budgets:
-            drafter = DraftHeadDrafter.from_dir(
-                head_dir, embedding, seed=config.seed, rule=config.sampling_rule, tree=tree
-            )
+            drafter = DraftHeadDrafter(head, embedding, seed=config.seed, rule=rule, tree=tree)
             result = replay(drafter, responses, budget, config.temperature)
             print(f"| {kind} | {budget} | {result.tokens_per_forward:.3f} | {result.rows} |")
     return 0

@@ -154,53 +154,51 @@ class DraftHeadDrafter(BaseDrafter):
         ]
 
     def _propose_trees(self, queries: Sequence[DraftQuery], ready: list[DraftQuery]) -> list[Draft]:
-        """Best-first trees (module docstring): `frontier` holds (query, node, feature row) of the
-        nodes to expand at this depth, a request's context (node -1) at the first."""
+        """Best-first trees (module docstring). `frontier[i]` is (query, node) of the node whose
+        feature is row i, a request's context (node -1) at the first depth."""
         trees = {q.request_id: GrownTree() for q in queries}
         if ready:
-            shape = self.tree
+            width = self.tree.width
             feature = self.head.first_feature(torch.stack([self.states[q.request_id][0] for q in ready]))
             last = torch.tensor([q.context[-1] for q in ready], device=feature.device)
-            frontier = [(q, -1, row) for row, q in enumerate(ready)]
-            for depth in range(min(shape.depth, max(q.budget for q in ready))):
+            frontier = [(q, -1) for q in ready]
+            for depth in range(min(self.tree.depth, max(q.budget for q in ready))):
                 feature = self.head.step(feature, self.embedding[last])
-                at = [q for q, _, _ in frontier]
                 candidates, scores = ranked_candidates(
                     self.draw,
                     self.head.logits(feature).float(),
-                    at,
+                    [q for q, _ in frontier],
                     depth,
                     self.seed,
-                    shape.width,
+                    width,
                     self.head.draft_to_target,
                     self.rule,
                 )
-                frontier = self._grow(trees, frontier, candidates.tolist(), scores.tolist(), depth)
-                if not frontier:
+                expanded = self._grow(trees, frontier, candidates.tolist(), scores.tolist(), depth)
+                if not expanded:
                     break
-                rows = torch.tensor([row for _, _, row in frontier], device=feature.device)
-                feature = feature.index_select(0, rows // shape.width)
-                last = candidates.reshape(-1)[rows]
-                frontier = [(q, node, i) for i, (q, node, _) in enumerate(frontier)]
+                picked = torch.tensor([flat for _, _, flat in expanded], device=feature.device)
+                feature = feature.index_select(0, picked // width)  # each child steps from its parent
+                last = candidates.reshape(-1)[picked]
+                frontier = [(q, child) for q, child, _ in expanded]
         return [self._tree_draft(q, trees[q.request_id]) for q in queries]
 
-    def _grow(self, trees, frontier, candidates, scores, depth: int) -> list:
-        """Add each expanded node's candidates as its children; return the next frontier: (query,
-        child node, the child's row among this depth's candidates) for each request's best children."""
-        grown: dict[int, tuple[DraftQuery, list[tuple[int, int]]]] = {}
-        for i, (q, node, _) in enumerate(frontier):
+    def _grow(self, trees, frontier, candidates, scores, depth: int) -> list[tuple[DraftQuery, int, int]]:
+        """Add each frontier node's candidates as its children; return those to expand next: (query,
+        child node, its index in the flattened candidates), each request's `beam` best."""
+        grown: dict[int, tuple[DraftQuery, dict[int, int]]] = {}
+        for i, (q, node) in enumerate(frontier):
             tree = trees[q.request_id]
             base = tree.scores[node] if node >= 0 else 1.0
-            children = grown.setdefault(q.request_id, (q, []))[1]
+            children = grown.setdefault(q.request_id, (q, {}))[1]
             for k, (token, score) in enumerate(zip(candidates[i], scores[i])):
-                children.append((tree.add(token, node, base * score), i * self.tree.width + k))
-        following = []
+                children[tree.add(token, node, base * score)] = i * self.tree.width + k
+        expanded = []
         for q, children in grown.values():
             if depth + 1 < q.budget:  # a tree of `budget` nodes is at most that deep
-                row = dict(children)
-                best = trees[q.request_id].frontier(list(row), self.tree.beam)
-                following += [(q, child, row[child]) for child in best]
-        return following
+                best = trees[q.request_id].frontier(list(children), self.tree.beam)
+                expanded += [(q, child, children[child]) for child in best]
+        return expanded
 
     def _tree_draft(self, query: DraftQuery, tree: GrownTree) -> Draft:
         tokens, parents, scores = tree.best(query.budget)

@@ -23,6 +23,7 @@ then runs in the target's order, and q is reported over the target's vocabulary 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import torch
@@ -83,20 +84,49 @@ def _coupled(
     vocab_map: torch.Tensor | None,
 ) -> torch.Tensor:
     """Each row's draw from q with the target's noise for output position (outputs so far + depth)."""
+    return _coupling(logits, queries, depth, seed, rule, vocab_map).drawn
+
+
+@dataclass(frozen=True)
+class _Coupling:
+    """A coupled draw and what it was drawn from: q and, under the gumbel rule, the race of log q +
+    the target's noise over q's top tokens, with the noise's keys."""
+
+    probs: torch.Tensor  # (B, V') q under each row's sampling settings
+    drawn: torch.Tensor  # (B,) draft ids
+    top_ids: torch.Tensor | None = None  # (B, k)
+    race: torch.Tensor | None = None  # (B, k) float64
+    keys: tuple[torch.Tensor, torch.Tensor] | None = None  # (B, 1) request ids and output positions
+
+
+def _coupling(
+    logits: torch.Tensor,
+    queries: Sequence[DraftQuery],
+    depth: int,
+    seed: int,
+    rule: str,
+    vocab_map: torch.Tensor | None,
+) -> _Coupling:
     device = logits.device
-    rows = SamplingRows.build(
-        [q.temperature for q in queries], [q.top_k for q in queries], [q.top_p for q in queries], device
-    )
-    probs = sampling_probs(sampling_logits(logits, rows), rows)  # (B, V')
+    probs = _q(logits, queries)
     ids = torch.tensor([q.request_id for q in queries], device=device)
     positions = torch.tensor([len(q.context) - q.num_prompt_tokens + depth for q in queries], device=device)
     u = uniforms(seed, ids, positions, STREAM_SAMPLE)
     if rule == "inverse-cdf":
-        return sample_from(probs, u)
+        return _Coupling(probs, sample_from(probs, u))
     top_ids, top_probs = top_candidates(probs)
-    token_ids = top_ids if vocab_map is None else vocab_map[top_ids]  # the noise is keyed by target id
-    noise = gumbels(seed, ids[:, None], positions[:, None], token_ids)
-    return sample_two_stage(probs, top_ids, top_probs, u, noise)
+    target_ids = top_ids if vocab_map is None else vocab_map[top_ids]  # the noise is keyed by target id
+    noise = gumbels(seed, ids[:, None], positions[:, None], target_ids)
+    drawn = sample_two_stage(probs, top_ids, top_probs, u, noise)
+    race = top_probs.double().log() + noise
+    return _Coupling(probs, drawn, top_ids, race, (ids[:, None], positions[:, None]))
+
+
+def _q(logits: torch.Tensor, queries: Sequence[DraftQuery]) -> torch.Tensor:
+    """(B, V') the drafter's distribution under each row's temperature, top-k and top-p."""
+    temperature, top_k, top_p = zip(*((q.temperature, q.top_k, q.top_p) for q in queries))
+    rows = SamplingRows.build(temperature, top_k, top_p, logits.device)
+    return sampling_probs(sampling_logits(logits, rows), rows)
 
 
 def _sampled(
@@ -129,49 +159,28 @@ def ranked_candidates(
     best guess of the target's sample, by the largest)."""
     if draw not in ("argmax", "coupled"):
         raise ValueError(f"trees are drafted with the argmax or coupled draw, not {draw!r}")
-    device = logits.device
-    rows = SamplingRows.build(
-        [q.temperature for q in queries], [q.top_k for q in queries], [q.top_p for q in queries], device
-    )
-    probs = sampling_probs(sampling_logits(logits, rows), rows)  # (B, V')
-    first = logits.argmax(-1) if draw == "argmax" else _coupled(logits, queries, depth, seed, rule, vocab_map)
-    if draw == "coupled" and rule == "gumbel":
-        top_ids, top_probs = top_candidates(probs)
-        ids = torch.tensor([q.request_id for q in queries], device=device)
-        positions = torch.tensor(
-            [len(q.context) - q.num_prompt_tokens + depth for q in queries], device=device
-        )
-        token_ids = top_ids if vocab_map is None else vocab_map[top_ids]
-        race = top_probs.double().log() + gumbels(seed, ids[:, None], positions[:, None], token_ids)
+    if draw == "coupled":
+        coupling = _coupling(logits, queries, depth, seed, rule, vocab_map)
+    else:
+        coupling = _Coupling(_q(logits, queries), logits.argmax(-1))
+    probs, first = coupling.probs, coupling.drawn
+    if coupling.race is not None:
+        top_ids, race = coupling.top_ids, coupling.race
     else:
         race, top_ids = probs.topk(min(GUMBEL_TOP, probs.shape[-1]), -1)
         race = race.double()
     race = race.masked_fill(top_ids == first[:, None], float("-inf"))  # the first candidate is `first`
     order = race.argsort(-1, descending=True)[:, : width - 1]
     candidates = torch.cat([first[:, None], top_ids.gather(-1, order)], 1)  # (B, width) draft ids
-    if draw == "coupled" and rule == "gumbel":
-        first_value = probs.gather(-1, first[:, None]).double().log() + _noise_of(
-            first, queries, depth, seed, vocab_map, device
+    if coupling.race is not None:  # the draw may come from outside the top: its own race entry
+        first_ids = first if vocab_map is None else vocab_map[first]
+        first_race = probs.gather(-1, first[:, None]).double().log() + gumbels(
+            seed, *coupling.keys, first_ids[:, None]
         )
-        values = torch.cat([first_value, race.gather(-1, order)], 1)
+        values = torch.cat([first_race, race.gather(-1, order)], 1)
         scores = torch.softmax(values.nan_to_num(neginf=-1e300), -1).float()
     else:  # q's order; a coupled draw, the best guess of the target's sample, as the most likely
         scores = probs.gather(-1, candidates)
         scores[:, 0] = scores.amax(-1)
     tokens = candidates if vocab_map is None else vocab_map[candidates]
     return tokens, scores
-
-
-def _noise_of(
-    tokens: torch.Tensor,
-    queries: Sequence[DraftQuery],
-    depth: int,
-    seed: int,
-    vocab_map: torch.Tensor | None,
-    device: torch.device,
-) -> torch.Tensor:
-    """(B, 1) the target's Gumbel noise of each row's draft token at the node's output position."""
-    ids = torch.tensor([q.request_id for q in queries], device=device)
-    positions = torch.tensor([len(q.context) - q.num_prompt_tokens + depth for q in queries], device=device)
-    token_ids = tokens if vocab_map is None else vocab_map[tokens]
-    return gumbels(seed, ids[:, None], positions[:, None], token_ids[:, None])

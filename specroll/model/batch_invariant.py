@@ -162,7 +162,7 @@ def block_attention(
     queries = F.pad((q * D**-0.5).reshape(b, Hkv, M, D), (0, 0, 0, rows - M))
     scores = queries @ keys.transpose(-1, -2)  # (b, Hkv, rows, L): each a dot over D
     if order is not None:
-        scores = scores.gather(-1, _row_columns(order.columns, G, rows).expand(-1, Hkv, -1, -1))
+        scores = scores.gather(-1, order.query_columns(G, rows).expand(-1, Hkv, -1, -1))
     scores = scores.masked_fill(~_row_mask(mask, G, rows), float("-inf"))
     probs = torch.exp(scores - scores.amax(-1, keepdim=True))  # unnormalised; the max is exact in any order
     blocks = probs.reshape(b, Hkv, rows, L // BLOCK, BLOCK)
@@ -184,14 +184,6 @@ def _row_mask(mask: torch.Tensor, G: int, rows: int) -> torch.Tensor:
     return F.pad(expanded, (0, 0, 0, rows - G * T), value=True)
 
 
-def _row_columns(columns: torch.Tensor, G: int, rows: int) -> torch.Tensor:
-    """(b, T, L) columns per node -> (b, 1, rows, L) per query row; padding rows read in place."""
-    b, T, L = columns.shape
-    expanded = columns[:, None, None].expand(b, 1, G, T, L).reshape(b, 1, G * T, L)
-    in_place = torch.arange(L, device=columns.device).expand(b, 1, rows - G * T, L)
-    return torch.cat([expanded, in_place], 2)
-
-
 def _tails_in_chain_order(
     partial: torch.Tensor, probs: torch.Tensor, values: torch.Tensor, order: ChainOrder, G: int, min_rows: int
 ) -> None:
@@ -202,12 +194,8 @@ def _tails_in_chain_order(
     T, nt = order.columns.shape[1], order.num_tail_blocks
     M, width = G * T, nt * BLOCK
     chain = order.tail_columns  # (b, width)
-    cache_columns = order.columns.gather(-1, chain[:, None].expand(b, T, width))  # (b, T, width)
-    # whole rows of D values by one index_select on the flattened cache read (an elementwise gather
-    # over D cost this CPU three times as much)
-    base = torch.arange(b * Hkv, device=values.device).reshape(b, Hkv, 1) * L
-    flat = (base + cache_columns.reshape(b, 1, T * width)).reshape(-1)
-    tail_values = values.reshape(-1, D).index_select(0, flat).reshape(b, Hkv, T, nt, BLOCK, D)
+    # whole rows of D values by one index_select (an elementwise gather over D cost three times as much)
+    tail_values = values.reshape(-1, D).index_select(0, order.tail_rows(Hkv)).reshape(b, Hkv, T, nt, BLOCK, D)
     tail_probs = probs[:, :, :M].gather(-1, chain[:, None, None].expand(b, Hkv, M, width))
     # (b, Hkv, T, nt, G, BLOCK): each node's G query rows, per tail block
     tail_probs = tail_probs.reshape(b, Hkv, G, T, nt, BLOCK).permute(0, 1, 3, 4, 2, 5)

@@ -14,7 +14,8 @@ gather and gathers values per node for the tail alone. Built on the device from 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, field
 
 import torch
 
@@ -23,15 +24,40 @@ from specroll.model.batch_invariant import BLOCK
 
 @dataclass(frozen=True)
 class ChainOrder:
+    """One span's chain order; the indices attention derives from it are built once, at the first
+    layer, and kept for the others."""
+
     columns: torch.Tensor  # (b, T, L) long: the cache column node t reads at chain column j
     tail_start: torch.Tensor  # (b,) long: each row's first tail block
     num_tail_blocks: int
+    _built: dict = field(default_factory=dict, compare=False, repr=False)
 
-    @property
+    @functools.cached_property
     def tail_columns(self) -> torch.Tensor:
         """(b, tail width): the chain columns of each row's tail blocks."""
         width = torch.arange(self.num_tail_blocks * BLOCK, device=self.tail_start.device)
         return self.tail_start[:, None] * BLOCK + width
+
+    def query_columns(self, G: int, rows: int) -> torch.Tensor:
+        """(b, 1, rows, L): the columns of each of attention's query rows (G per node, ordered
+        (group member, node), then padding rows, which read in place)."""
+        if ("query", G, rows) not in self._built:
+            b, T, L = self.columns.shape
+            nodes = self.columns[:, None, None].expand(b, 1, G, T, L).reshape(b, 1, G * T, L)
+            in_place = torch.arange(L, device=self.columns.device).expand(b, 1, rows - G * T, L)
+            self._built["query", G, rows] = torch.cat([nodes, in_place], 2)
+        return self._built["query", G, rows]
+
+    def tail_rows(self, num_kv_heads: int) -> torch.Tensor:
+        """(b * Hkv * T * tail width,): for each kv head and node, the rows of a (b, Hkv, L, D) cache
+        read, flattened to (b * Hkv * L, D), that hold its tail's keys or values in chain order."""
+        if ("tail", num_kv_heads) not in self._built:
+            b, T, L = self.columns.shape
+            width = self.tail_columns.shape[1]
+            cache = self.columns.gather(-1, self.tail_columns[:, None].expand(b, T, width))  # (b, T, width)
+            base = torch.arange(b * num_kv_heads, device=cache.device).reshape(b, num_kv_heads, 1) * L
+            self._built["tail", num_kv_heads] = (base + cache.reshape(b, 1, T * width)).reshape(-1)
+        return self._built["tail", num_kv_heads]
 
 
 def num_tail_blocks(width: int, read_length: int) -> int:
