@@ -64,7 +64,7 @@ def draw_tokens(
         drawn = logits.argmax(-1)
         probs = None
     elif draw == "coupled":
-        drawn, probs = _coupled(logits, queries, depth, seed, rule, vocab_map), None
+        drawn, probs = _coupling(logits, queries, depth, seed, rule, vocab_map).drawn, None
     else:
         drawn, probs = _sampled(logits, queries, depth, seed)
     tokens = (drawn if vocab_map is None else vocab_map[drawn]).tolist()
@@ -75,22 +75,11 @@ def draw_tokens(
     return tokens, list(probs)
 
 
-def _coupled(
-    logits: torch.Tensor,
-    queries: Sequence[DraftQuery],
-    depth: int,
-    seed: int,
-    rule: str,
-    vocab_map: torch.Tensor | None,
-) -> torch.Tensor:
-    """Each row's draw from q with the target's noise for output position (outputs so far + depth)."""
-    return _coupling(logits, queries, depth, seed, rule, vocab_map).drawn
-
-
 @dataclass(frozen=True)
 class _Coupling:
     """A coupled draw and what it was drawn from: q and, under the gumbel rule, the race of log q +
-    the target's noise over q's top tokens, with the noise's keys."""
+    the target's noise over q's top tokens, with the noise's keys. The draw is from q with the
+    target's noise for output position (outputs so far + depth)."""
 
     probs: torch.Tensor  # (B, V') q under each row's sampling settings
     drawn: torch.Tensor  # (B,) draft ids
