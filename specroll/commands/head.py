@@ -13,6 +13,7 @@ from pathlib import Path
 
 from specroll.commands.rollout import add_rollout_arguments, config_from_args
 from specroll.drafting.draft_tree import TreeShape
+from specroll.head.training import PRECISIONS
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -33,6 +34,13 @@ def register(parser: argparse.ArgumentParser) -> None:
     train.add_argument("--depth", type=int, default=3, help="draft depth the training unrolls")
     train.add_argument("--lr", type=float, default=1e-3)
     train.add_argument("--draft-vocab", type=int, default=8192, help="tokens the head can propose")
+    train.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="auto",
+        help="the training's matmuls: bf16 (weights and optimiser stay fp32), fp32, or auto: bf16 where "
+        "the device multiplies it natively (a GPU with bf16, a CPU with AVX512-BF16 or AMX)",
+    )
     train.add_argument(
         "--exclude-seed",
         type=int,
@@ -142,7 +150,7 @@ def run_train(args: argparse.Namespace) -> int:
     positions = sum(s.num_positions for s in sequences)
     seconds = time.perf_counter() - started
     print(f"features: {len(sequences)} responses, {positions} positions {how} in {seconds:.1f} s")
-    train = TrainConfig(depth=args.depth, lr=args.lr, seed=config.seed)
+    train = TrainConfig(depth=args.depth, lr=args.lr, seed=config.seed, precision=args.precision)
     warm = WarmStartConfig(
         seconds=args.minutes * 60,
         max_epochs=args.max_epochs,

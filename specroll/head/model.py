@@ -78,8 +78,14 @@ class _Block(nn.Module):
         self.down = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.norm(x)
+        y = _normed(self.norm, x)
         return x + self.down(F.silu(self.gate(y)) * self.up(y))
+
+
+def _normed(norm: nn.RMSNorm, x: torch.Tensor) -> torch.Tensor:
+    """`norm(x)` with x in the norm's dtype: under bf16 autocast the linear layers hand on bf16, and a
+    norm of fp32 weights would take torch's slower mixed-dtype path."""
+    return norm(x.to(norm.weight.dtype))
 
 
 class DraftHead(nn.Module):
@@ -127,10 +133,11 @@ class DraftHead(nn.Module):
         return self.reduce((chunks * scale.to(chunks.dtype)).flatten(-2))
 
     def step(self, feature: torch.Tensor, embedding: torch.Tensor) -> torch.Tensor:
-        x = self.fuse(torch.cat([self.feature_norm(feature), self.embedding_norm(embedding)], -1))
+        normed = [_normed(self.feature_norm, feature), _normed(self.embedding_norm, embedding)]
+        x = self.fuse(torch.cat(normed, -1))
         for block in self.blocks:
             x = block(x)
-        return self.norm(x)
+        return _normed(self.norm, x)
 
     def logits(self, feature: torch.Tensor) -> torch.Tensor:
         return self.lm_head(feature)

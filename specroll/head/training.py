@@ -31,6 +31,10 @@ import torch.nn.functional as F
 
 from specroll.head.features import FeatureSequence
 from specroll.head.model import DraftHead
+from specroll.model.device import fast_bf16
+
+
+PRECISIONS = ("auto", "bf16", "fp32")
 
 
 @dataclass(frozen=True)
@@ -43,8 +47,12 @@ class TrainConfig:
     feature_weight: float = 0.1
     reward_weight: float = 0.0  # ReSpec: a sequence's loss is scaled by 1 + reward_weight * reward
     seed: int = 0
+    precision: str = "auto"  # matmuls in "bf16" (weights and optimiser stay fp32), "fp32", or "auto":
+    # bf16 where the device multiplies it natively (`fast_bf16`)
 
     def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision {self.precision!r}: expected one of {', '.join(PRECISIONS)}")
         if self.depth < 1 or self.window <= self.depth or self.windows_per_batch < 1:
             raise ValueError(
                 f"need depth >= 1, window > depth and windows_per_batch >= 1, "
@@ -113,12 +121,17 @@ class HeadTrainer:
         self.optimizer = torch.optim.AdamW(head.parameters(), lr=config.lr, weight_decay=config.weight_decay)
         self.target_to_draft = head.target_to_draft()
         self.num_steps = 0
+        self.device_type = self.embedding.device.type
+        self.bf16 = config.precision == "bf16" or (
+            config.precision == "auto" and fast_bf16(self.embedding.device)
+        )
 
     def step(self, batch: Batch, lr: float | None = None) -> StepMetrics:
         self.head.train()
         for group in self.optimizer.param_groups:
             group["lr"] = self.config.lr if lr is None else lr
-        loss, overlap = self.loss(batch)
+        with self._autocast():
+            loss, overlap = self.loss(batch)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.head.parameters(), 1.0)
@@ -130,8 +143,12 @@ class HeadTrainer:
     @torch.no_grad()
     def evaluate(self, batch: Batch) -> StepMetrics:
         self.head.eval()
-        loss, overlap = self.loss(batch)
+        with self._autocast():
+            loss, overlap = self.loss(batch)
         return StepMetrics(float(loss), overlap)
+
+    def _autocast(self) -> torch.autocast:
+        return torch.autocast(self.device_type, dtype=torch.bfloat16, enabled=self.bf16)
 
     def loss(self, batch: Batch) -> tuple[torch.Tensor, list[float]]:
         previous = self.head.first_feature(batch.hidden)

@@ -41,3 +41,27 @@ def torch_dtype(name: str) -> torch.dtype:
     """A `placement.DTYPES` name as torch's dtype."""
     check_dtype(name)
     return getattr(torch, name)
+
+
+_BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")  # x86 instructions that multiply bf16 natively
+
+
+def fast_bf16(device: torch.device | str) -> bool:
+    """Whether `device` multiplies bf16 natively, so that bf16 matmuls beat fp32 ones: a CUDA device
+    that supports bf16, or a CPU whose flags (Linux's /proc/cpuinfo) name AVX512-BF16 or AMX-BF16
+    (measured on an AMD EPYC with avx512_bf16: a 6,144 x 576 x 8,192 matmul 3.2x faster in bf16)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    return device.type == "cpu" and _cpu_has_bf16()
+
+
+def _cpu_has_bf16() -> bool:
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("flags"):
+                    return any(flag in line.split() for flag in _BF16_CPU_FLAGS)
+    except OSError:
+        pass
+    return False

@@ -4,8 +4,10 @@ drafting with it changes no token and no log-probability, in exact and in reject
 
 from __future__ import annotations
 
+import copy
 import sys
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,7 @@ from specroll.drafting.draft_head import DraftHeadDrafter
 from specroll.drafting.protocol import BaseDrafter
 from specroll.head.features import teacher_forced
 from specroll.head.model import DraftHead, HeadConfig, check_compatible, load_head
-from specroll.head.training import TrainConfig, windows
+from specroll.head.training import HeadTrainer, TrainConfig, make_batch, windows
 from specroll.head.warm_start import WarmStartConfig, warm_start
 from specroll.model.runner import ModelRunner, SequenceInput
 from specroll.policies.fixed import FixedDraftLength
@@ -64,6 +66,26 @@ def test_training_moves_the_head_toward_the_target(trained):
     for d, (b, a) in enumerate(zip(before.held_out.overlap, after.held_out.overlap)):
         assert a > b + 0.1, f"depth {d + 1}: overlap {b:.3f} -> {a:.3f}"
     assert after.held_out.loss < before.held_out.loss
+
+
+def test_bf16_training_computes_the_fp32_loss_within_rounding_and_keeps_fp32_weights(trained):
+    _, _, after, sequences = trained
+    config = TrainConfig(window=16)
+    batch = make_batch(sequences, windows(sequences, 16, config.depth)[:8], 16)
+    embedding = torch.randn(after.head.config.vocab_size, after.head.config.hidden_size)
+    losses = {}
+    for precision in ("fp32", "bf16"):
+        head = copy.deepcopy(after.head)
+        trainer = HeadTrainer(head, embedding, replace(config, precision=precision))
+        assert trainer.bf16 == (precision == "bf16")
+        losses[precision] = trainer.evaluate(batch).loss
+        trainer.step(batch)
+        assert all(p.dtype == torch.float32 for p in head.parameters())
+        assert not torch.equal(head.fuse.weight, after.head.fuse.weight)
+    assert losses["bf16"] == pytest.approx(losses["fp32"], rel=0.02)
+    assert losses["bf16"] != losses["fp32"]  # the matmuls did run in bf16
+    with pytest.raises(ValueError, match="precision 'fp16'"):
+        TrainConfig(precision="fp16")
 
 
 def test_windows_cover_every_position_as_a_target_at_every_depth():
