@@ -18,6 +18,8 @@ in at the next proposal, between two forwards.
 
 from __future__ import annotations
 
+import copy
+
 import threading
 import time
 from pathlib import Path
@@ -59,6 +61,7 @@ class DraftHeadDrafter(BaseDrafter):
         with_scores: bool = False,
         where: str = "",
         tree: TreeShape | None = None,
+        master: DraftHead | None = None,
     ) -> None:
         check_draw(draw)
         if tree is not None and draw == "sample":
@@ -71,6 +74,7 @@ class DraftHeadDrafter(BaseDrafter):
         self.with_scores = with_scores
         self.head = head.eval()
         self.dtype = head.lm_head.weight.dtype  # the head's inputs are cast to it
+        self.master = master  # the head at full precision where `head` drafts at less, for trainers
         self.embedding = embedding  # (V, H) the target's input embeddings, on its device
         self.draw = draw
         self.seed = seed
@@ -92,8 +96,18 @@ class DraftHeadDrafter(BaseDrafter):
         with_scores: bool = False,
         tree: TreeShape | None = None,
     ) -> "DraftHeadDrafter":
-        head = load_head(directory, embedding.device).to(drafting_dtype(embedding))
-        return cls(head, embedding, draw, seed, rule, with_scores, where=str(directory), tree=tree)
+        loaded = load_head(directory, embedding.device)
+        dtype = drafting_dtype(embedding)
+        head = copy.deepcopy(loaded).to(dtype) if dtype != torch.float32 else loaded
+        master = loaded if head is not loaded else None
+        return cls(
+            head, embedding, draw, seed, rule, with_scores, where=str(directory), tree=tree, master=master
+        )
+
+    def trainable_copy(self) -> DraftHead:
+        """A float32 copy of the head for a trainer, from full-precision weights where the head
+        drafts at less (not from its rounded copy)."""
+        return copy.deepcopy(self.master if self.master is not None else self.head).float()
 
     @property
     def feature_layers(self) -> tuple[int, ...]:

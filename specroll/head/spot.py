@@ -14,7 +14,6 @@ on every thread torch has, and offers the result at once.
 
 from __future__ import annotations
 
-import copy
 import random
 import threading
 import time
@@ -46,7 +45,7 @@ class SpotTrainer:
         self.buffer = buffer
         self.config = config
         self.publish_every = publish_every
-        head = copy.deepcopy(drafter.head).float()
+        head = drafter.trainable_copy()
         self.trainer = HeadTrainer(
             head, drafter.embedding, config
         )  # the live embeddings: paused when they change

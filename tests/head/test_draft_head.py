@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from specroll.drafting.draft_head import DraftHeadDrafter
+from specroll.drafting.draft_head import DraftHeadDrafter, drafting_dtype
 from specroll.drafting.protocol import BaseDrafter
 from specroll.head.features import teacher_forced
 from specroll.head.model import DraftHead, HeadConfig, check_compatible, load_head
@@ -86,6 +86,18 @@ def test_bf16_training_computes_the_fp32_loss_within_rounding_and_keeps_fp32_wei
     assert losses["bf16"] != losses["fp32"]  # the matmuls did run in bf16
     with pytest.raises(ValueError, match="precision 'fp16'"):
         TrainConfig(precision="fp16")
+
+
+def test_a_head_drafts_in_its_drafting_dtype_and_trainers_copy_its_saved_weights(trained, qwen2_dir):
+    directory = trained[0]
+    runner = ModelRunner.from_pretrained(qwen2_dir, 2, 32)
+    embedding = _embedding(runner)
+    drafter = DraftHeadDrafter.from_dir(directory, embedding)
+    assert drafter.head.lm_head.weight.dtype == drafting_dtype(embedding)
+    saved = load_head(directory).state_dict()
+    copied = drafter.trainable_copy().state_dict()
+    assert all(torch.equal(copied[name], saved[name]) for name in saved)  # same dtypes, same bits
+    assert copied["lm_head.weight"].dtype == torch.float32
 
 
 def test_windows_cover_every_position_as_a_target_at_every_depth():
