@@ -253,8 +253,6 @@ def run_replay(args: argparse.Namespace) -> int:
 
     from specroll.drafting.draft_head import DraftHeadDrafter
     from specroll.head.features import teacher_forced
-    from specroll.drafting.draft_head import drafting_dtype
-    from specroll.head.model import check_compatible, load_head
     from specroll.head.replay import ReplayedResponse, replay
     from specroll.head.rollout_data import read_responses
     from specroll.model.runner import ModelRunner
@@ -270,8 +268,7 @@ def run_replay(args: argparse.Namespace) -> int:
     runner = ModelRunner.from_pretrained(config.model_dir, 8, longest, batch_invariant=config.batch_invariant)
     head_dir = args.head or config.head_dir
     embedding = runner.model.model.embed_tokens.weight
-    head = load_head(head_dir, embedding.device).to(drafting_dtype(embedding))
-    check_compatible(head, embedding.shape[1], embedding.shape[0], str(head_dir))
+    head = DraftHeadDrafter.from_dir(head_dir, embedding).head  # loaded once, in its drafting dtype
     runner.use_feature_layers(head.config.feature_layers)
     sequences = teacher_forced(runner, data.prompts, data.responses, config.temperature)
     responses = [

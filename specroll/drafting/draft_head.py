@@ -19,7 +19,6 @@ in at the next proposal, between two forwards.
 from __future__ import annotations
 
 import copy
-
 import threading
 import time
 from pathlib import Path
@@ -251,8 +250,8 @@ class DraftHeadDrafter(BaseDrafter):
         best = float("inf")
         for _ in range(3):
             started = time.perf_counter()
-            feature = self.head.first_feature(features.to(self.dtype))  # once a draft, counted in each
-            # step: an upper bound
+            # the first feature is computed once a draft; counted in each step, an upper bound
+            feature = self.head.first_feature(features.to(self.dtype))
             logits = self.head.logits(self.head.step(feature, self._embed(tokens))).float()
             torch.softmax(logits, -1).cumsum(-1)[:, -1].tolist()  # the draw's work, and a sync
             best = min(best, time.perf_counter() - started)

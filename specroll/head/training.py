@@ -121,7 +121,6 @@ class HeadTrainer:
         self.optimizer = torch.optim.AdamW(head.parameters(), lr=config.lr, weight_decay=config.weight_decay)
         self.target_to_draft = head.target_to_draft()
         self.num_steps = 0
-        self.device_type = self.embedding.device.type
         self.bf16 = config.precision == "bf16" or (
             config.precision == "auto" and fast_bf16(self.embedding.device)
         )
@@ -142,13 +141,14 @@ class HeadTrainer:
 
     @torch.no_grad()
     def evaluate(self, batch: Batch) -> StepMetrics:
+        """Loss and overlap at full precision, whatever the training's: heads trained either way
+        are measured alike."""
         self.head.eval()
-        with self._autocast():
-            loss, overlap = self.loss(batch)
+        loss, overlap = self.loss(batch)
         return StepMetrics(float(loss), overlap)
 
     def _autocast(self) -> torch.autocast:
-        return torch.autocast(self.device_type, dtype=torch.bfloat16, enabled=self.bf16)
+        return torch.autocast(self.embedding.device.type, dtype=torch.bfloat16, enabled=self.bf16)
 
     def loss(self, batch: Batch) -> tuple[torch.Tensor, list[float]]:
         previous = self.head.first_feature(batch.hidden)

@@ -73,17 +73,18 @@ def test_bf16_training_computes_the_fp32_loss_within_rounding_and_keeps_fp32_wei
     config = TrainConfig(window=16)
     batch = make_batch(sequences, windows(sequences, 16, config.depth)[:8], 16)
     embedding = torch.randn(after.head.config.vocab_size, after.head.config.hidden_size)
-    losses = {}
+    losses, measured = {}, {}
     for precision in ("fp32", "bf16"):
         head = copy.deepcopy(after.head)
         trainer = HeadTrainer(head, embedding, replace(config, precision=precision))
         assert trainer.bf16 == (precision == "bf16")
-        losses[precision] = trainer.evaluate(batch).loss
-        trainer.step(batch)
+        measured[precision] = trainer.evaluate(batch).loss
+        losses[precision] = trainer.step(batch).loss  # the batch's loss before the update
         assert all(p.dtype == torch.float32 for p in head.parameters())
         assert not torch.equal(head.fuse.weight, after.head.fuse.weight)
     assert losses["bf16"] == pytest.approx(losses["fp32"], rel=0.02)
     assert losses["bf16"] != losses["fp32"]  # the matmuls did run in bf16
+    assert measured["bf16"] == measured["fp32"]  # evaluation is at full precision either way
     with pytest.raises(ValueError, match="precision 'fp16'"):
         TrainConfig(precision="fp16")
 
