@@ -56,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     cuda_graphs = resolve_cuda_graphs(args.cuda_graphs, device)
     graphs = " cuda-graphs" if cuda_graphs else ""
-    source = f"{model_dir.resolve().name} on {platform.machine()} {device} {args.dtype}{graphs}"
+    threads = f", {torch.get_num_threads()} threads" if device == "cpu" else ""
+    source = f"{model_dir.resolve().name} on {platform.machine()} {device} {args.dtype}{graphs}{threads}"
     model, samples = profile_checkpoint(
         model_dir, grid, draft_dir, device, source, dtype=torch_dtype(args.dtype), cuda_graphs=cuda_graphs
     )

@@ -129,9 +129,11 @@ class Engine:
             decision, drafts = self._draft(requests)
             drafted = time.perf_counter()
             result = self._verify(requests, drafts)
+            outputs = [r.num_output_tokens for r in requests]
             finished += self._commit(requests, drafts, result)
+            emitted = sum(r.num_output_tokens - n for r, n in zip(requests, outputs))
             self._observe(
-                requests, decision, drafts, result, drafted - started, time.perf_counter() - drafted
+                requests, decision, drafts, result, emitted, drafted - started, time.perf_counter() - drafted
             )
         return finished
 
@@ -300,14 +302,16 @@ class Engine:
         decision: DraftDecision,
         drafts: list[Draft],
         result: VerifyResult,
+        num_emitted: int,
         draft_seconds: float,
         forward_seconds: float,
     ) -> None:
+        """num_emitted: the tokens the requests kept (none past a stop token or max_tokens)."""
         stats = ForwardStats(
             batch_size=len(requests),
             num_drafted=sum(d.num_tokens for d in drafts),
             num_accepted=sum(result.num_accepted),
-            num_emitted=sum(len(t) for t in result.token_ids),
+            num_emitted=num_emitted,
             forward_seconds=forward_seconds,
             draft_seconds=draft_seconds,
             request_ids=tuple(r.request_id for r in requests),

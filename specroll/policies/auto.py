@@ -76,7 +76,14 @@ class AutoPolicy:
     (`ForwardTimeCalibration`). Probe forwards are left out of it: they run where the policy would not
     and a draft model catching up on the skipped forwards makes them slower than steady drafting.
     The other way round, while a batch-size bucket drafts and has no plain forward measured, one
-    forward in `probe_every` on average decodes plain, so that the comparison has both sides."""
+    forward in `probe_every` on average decodes plain, so that the comparison has both sides. And once
+    it has, while the next cap up (c + 1) is unmeasured in that bucket, one forward in `probe_every`
+        drafts to it: an unmeasured cap borrows its correction from the measured ones, so a profile that
+    overprices width (taken at another thread count, or without the engine's own per-forward work)
+    would otherwise keep auto below a longer draft that pays, never measuring it. Measured, the caps
+    next to the chosen one are re-measured on one probe step in four each (one forward in 64), so a
+    measurement taken while the machine was busier (or a shape's first, slower forwards) does not
+    settle the choice for good."""
 
     cost_model: CostModel
     tracker: AcceptanceTracker = field(default_factory=AcceptanceTracker)
@@ -116,12 +123,13 @@ class AutoPolicy:
                 b, 0
             )
             return batch.clip([self.probe_length] * b)
-        if (
-            any(lengths)
-            and is_probe_step
-            and not self.calibration.is_measured(batch.batch_size, is_drafting=False)
-        ):
-            lengths = [0] * len(lengths)
+        if any(lengths) and is_probe_step:
+            if not self.calibration.is_measured(b, is_drafting=False):
+                lengths = [0] * len(lengths)
+            else:
+                limits = batch.draft_limits()
+                neighbour = self._neighbour_cap(b, max(lengths), limits, draw * self.probe_every)
+                lengths = lengths if neighbour is None else [min(neighbour, k) for k in limits]
         cap = max(lengths, default=0)
         self._decided = (
             batch.batch_size,
@@ -129,6 +137,16 @@ class AutoPolicy:
             self.cost_model.step_seconds(batch.batch_size, cap, self._context),
         )
         return lengths
+
+    def _neighbour_cap(self, batch_size: int, cap: int, limits: list[int], u: float) -> int | None:
+        """The cap a probe step drafts to instead of `cap`, if any: the next cap up while it is
+        unmeasured in this bucket, else (u uniform in [0, 1)) the next one up for u < 1/4 and the next
+        one down (to 1) for 1/4 <= u < 1/2, so both neighbours' measurements stay current."""
+        up = cap + 1 if cap < max(limits) else None
+        down = cap - 1 if cap > 1 else None
+        if up is not None and not self.calibration.is_measured_cap(batch_size, up):
+            return up
+        return up if u < 0.25 else down if u < 0.5 else None
 
     def _within_probe_budget(self) -> bool:
         return self._probe_extra_seconds <= self.max_probe_overhead * self._plain_seconds

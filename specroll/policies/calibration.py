@@ -49,9 +49,13 @@ class ForwardTimeCalibration:
         """Whether forwards of this kind (drafting or plain) have been measured in this bucket."""
         return bool(self._measured(batch_bucket(batch_size), is_drafting))
 
+    def is_measured_cap(self, batch_size: int, cap: int) -> bool:
+        """Whether forwards with this draft cap have been measured in this batch size's bucket."""
+        return len(self._ratios.get((batch_bucket(batch_size), cap), ())) >= self.min_samples
+
     def scale(self, batch_size: int, cap: int) -> float:
         bucket = batch_bucket(batch_size)
-        if len(self._ratios.get((bucket, cap), ())) >= self.min_samples:
+        if self.is_measured_cap(batch_size, cap):
             return statistics.median(self._ratios[(bucket, cap)])
         borrowed = self._measured(bucket, cap > 0) or self._measured(bucket, cap == 0)
         return statistics.mean(borrowed) if borrowed else 1.0

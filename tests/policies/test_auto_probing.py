@@ -92,3 +92,26 @@ def test_measured_probe_time_holds_probing_to_its_share_of_plain_time():
     assert (
         10 <= late_probes <= 25
     )  # 1 % of ~3.8 s of plain forwards is ~19 probes' 2 ms; the model alone: ~950
+
+
+def test_measures_the_next_cap_up_where_the_profile_overprices_width():
+    """The profile says each draft token costs a fifth of a plain forward; measured, width is free.
+    An unmeasured cap borrows the measured caps' correction, which keeps the profile's shape, so only
+    measuring the next cap up lets auto climb to the longest draft that pays."""
+    from specroll.policies.base import ForwardStats
+
+    overpriced = CostModel(c_base=1e-3, c_tok=5e-5)  # at batch 4: +20 % per draft token
+    policy = AutoPolicy(overpriced, warmup_trials=8, probe_every=4, max_probe_overhead=10.0)
+    drafted = accepted = 0
+    caps = []
+    for _ in range(600):
+        views = [RequestView(i, 0, 10, 100, drafted, accepted, 1, 20) for i in range(4)]
+        lengths = policy.decide(BatchView(views, max_draft=8)).draft_lengths
+        caps.append(max(lengths))
+        drafted += lengths[0]
+        accepted += round(0.6 * lengths[0])  # alpha 0.6
+        policy.observe(ForwardStats(4, sum(lengths), 0, 4, forward_seconds=1e-3, draft_seconds=0.0))
+    first = next(c for c in caps[10:] if c)  # the profile's choice
+    assert first <= 2
+    assert max(caps[-100:], key=caps[-100:].count) == 8  # measured: the longest draft pays
+    assert 7 in caps[-300:]  # and the cap below stays measured
