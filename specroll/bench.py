@@ -50,6 +50,7 @@ class BenchRow:
     makespans_seconds: list[float] = field(default_factory=list)
     paired_vs_plain: float | None = None
     paired_vs_first: float | None = None  # the same, over the first system listed
+    paired_rounds_vs_plain: list[float] = field(default_factory=list)  # each round's ratio, in order
     predicted_makespan_seconds: float | None = None  # workers and plain: the simulator's, on these requests
     scaled_makespan_seconds: float | None = None  # workers: the same on the profile scaled to plain's level
     graph_recording_seconds: float | None = None  # recording CUDA graphs, inside the makespan
@@ -265,6 +266,7 @@ def _combined(rows: list[BenchRow], rounds: list[list[BenchRow]]) -> BenchRow:
         forward_passes=_median_of(r.forward_passes for r in rows),
         paired_vs_plain=statistics.median(ratios) if ratios else None,
         paired_vs_first=statistics.median(firsts),
+        paired_rounds_vs_plain=ratios,
         predicted_makespan_seconds=_median_of(r.predicted_makespan_seconds for r in rows),
         scaled_makespan_seconds=_median_of(r.scaled_makespan_seconds for r in rows),
         graph_recording_seconds=_median_of(r.graph_recording_seconds for r in rows),

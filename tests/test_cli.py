@@ -84,8 +84,10 @@ def test_bench_repeats_report_medians_and_paired_ratios(capsys):
             len(row["makespans_seconds"]) == 3
             and row["makespan_seconds"] == sorted(row["makespans_seconds"])[1]
         )
-    assert plain["paired_vs_plain"] == 1.0
+    assert plain["paired_vs_plain"] == 1.0 and plain["paired_rounds_vs_plain"] == [1.0] * 3
     assert oracle["paired_vs_plain"] > 1.0  # the oracle drafts the very tokens, so it is faster
+    rounds = oracle["paired_rounds_vs_plain"]
+    assert len(rounds) == 3 and oracle["paired_vs_plain"] == sorted(rounds)[1]
 
 
 @pytest.mark.parametrize(

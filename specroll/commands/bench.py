@@ -77,7 +77,7 @@ def print_table(rows: list[BenchRow], args: argparse.Namespace) -> None:
             "" if r.mean_acceptance_length is None else f"{r.mean_acceptance_length:.2f}",
             "" if r.forward_passes is None else str(r.forward_passes),
             _ratio(base.get("plain"), r),
-            "" if r.paired_vs_plain is None else f"{r.paired_vs_plain:.2f}x",
+            _paired(r),
             "" if r.paired_vs_first is None else f"{r.paired_vs_first:.2f}x",
             _ratio(base.get("hf-generate"), r),
             _predicted(r.predicted_makespan_seconds, r),
@@ -86,8 +86,8 @@ def print_table(rows: list[BenchRow], args: argparse.Namespace) -> None:
     table.caption = (
         f"{platform.machine()} {platform.processor() or ''}, {args.repeats} round(s): median makespan; "
         "ratios are tokens/s over the reference's; paired: median over rounds of the ratio in "
-        "each round; simulated: `sim.replay` on the profile, and on the profile scaled so that "
-        "plain's replay matches plain's makespan in each round"
+        "each round (the rounds' lowest and highest in brackets); simulated: `sim.replay` on the "
+        "profile, and on the profile scaled so that plain's replay matches plain's makespan in each round"
     )
     Console().print(table)
     recorded = [f"{r.system} {r.graph_recording_seconds:.2f} s" for r in rows if r.graph_recording_seconds]
@@ -110,3 +110,13 @@ def _ratio(reference: BenchRow | None, row: BenchRow) -> str:
         if reference is None or reference.tokens_per_second == 0
         else f"{row.tokens_per_second / reference.tokens_per_second:.2f}x"
     )
+
+
+def _paired(row: BenchRow) -> str:
+    """The median paired ratio, and over several rounds their spread: on a shared machine one round's
+    ratio can be far from the next's."""
+    if row.paired_vs_plain is None:
+        return ""
+    rounds = row.paired_rounds_vs_plain
+    spread = f" ({min(rounds):.2f}-{max(rounds):.2f})" if len(rounds) > 1 else ""
+    return f"{row.paired_vs_plain:.2f}x{spread}"
