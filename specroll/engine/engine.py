@@ -99,10 +99,15 @@ class Engine:
             self.drafter.finish(request.request_id)
 
     def advance_step(self, step: int) -> None:
-        """The RL trainer moved to training step `step`: history drafters roll their window."""
+        """The RL trainer moved to training step `step`: history drafters roll their window, and a
+        policy that estimates acceptance starts afresh (the target has new weights, and an online
+        drafter too)."""
         self.training_step = step
         if self.drafter is not None:
             self.drafter.advance_step(step)
+        new_target = getattr(self.policy, "new_target", None)  # only policies that keep estimates have it
+        if new_target is not None:
+            new_target()
 
     @property
     def has_unfinished(self) -> bool:

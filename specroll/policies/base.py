@@ -62,7 +62,7 @@ class ForwardStats:
     batch_size: int
     num_drafted: int  # draft tokens verified, over the batch
     num_accepted: int  # of those, accepted
-    num_emitted: int  # tokens committed (accepted + one per request)
+    num_emitted: int  # tokens the requests kept (accepted + one per request, none past a stop)
     forward_seconds: float
     draft_seconds: float
     request_ids: tuple[int, ...] = ()  # the batch, in order

@@ -115,3 +115,21 @@ def test_measures_the_next_cap_up_where_the_profile_overprices_width():
     assert first <= 2
     assert max(caps[-100:], key=caps[-100:].count) == 8  # measured: the longest draft pays
     assert 7 in caps[-300:]  # and the cap below stays measured
+
+
+def test_a_new_target_is_measured_again_from_a_warm_up():
+    """After an RL step the target (and an online drafter) has new weights: the old acceptance no longer
+    says what drafts will keep, so auto warms up again; forward times still hold."""
+
+    def views(first_id: int, drafted: int) -> BatchView:
+        return BatchView([RequestView(first_id + i, 0, 10, 100, drafted, 0, 1, 20) for i in range(4)], 8)
+
+    policy = AutoPolicy(COMPUTE_BOUND, warmup_trials=8, probe_every=10_000, max_probe_overhead=10.0)
+    drafted = 0
+    for _ in range(20):  # warm-up, every draft rejected: then plain decoding
+        drafted += policy.decide(views(0, drafted)).draft_lengths[0]
+    assert not any(policy.decide(views(0, drafted)).draft_lengths)
+    calibration = policy.calibration
+    policy.new_target()
+    assert any(policy.decide(views(100, 0)).draft_lengths)  # the next step's requests: a warm-up again
+    assert policy.calibration is calibration
