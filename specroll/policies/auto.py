@@ -78,7 +78,7 @@ class AutoPolicy:
     The other way round, while a batch-size bucket drafts and has no plain forward measured, one
     forward in `probe_every` on average decodes plain, so that the comparison has both sides. And once
     it has, while the next cap up (c + 1) is unmeasured in that bucket, one forward in `probe_every`
-        drafts to it: an unmeasured cap borrows its correction from the measured ones, so a profile that
+    drafts to it: an unmeasured cap borrows its correction from the measured ones, so a profile that
     overprices width (taken at another thread count, or without the engine's own per-forward work)
     would otherwise keep auto below a longer draft that pays, never measuring it. Measured, the caps
     next to the chosen one are re-measured on one probe step in four each (one forward in 64), so a
