@@ -105,9 +105,7 @@ class Engine:
         self.training_step = step
         if self.drafter is not None:
             self.drafter.advance_step(step)
-        new_target = getattr(self.policy, "new_target", None)  # only policies that keep estimates have it
-        if new_target is not None:
-            new_target()
+        self.policy.new_target()
 
     @property
     def has_unfinished(self) -> bool:

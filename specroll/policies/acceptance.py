@@ -56,6 +56,12 @@ class AcceptanceTracker:
             self.finished_lengths.append(self._last_lengths.pop(request_id))
         self._last_lengths.update({v.request_id: v.num_output_tokens for v in batch.requests})
 
+    def new_target(self) -> None:
+        """Forget every acceptance count (the target or drafter changed); the output lengths of
+        finished requests still say how long responses run."""
+        self._requests, self._last_lengths = {}, {}
+        self._pooled_successes = self._pooled_trials = 0.0
+
     def _update_one(self, view: RequestView) -> None:
         counts = self._requests.get(view.request_id)
         if counts is None:

@@ -110,10 +110,8 @@ class AutoPolicy:
         return DraftDecision(tuple(self._draft_lengths(batch)))
 
     def new_target(self) -> None:
-        """The target's weights changed (an RL step): acceptance measured against the old ones (and
-        an online drafter's old weights) no longer holds, so it is measured again from a warm-up.
-        Forward times still hold and are kept."""
-        self.tracker = AcceptanceTracker(self.tracker.prior_alpha, self.tracker.prior_strength)
+        """Acceptance is measured again from a warm-up; forward times still hold and are kept."""
+        self.tracker.new_target()
 
     def _draft_lengths(self, batch: BatchView) -> list[int]:
         lengths = self._best_lengths(batch)

@@ -91,3 +91,6 @@ class BanditPolicy:
         if seconds > 0 and stats.batch_size > 0:
             mean_accepted = stats.num_accepted / stats.batch_size + 1
             self.record(mean_accepted * stats.batch_size / seconds)
+
+    def new_target(self) -> None:
+        pass  # each arm keeps its last `window` rewards, and epsilon-greedy draws re-try every arm

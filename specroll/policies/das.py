@@ -134,3 +134,6 @@ class DasPolicy:
 
     def observe(self, stats: ForwardStats) -> None:
         pass
+
+    def new_target(self) -> None:
+        self.tracker.new_target()

@@ -17,6 +17,9 @@ class NoSpeculation:
     def observe(self, stats: ForwardStats) -> None:
         pass
 
+    def new_target(self) -> None:
+        pass  # nothing measured
+
 
 @dataclass
 class FixedDraftLength:
@@ -35,3 +38,6 @@ class FixedDraftLength:
 
     def observe(self, stats: ForwardStats) -> None:
         pass
+
+    def new_target(self) -> None:
+        pass  # nothing measured

@@ -131,6 +131,9 @@ class LadderPolicy:
         if stats.drafter in self._estimates and stats.num_drafted > 0:
             self._estimates[stats.drafter].record(stats.drafted, stats.accepted)
 
+    def new_target(self) -> None:
+        pass  # each rung's acceptance decays with a half-life, and the least recent rung is probed
+
 
 def _mean_context(batch: BatchView) -> float:
     contexts = [v.num_context_tokens or v.num_output_tokens for v in batch.requests]

@@ -34,3 +34,13 @@ def test_requests_that_leave_are_recorded_as_finished():
     tracker.update(batch(view(1, 0, 0, output=5), view(2, 0, 0, output=7)))
     tracker.update(batch(view(2, 0, 0, output=9)))
     assert tracker.finished_lengths == [5]
+
+
+def test_a_new_target_forgets_acceptance_and_keeps_finished_lengths():
+    tracker = AcceptanceTracker(prior_alpha=0.5, prior_strength=2.0)
+    tracker.update(batch(view(1, 10, 1, output=30), view(2, 10, 1)))
+    tracker.update(batch(view(2, 10, 1)))  # request 1 finished, 30 tokens long
+    assert tracker.pooled_trials > 0 and tracker.pooled_alpha < 0.5
+    tracker.new_target()
+    assert tracker.pooled_trials == 0 and tracker.pooled_alpha == 0.5 and tracker.alpha(2) == 0.5
+    assert tracker.finished_lengths == [30]

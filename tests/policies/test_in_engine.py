@@ -38,3 +38,12 @@ def test_a_ladder_over_one_drafter_credits_no_rung(qwen2_dir):
         s.num_drafted for s in rollout.last_engine.telemetry.decode_forwards
     )
     assert {name: policy.alpha(name) for name in policy._estimates} == priors
+
+
+@pytest.mark.parametrize("name", ["das", "auto"])
+def test_a_new_rl_step_reaches_the_policys_acceptance_estimates(qwen2_dir, name):
+    policy = make_policy(name)
+    rollout(qwen2_dir, small_workload(), PromptLookupDrafter(), policy)
+    assert policy.tracker.pooled_trials > 0
+    rollout.last_engine.advance_step(1)
+    assert policy.tracker.pooled_trials == 0

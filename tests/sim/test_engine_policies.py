@@ -122,6 +122,9 @@ class Recorder:
     def observe(self, stats: ForwardStats) -> None:
         self.stats.append(stats)
 
+    def new_target(self) -> None:
+        pass
+
 
 def test_the_step_contract_literal():
     recorder = Recorder(k=5)
