@@ -72,6 +72,13 @@ def new_head(
     return head
 
 
+def _spent(seconds: float, steps: int, steps_per_epoch: int, config: WarmStartConfig) -> float:
+    """The fraction of the budget spent: of the time or of the epochs, whichever runs out first, so
+    the learning rate decays to its end either way (and a run bounded by epochs does not depend on
+    how fast the machine was)."""
+    return max(seconds / config.seconds, steps / (config.max_epochs * steps_per_epoch))
+
+
 def warm_start(
     sequences: Sequence[FeatureSequence],
     embedding: torch.Tensor,
@@ -87,12 +94,13 @@ def warm_start(
     trainer = HeadTrainer(head, embedding.detach().float().cpu(), config.train)
     started = time.perf_counter()
     per_epoch = max(len(windows(train, config.train.window, config.train.depth)), 1)
+    steps_per_epoch = -(-per_epoch // config.train.windows_per_batch)
     metrics = StepMetrics(float("nan"))
     epoch = 0
     while epoch < config.max_epochs and time.perf_counter() - started < config.seconds:
         spans = shuffled_windows(train, config.train, epoch)
         for first in range(0, len(spans), config.train.windows_per_batch):
-            spent = (time.perf_counter() - started) / config.seconds
+            spent = _spent(time.perf_counter() - started, trainer.num_steps, steps_per_epoch, config)
             if spent >= 1.0:
                 break
             batch = make_batch(
@@ -103,7 +111,6 @@ def warm_start(
                 progress(min(spent, 1.0), metrics)
         epoch += 1
     seconds = time.perf_counter() - started
-    steps_per_epoch = -(-per_epoch // config.train.windows_per_batch)
     return WarmStartResult(
         head,
         seconds,

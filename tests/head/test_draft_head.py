@@ -32,11 +32,12 @@ def _embedding(runner: ModelRunner) -> torch.Tensor:
 
 @pytest.fixture(scope="module")
 def trained(qwen2_dir, tmp_path_factory):
-    """A head warm-started for a few seconds on the target's own plain rollout."""
+    """A head warm-started for 30 epochs on the target's own plain rollout (bounded by epochs, not
+    seconds, so that a loaded machine trains the same head)."""
     done = rollout(qwen2_dir, workload(num_prompts=8, n=4, max_tokens=40), max_model_len=64)
     runner = ModelRunner.from_pretrained(qwen2_dir, 8, 64)
     sequences = teacher_forced(runner, [r.prompt_token_ids for r in done], [r.output_token_ids for r in done])
-    config = WarmStartConfig(seconds=20, max_epochs=30, draft_vocab_size=64, train=TrainConfig(window=16))
+    config = WarmStartConfig(seconds=600, max_epochs=30, draft_vocab_size=64, train=TrainConfig(window=16))
     before = warm_start(
         sequences,
         _embedding(runner),
@@ -66,6 +67,26 @@ def test_training_moves_the_head_toward_the_target(trained):
     for d, (b, a) in enumerate(zip(before.held_out.overlap, after.held_out.overlap)):
         assert a > b + 0.1, f"depth {d + 1}: overlap {b:.3f} -> {a:.3f}"
     assert after.held_out.loss < before.held_out.loss
+
+
+def test_a_warm_start_bounded_by_epochs_spends_its_schedule_by_epochs(trained, qwen2_dir):
+    """The learning rate follows whichever budget runs out first: bounded by epochs, its schedule
+    reaches its end however fast the machine is, and the same epochs train the same head."""
+    *_, sequences = trained
+    runner = ModelRunner.from_pretrained(qwen2_dir, 1, 8)
+    config = WarmStartConfig(seconds=1e6, max_epochs=3, draft_vocab_size=64, train=TrainConfig(window=16))
+    spent, heads = [], []
+    for _ in range(2):
+        torch.manual_seed(0)
+        result = warm_start(
+            sequences, _embedding(runner), runner.model.lm_head.weight, config, lambda f, _: spent.append(f)
+        )
+        heads.append(result.head.state_dict())
+    assert result.num_epochs == pytest.approx(3.0)
+    steps = len(spent) // 2  # the last step of a run starts one step short of the schedule's end
+    assert spent[steps - 1] == pytest.approx(1 - 1 / steps)
+    for name, weight in heads[0].items():
+        torch.testing.assert_close(weight, heads[1][name], rtol=0, atol=0)
 
 
 def test_bf16_training_computes_the_fp32_loss_within_rounding_and_keeps_fp32_weights(trained):

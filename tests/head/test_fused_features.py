@@ -97,7 +97,7 @@ def fused_head(qwen2_dir, tmp_path_factory):
         sequences,
         runner.model.model.embed_tokens.weight,
         runner.model.lm_head.weight,
-        WarmStartConfig(seconds=15, max_epochs=30, draft_vocab_size=64, feature_layers=LAYERS, train=train),
+        WarmStartConfig(seconds=600, max_epochs=30, draft_vocab_size=64, feature_layers=LAYERS, train=train),
     )
     return after.head.save(tmp_path_factory.mktemp("fused-head")), before, after
 

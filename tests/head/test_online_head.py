@@ -30,11 +30,13 @@ from helpers import rollout, workload  # noqa: E402
 SMALL = dict(num_prompts=4, n=4, max_tokens=48, max_batch_size=16)
 
 
-def _head(model_dir, directory, seconds=3.0):
+def _head(model_dir, directory, epochs=20):
+    """A head warm-started for `epochs` (0: untrained), bounded by epochs so that load cannot weaken it."""
     done = rollout(model_dir, workload(num_prompts=6, n=4, max_tokens=40), max_model_len=64)
     runner = ModelRunner.from_pretrained(model_dir, 8, 64)
     sequences = teacher_forced(runner, [r.prompt_token_ids for r in done], [r.output_token_ids for r in done])
-    config = WarmStartConfig(seconds=seconds, draft_vocab_size=64, train=HeadTrainConfig(window=16))
+    train = HeadTrainConfig(window=16)
+    config = WarmStartConfig(seconds=600, max_epochs=epochs, draft_vocab_size=64, train=train)
     embedding = runner.model.model.embed_tokens.weight
     result = warm_start(sequences, embedding, runner.model.lm_head.weight, config)
     return result.head.save(directory), sequences
@@ -65,7 +67,7 @@ def test_the_recorder_keeps_each_requests_hidden_states_in_order(qwen2_dir, tmp_
 
 
 def test_the_buffer_drops_the_oldest_steps_past_its_bound(qwen2_dir, tmp_path):
-    _, sequences = _head(qwen2_dir, tmp_path / "head", seconds=0.0)
+    _, sequences = _head(qwen2_dir, tmp_path / "head", epochs=0)
     size = sequences[0].num_positions
     buffer = FeatureBuffer(max_positions=3 * size)
     for step in range(5):
@@ -78,7 +80,7 @@ def test_the_buffer_drops_the_oldest_steps_past_its_bound(qwen2_dir, tmp_path):
 
 
 def test_the_spot_trainer_swaps_new_weights_in_between_forwards(qwen2_dir, tmp_path):
-    directory, sequences = _head(qwen2_dir, tmp_path / "head", seconds=0.0)
+    directory, sequences = _head(qwen2_dir, tmp_path / "head", epochs=0)
     embedding = ModelRunner.from_pretrained(qwen2_dir, 1, 8).model.model.embed_tokens.weight
     drafter = DraftHeadDrafter.from_dir(directory, embedding, seed=7)
     before = {k: v.clone() for k, v in drafter.head.state_dict().items()}
@@ -103,7 +105,7 @@ def test_the_spot_trainer_swaps_new_weights_in_between_forwards(qwen2_dir, tmp_p
 
 
 def test_training_between_rollouts_runs_in_the_callers_thread_and_offers_at_once(qwen2_dir, tmp_path):
-    directory, sequences = _head(qwen2_dir, tmp_path / "head", seconds=0.0)
+    directory, sequences = _head(qwen2_dir, tmp_path / "head", epochs=0)
     embedding = ModelRunner.from_pretrained(qwen2_dir, 1, 8).model.model.embed_tokens.weight
     drafter = DraftHeadDrafter.from_dir(directory, embedding, seed=7)
     before = drafter.head.lm_head.weight.clone()
@@ -123,7 +125,7 @@ def test_training_between_rollouts_runs_in_the_callers_thread_and_offers_at_once
 
 def test_grpo_with_an_online_head_between_steps_matches_plain_and_trains_only_there(tmp_path):
     model_dir = RolloutConfig().model_dir
-    directory, _ = _head(model_dir, tmp_path / "head", seconds=0.0)
+    directory, _ = _head(model_dir, tmp_path / "head", epochs=0)
     plain = GRPOTrainer(TrainConfig(RolloutConfig(speculate="off", **SMALL), steps=3, lr=1e-3)).run()
     config = RolloutConfig(speculate="draft-head", draft_head_dir=directory, policy="fixed-2", **SMALL)
     online = GRPOTrainer(TrainConfig(config, steps=3, lr=1e-3, online_head=True, head_between_steps=4)).run()
@@ -137,7 +139,7 @@ def test_grpo_with_an_online_head_between_steps_matches_plain_and_trains_only_th
 
 def test_grpo_with_an_online_head_matches_plain_rewards_and_weights(tmp_path):
     model_dir = RolloutConfig().model_dir
-    directory, _ = _head(model_dir, tmp_path / "head", seconds=3.0)
+    directory, _ = _head(model_dir, tmp_path / "head", epochs=20)
     plain = GRPOTrainer(TrainConfig(RolloutConfig(speculate="off", **SMALL), steps=4, lr=1e-3)).run()
     online = GRPOTrainer(
         TrainConfig(
