@@ -35,6 +35,9 @@ def register(parser: argparse.ArgumentParser) -> None:
     train.add_argument("--lr", type=float, default=1e-3)
     train.add_argument("--draft-vocab", type=int, default=8192, help="tokens the head can propose")
     train.add_argument(
+        "--num-blocks", type=int, default=2, help="residual SwiGLU blocks after the fusion (fewer: faster)"
+    )
+    train.add_argument(
         "--precision",
         choices=PRECISIONS,
         default="auto",
@@ -155,6 +158,7 @@ def run_train(args: argparse.Namespace) -> int:
         seconds=args.minutes * 60,
         max_epochs=args.max_epochs,
         draft_vocab_size=args.draft_vocab,
+        num_blocks=args.num_blocks,
         feature_layers=layers,
         train=train,
     )

@@ -26,6 +26,8 @@ def test_head_train_then_eval_then_rollout_with_it(tmp_path, capsys):
                 *flags,
                 "--draft-vocab",
                 "64",
+                "--num-blocks",
+                "1",
                 "--exclude-seed",
                 "0",
                 "--exclude-prompts",
@@ -37,6 +39,7 @@ def test_head_train_then_eval_then_rollout_with_it(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "held out: loss" in out and "saved" in out
     assert read_head_config(head)["draft_vocab_size"] == 64
+    assert read_head_config(head)["num_blocks"] == 1
     assert main(["head", "eval", *WORKLOAD, "--rollouts", str(rollout), "--head", str(head)]) == 0
     table = capsys.readouterr().out
     assert "| depth | positions | argmax | inverse-cdf" in table and table.count("\n| ") >= 3
