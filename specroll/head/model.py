@@ -50,13 +50,14 @@ class HeadConfig:
     rms_norm_eps: float = 1e-5
     target: str = ""  # the checkpoint it was trained for (its directory name), for messages
     feature_layers: tuple[int, ...] = ()  # the target's decoder layers fused into the first feature
+    train_depth: int = 3  # draft tokens its training unrolled; online updates unroll as many
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "feature_layers", checked_feature_layers(self.feature_layers))
         if not 0 < self.draft_vocab_size <= self.vocab_size:
             raise ValueError(f"draft_vocab_size {self.draft_vocab_size} outside 1..{self.vocab_size}")
-        if min(self.hidden_size, self.intermediate_size, self.num_blocks) <= 0:
-            raise ValueError("hidden_size, intermediate_size and num_blocks must be positive")
+        if min(self.hidden_size, self.intermediate_size, self.num_blocks, self.train_depth) <= 0:
+            raise ValueError("hidden_size, intermediate_size, num_blocks and train_depth must be positive")
 
 
 def default_feature_layers(num_layers: int) -> tuple[int, ...]:

@@ -66,6 +66,7 @@ def new_head(
         config.num_blocks,
         target=target_name,
         feature_layers=config.feature_layers,
+        train_depth=config.train.depth,
     )
     head = DraftHead(head_config, draft_vocabulary(sequences, head_config.draft_vocab_size, vocab_size))
     head.init_from_target(lm_head_weight.detach().float().cpu())

@@ -12,7 +12,6 @@ many drafts are kept.
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 from specroll.drafting.draft_head import DraftHeadDrafter
 from specroll.head.buffer import FeatureBuffer
@@ -39,7 +38,8 @@ class OnlineHead:
         self.recorder = HiddenRecorder()
         drafter.listeners.append(self.recorder)
         self.buffer = FeatureBuffer()
-        self.spot = SpotTrainer(drafter, self.buffer, replace(HeadTrainConfig(), lr=lr, seed=seed))
+        depth = drafter.head.config.train_depth  # online updates unroll as deep as the warm start did
+        self.spot = SpotTrainer(drafter, self.buffer, HeadTrainConfig(depth=depth, lr=lr, seed=seed))
         self.between_steps = between_steps  # updates after each rollout; 0: the spot trainer during it
         self.between_seconds = 0.0  # the last step's
 

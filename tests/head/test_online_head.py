@@ -123,6 +123,23 @@ def test_training_between_rollouts_runs_in_the_callers_thread_and_offers_at_once
     spot.stop()
 
 
+def test_online_updates_unroll_as_deep_as_the_warm_start_did(qwen2_dir, tmp_path):
+    from specroll.train.online_head import OnlineHead
+
+    runner = ModelRunner.from_pretrained(qwen2_dir, 8, 64)
+    done = rollout(qwen2_dir, workload(num_prompts=2, n=2, max_tokens=24), max_model_len=64)
+    sequences = teacher_forced(runner, [r.prompt_token_ids for r in done], [r.output_token_ids for r in done])
+    embedding = runner.model.model.embed_tokens.weight
+    config = WarmStartConfig(seconds=0.0, draft_vocab_size=64, train=HeadTrainConfig(window=16, depth=1))
+    head = warm_start(sequences, embedding, runner.model.lm_head.weight, config).head
+    directory = head.save(tmp_path / "h")
+    drafter = DraftHeadDrafter.from_dir(directory, embedding, seed=7)
+    assert drafter.head.config.train_depth == 1  # saved with the head
+    online = OnlineHead(drafter, runner.model.lm_head.weight, 1.0, 0.0, 1e-4, 0)
+    assert online.spot.config.depth == 1
+    online.spot.stop()
+
+
 def test_grpo_with_an_online_head_between_steps_matches_plain_and_trains_only_there(tmp_path):
     model_dir = RolloutConfig().model_dir
     directory, _ = _head(model_dir, tmp_path / "head", epochs=0)
