@@ -12,7 +12,6 @@ many drafts are kept.
 
 from __future__ import annotations
 
-
 from specroll.drafting.draft_head import DraftHeadDrafter
 from specroll.head.buffer import FeatureBuffer
 from specroll.head.recorder import HiddenRecorder

@@ -67,3 +67,12 @@ def test_head_train_names_a_rollout_from_another_workload(tmp_path, capsys):
     code = main(["head", "train", *WORKLOAD, "--rollouts", str(rollout), "--out", str(tmp_path / "h")])
     assert code == 2
     assert "prompt_id 999999 is not among this workload's problems" in capsys.readouterr().err
+
+
+def test_head_train_refuses_a_shape_before_any_rollout(tmp_path, capsys):
+    out = str(tmp_path / "h")
+    assert main(["head", "train", *WORKLOAD, "--num-blocks", "0", "--out", out]) == 2
+    assert "--num-blocks must be >= 1, got 0" in capsys.readouterr().err
+    assert main(["head", "train", *WORKLOAD, "--depth", "0", "--out", out]) == 2
+    assert "need depth >= 1" in capsys.readouterr().err
+    assert not (tmp_path / "h").exists()
