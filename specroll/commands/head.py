@@ -121,10 +121,13 @@ def run_train(args: argparse.Namespace) -> int:
     from specroll.rollout import load_problems
 
     config = config_from_args(args, speculate="off")
-    # the training's shape is checked before the rollout and the features, the slow part
-    train = TrainConfig(depth=args.depth, lr=args.lr, seed=config.seed, precision=args.precision)
-    if args.num_blocks < 1:
-        raise ValueError(f"--num-blocks must be >= 1, got {args.num_blocks}")
+    warm = WarmStartConfig(  # built, and so checked, before the rollout and the features, the slow part
+        seconds=args.minutes * 60,
+        max_epochs=args.max_epochs,
+        draft_vocab_size=args.draft_vocab,
+        num_blocks=args.num_blocks,
+        train=TrainConfig(depth=args.depth, lr=args.lr, seed=config.seed, precision=args.precision),
+    )
     torch.set_num_threads(config.threads or torch.get_num_threads())
     rollouts = args.rollouts or _run_rollout(config, args)
     excluded = frozenset()
@@ -157,14 +160,7 @@ def run_train(args: argparse.Namespace) -> int:
     positions = sum(s.num_positions for s in sequences)
     seconds = time.perf_counter() - started
     print(f"features: {len(sequences)} responses, {positions} positions {how} in {seconds:.1f} s")
-    warm = WarmStartConfig(
-        seconds=args.minutes * 60,
-        max_epochs=args.max_epochs,
-        draft_vocab_size=args.draft_vocab,
-        num_blocks=args.num_blocks,
-        feature_layers=layers,
-        train=train,
-    )
+    warm = replace(warm, feature_layers=layers)
     model = runner.model
     result = warm_start(
         sequences,

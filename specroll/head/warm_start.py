@@ -40,6 +40,14 @@ class WarmStartConfig:
     held_out_fraction: float = 0.05
     train: TrainConfig = TrainConfig()
 
+    def __post_init__(self) -> None:
+        # checked here, where a command builds the config, not when the head is made after the features
+        if self.num_blocks < 1 or self.draft_vocab_size < 1 or self.max_epochs < 0:
+            raise ValueError(
+                "a warm start needs num_blocks >= 1, draft_vocab_size >= 1 and max_epochs >= 0, got "
+                f"{self.num_blocks}, {self.draft_vocab_size} and {self.max_epochs}"
+            )
+
 
 @dataclass
 class WarmStartResult:

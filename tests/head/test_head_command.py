@@ -69,10 +69,15 @@ def test_head_train_names_a_rollout_from_another_workload(tmp_path, capsys):
     assert "prompt_id 999999 is not among this workload's problems" in capsys.readouterr().err
 
 
-def test_head_train_refuses_a_shape_before_any_rollout(tmp_path, capsys):
+def test_head_train_refuses_a_shape_before_any_rollout(tmp_path, capsys, monkeypatch):
+    from specroll.commands import head as command
+
+    def no_rollout(*_):
+        raise AssertionError("the rollout ran before the shape was checked")
+
+    monkeypatch.setattr(command, "_run_rollout", no_rollout)
     out = str(tmp_path / "h")
     assert main(["head", "train", *WORKLOAD, "--num-blocks", "0", "--out", out]) == 2
-    assert "--num-blocks must be >= 1, got 0" in capsys.readouterr().err
+    assert "num_blocks >= 1" in capsys.readouterr().err
     assert main(["head", "train", *WORKLOAD, "--depth", "0", "--out", out]) == 2
     assert "need depth >= 1" in capsys.readouterr().err
-    assert not (tmp_path / "h").exists()
