@@ -13,7 +13,7 @@ from pathlib import Path
 
 from specroll.commands.rollout import add_rollout_arguments, config_from_args
 from specroll.drafting.draft_tree import TreeShape
-from specroll.head.training import PRECISIONS
+from specroll.head.training import PRECISIONS, TrainConfig
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -31,11 +31,31 @@ def register(parser: argparse.ArgumentParser) -> None:
     train.add_argument("--out", type=Path, default=None, help="default: <checkpoint>/draft-head")
     train.add_argument("--minutes", type=float, default=10.0, help="training budget")
     train.add_argument("--max-epochs", type=int, default=20)
-    train.add_argument("--depth", type=int, default=3, help="draft depth the training unrolls")
-    train.add_argument("--lr", type=float, default=1e-3)
-    train.add_argument("--draft-vocab", type=int, default=8192, help="tokens the head can propose")
     train.add_argument(
-        "--num-blocks", type=int, default=2, help="residual SwiGLU blocks after the fusion (fewer: faster)"
+        "--depth",
+        type=int,
+        default=None,
+        help="draft depth the training unrolls (default: by device, 1 on a CPU, 3 on a GPU; "
+        "--num-blocks and --draft-vocab too, see specroll/head/shape.py)",
+    )
+    train.add_argument("--lr", type=float, default=1e-3)
+    train.add_argument(
+        "--acceptance-weight",
+        type=float,
+        default=TrainConfig.acceptance_weight,
+        help="weight of the Gumbel-max mismatch rate beside the cross-entropy (0: cross-entropy alone)",
+    )
+    train.add_argument(
+        "--draft-vocab",
+        type=int,
+        default=None,
+        help="tokens the head can propose (default: 4096 on a CPU, 8192 on a GPU)",
+    )
+    train.add_argument(
+        "--num-blocks",
+        type=int,
+        default=None,
+        help="residual SwiGLU blocks after the fusion, fewer: faster (default: 1 on a CPU, 2 on a GPU)",
     )
     train.add_argument(
         "--precision",
@@ -114,20 +134,28 @@ def run_train(args: argparse.Namespace) -> int:
     )
     from specroll.head.features import teacher_forced
     from specroll.head.rollout_data import read_responses
-    from specroll.head.training import TrainConfig
+    from specroll.head.shape import chosen_shape
     from specroll.head.warm_start import WarmStartConfig, warm_start
     from specroll.model.device import torch_dtype
     from specroll.model.runner import ModelRunner
     from specroll.rollout import load_problems
 
     config = config_from_args(args, speculate="off")
+    shape = chosen_shape(config.device, args.depth, args.num_blocks, args.draft_vocab)
     warm = WarmStartConfig(  # built, and so checked, before the rollout and the features, the slow part
         seconds=args.minutes * 60,
         max_epochs=args.max_epochs,
-        draft_vocab_size=args.draft_vocab,
-        num_blocks=args.num_blocks,
-        train=TrainConfig(depth=args.depth, lr=args.lr, seed=config.seed, precision=args.precision),
+        draft_vocab_size=shape.draft_vocab_size,
+        num_blocks=shape.num_blocks,
+        train=TrainConfig(
+            depth=shape.depth,
+            lr=args.lr,
+            acceptance_weight=args.acceptance_weight,
+            seed=config.seed,
+            precision=args.precision,
+        ),
     )
+    print(f"head shape: {shape.describe()} (for drafting on {config.device})")
     torch.set_num_threads(config.threads or torch.get_num_threads())
     rollouts = args.rollouts or _run_rollout(config, args)
     excluded = frozenset()

@@ -11,6 +11,8 @@ rejection rule):
   sampling rule): they agree on token v for the length of the overlap of v's two CDF intervals.
 - `gumbel_rate`: both take argmax(log prob + g) with shared Gumbel noise g (Monte Carlo over the
   given noise rows): invariant to the vocabulary's order, at least (1 - TV) / (1 + TV).
+  `gumbel_rate_closed` is the same rate in closed form over a sparse support, differentiable in q
+  (what a head's training can maximise).
 - `maximal_rate`: sum_v min(p_v, q_v) = 1 - TV(p, q), what no coupling can beat.
 
 All take p, q (N, V) probability rows and return each row's rate (N,).
@@ -45,6 +47,25 @@ def gumbel_rate(p: torch.Tensor, q: torch.Tensor, num_draws: int = 64, seed: int
         g = -torch.log(-torch.log(u))
         agree += ((log_p + g).argmax(-1) == (log_q + g).argmax(-1)).float()
     return agree / num_draws
+
+
+def gumbel_rate_closed(p: torch.Tensor, log_q: torch.Tensor, q_rest: torch.Tensor) -> torch.Tensor:
+    """Gumbel-max coupling's rate, exactly: token v wins both races when g_v - g_w >=
+    max(log p_w/p_v, log q_w/q_v) for every other w, which has probability
+    1 / sum_w max(p_w/p_v, q_w/q_v); the rate is that summed over v.
+
+    p (..., K): the target's probabilities on a support (p's top tokens; tokens outside it have
+    p = 0, never win p's race, and count against v only through q). log_q (..., K): the draft's
+    log-probabilities on the same tokens (-inf where it cannot propose one). q_rest (...): q's mass
+    outside the support. Returns (...). K^2 work a row: for a sparse support, not a 49k vocabulary."""
+    log_p = p.clamp_min(1e-30).log().masked_fill(p <= 0, -1e4)
+    log_q = log_q.clamp_min(-1e4)
+    ratio = torch.maximum(  # (..., v, w) log max(p_w/p_v, q_w/q_v)
+        log_p[..., None, :] - log_p[..., :, None], log_q[..., None, :] - log_q[..., :, None]
+    )
+    outside = (q_rest.clamp_min(1e-30).log()[..., None] - log_q)[..., None]  # (..., v, 1)
+    wins = torch.exp(-torch.logsumexp(torch.cat([ratio, outside], -1), -1))  # (..., v)
+    return (wins * (p > 0)).sum(-1)
 
 
 def ranked_order(p: torch.Tensor, k: int) -> torch.Tensor:

@@ -11,7 +11,10 @@ is what drafting computes: depth 1 starts from a real hidden state, deeper ones 
 The loss at depth d is the cross-entropy of the head's distribution q(Gd[t]) under p_{t+d} (the
 distillation term: only how close q is to p makes a coupled draft match the target's sample), plus
 `feature_weight` times the smooth-L1 distance of Gd[t] to H[t+d] (which keeps deeper inputs near the
-features the head was trained on). ReSpec's reward weighting scales each sequence's loss by
+features the head was trained on), plus `acceptance_weight` times 1 - the rate at which a draft from q
+matches the target's sample under Gumbel-max coupling (`gumbel_rate_closed`, over p's top tokens):
+the cross-entropy pulls q toward all of p, the rate toward the tokens that decide a match (measured
+on SmolLM2: BENCHMARKS.md). ReSpec's reward weighting scales each sequence's loss by
 `1 + reward_weight * reward` (`reward_weighted`), so that responses the policy is being pushed
 toward count more.
 
@@ -29,6 +32,7 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
+from specroll.drafting.coupling_rates import gumbel_rate_closed
 from specroll.head.features import FeatureSequence
 from specroll.head.model import DraftHead
 from specroll.model.device import fast_bf16
@@ -45,6 +49,7 @@ class TrainConfig:
     lr: float = 1e-3
     weight_decay: float = 0.0
     feature_weight: float = 0.1
+    acceptance_weight: float = 4.0  # the loss adds this times (1 - the Gumbel-max match rate)
     reward_weight: float = 0.0  # ReSpec: a sequence's loss is scaled by 1 + reward_weight * reward
     seed: int = 0
     precision: str = "auto"  # matmuls in "bf16" (weights and optimiser stay fp32), "fp32", or "auto":
@@ -171,15 +176,21 @@ class HeadTrainer:
     def _distill(
         self, feature: torch.Tensor, top_ids: torch.Tensor, top_probs: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Cross-entropy of q under the sparse p (targets outside the draft vocabulary are dropped),
-        and sum_v min(p_v, q_v) over p's top tokens."""
+        """The distillation loss (cross-entropy of q under the sparse p, targets outside the draft
+        vocabulary dropped, plus the weighted Gumbel-max mismatch rate), and sum_v min(p_v, q_v) over
+        p's top tokens."""
         log_q = torch.log_softmax(self.head.logits(feature).float(), -1)  # (S, W', Vd)
         draft_ids = self.target_to_draft[top_ids]  # (S, W', K)
         present = draft_ids >= 0
         log_q_top = torch.gather(log_q, -1, draft_ids.clamp_min(0)) * present
-        ce = -(top_probs * log_q_top).sum(-1)
-        agree = torch.minimum(top_probs, log_q_top.exp() * present).sum(-1).detach()
-        return ce, agree
+        loss = -(top_probs * log_q_top).sum(-1)
+        q_top = log_q_top.exp() * present
+        if self.config.acceptance_weight:
+            log_q_top = log_q_top.masked_fill(~present, float("-inf"))
+            q_rest = (1 - q_top.sum(-1)).clamp_min(0)
+            rate = gumbel_rate_closed(top_probs, log_q_top, q_rest)
+            loss = loss + self.config.acceptance_weight * (1 - rate)
+        return loss, torch.minimum(top_probs, q_top).sum(-1).detach()
 
 
 def cosine_lr(base: float, progress: float, warmup: float = 0.03) -> float:

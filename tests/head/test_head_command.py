@@ -38,8 +38,11 @@ def test_head_train_then_eval_then_rollout_with_it(tmp_path, capsys):
     )
     out = capsys.readouterr().out
     assert "held out: loss" in out and "saved" in out
+    # the depth is the CPU's default (one draft); the two given fields replace the default's
+    assert "head shape: 1 deep, 1 block, 64-token draft vocabulary (for drafting on cpu)" in out
     assert read_head_config(head)["draft_vocab_size"] == 64
     assert read_head_config(head)["num_blocks"] == 1
+    assert read_head_config(head)["train_depth"] == 1
     assert main(["head", "eval", *WORKLOAD, "--rollouts", str(rollout), "--head", str(head)]) == 0
     table = capsys.readouterr().out
     assert "| depth | positions | argmax | inverse-cdf" in table and table.count("\n| ") >= 3

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import torch
 
-from specroll.drafting.coupling_rates import argmax_rate, gumbel_rate, inverse_cdf_rate, maximal_rate
+from specroll.drafting.coupling_rates import (
+    argmax_rate,
+    gumbel_rate,
+    gumbel_rate_closed,
+    inverse_cdf_rate,
+    maximal_rate,
+)
 from specroll.sampling import sample_from
 
 
@@ -40,3 +46,30 @@ def test_no_coupling_beats_the_maximal_one():
         assert torch.all(rate <= best + 0.03)
     tv = 1 - best
     assert torch.all(gumbel_rate(p, q, 2000) >= (1 - tv) / (1 + tv) - 0.04)
+
+
+def test_the_closed_form_gumbel_rate_is_what_shared_gumbel_noise_gives():
+    torch.manual_seed(2)
+    p = torch.softmax(torch.randn(6, 40) * 2, -1)
+    q = torch.softmax(torch.randn(6, 40) * 2 + p.log(), -1)
+    closed = gumbel_rate_closed(p, q.log(), torch.zeros(6))
+    assert torch.allclose(closed, gumbel_rate(p, q, 4000), atol=0.02)
+    assert torch.allclose(gumbel_rate_closed(p, p.log(), torch.zeros(6)), torch.ones(6), atol=1e-5)
+
+
+def test_the_closed_form_on_a_sparse_support_counts_q_outside_it():
+    torch.manual_seed(3)
+    p = torch.softmax(torch.randn(6, 40) * 2, -1)
+    q = torch.softmax(torch.randn(6, 40) * 2 + p.log(), -1)
+    p[:, 10:] = 0  # the support: the first 10 tokens (p need not be normalised on it)
+    on_support = gumbel_rate_closed(p[:, :10], q[:, :10].log(), q[:, 10:].sum(-1))
+    assert torch.allclose(on_support, gumbel_rate(p, q, 4000), atol=0.02)
+    # q's mass outside the support only takes wins away
+    assert torch.all(on_support < gumbel_rate_closed(p[:, :10], q[:, :10].log(), torch.zeros(6)))
+
+
+def test_the_closed_form_is_differentiable_in_q():
+    p = torch.tensor([[0.6, 0.3, 0.1]])
+    logits = torch.zeros(1, 3, requires_grad=True)
+    gumbel_rate_closed(p, torch.log_softmax(logits, -1), torch.zeros(1)).sum().backward()
+    assert logits.grad[0, 0] > 0 > logits.grad[0, 2]  # moving q toward p raises the rate
