@@ -2,19 +2,21 @@
 
 Systems: `plain` (this engine, no speculation), `speculative` (the default drafter and policy),
 `speculative:<policy>` (another policy), `speculative/<drafter>` and `speculative:<policy>/<drafter>`
-(another drafter), `oracle[:<policy>]` (drafts replayed from the plain rollout: the most any
-drafter can gain under that policy), `plain-fast` (plain with the fast numerics: what batch-invariant
-numerics cost), `plain-eager` (plain with every forward dynamic and eager: what `--cuda-graphs` buys),
-`hf-generate` (Hugging Face `transformers` `generate` on the same checkpoint and batch size) and
-`workers:<dispatch>[+fon][/<speculate>]` (the rollout over `--workers` engines on Ray under that
-dispatch, `+fon` with Fastest-of-N copies; plain decoding unless a drafter, or `on`, is named).
-Every other system runs one engine.
+(another drafter), any of these with `@<head dir>` (drafting with that draft head, so that two heads run
+side by side in one paired bench), `oracle[:<policy>]` (drafts replayed from the plain rollout: the most
+any drafter can gain under that policy), `plain-fast` (plain with the fast numerics: what
+batch-invariant numerics cost), `plain-eager` (plain with every forward dynamic and eager: what
+`--cuda-graphs` buys), `hf-generate` (Hugging Face `transformers` `generate` on the same checkpoint and
+batch size) and `workers:<dispatch>[+fon][/<speculate>]` (the rollout over `--workers` engines on Ray
+under that dispatch, `+fon` with Fastest-of-N copies; plain decoding unless a drafter, or `on`, is
+named). Every other system runs one engine.
 """
 
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from specroll.baselines.hf_generate import hf_generate
 from specroll.drafting.oracle import OracleDrafter
@@ -83,6 +85,24 @@ def parse_system(system: str) -> tuple[str, str, str]:
     return name, policy, drafter
 
 
+def split_head(system: str) -> tuple[str, Path | None]:
+    """`speculative...@<head dir>` -> (`speculative...`, the head's directory); None where not given."""
+    core, at, head = system.partition("@")
+    if not at:
+        return system, None
+    if parse_system(core)[0] != "speculative" or not head:
+        raise ValueError(f"system {system!r}: only speculative systems name a draft head, as speculative@DIR")
+    return core, Path(head)
+
+
+def check_system(system: str, config: RolloutConfig) -> None:
+    """Fails, naming the problem, on a system that could not run: before any round runs."""
+    core, head = split_head(system)
+    parse_system(core)
+    if head is not None and not replace(config, draft_head_dir=head).has_head:
+        raise ValueError(f"system {system!r}: {head} holds no draft head for {config.model_dir}")
+
+
 class Bench:
     def __init__(self, config: RolloutConfig) -> None:
         self.num_workers = config.workers
@@ -93,9 +113,10 @@ class Bench:
         apply_threads(config.engine_spec())  # every system, hf-generate included, runs with the same threads
 
     def row(self, system: str) -> BenchRow:
-        name, policy, drafter = parse_system(system)
+        core, head = split_head(system)
+        name, policy, drafter = parse_system(core)
         if name == "speculative":
-            return _engine_row(system, self._speculative_row(policy, drafter))
+            return _engine_row(system, self._speculative_row(policy, drafter, head))
         if name == "oracle":
             return _engine_row(system, self._oracle_row(policy))
         if name == "workers":
@@ -136,10 +157,9 @@ class Bench:
             for r in rows
         ]
 
-    def _speculative_row(self, policy: str, drafter: str) -> RolloutResult:
-        return run_rollout(
-            replace(self.config, speculate=drafter or "on", policy=policy or self.config.policy)
-        )
+    def _speculative_row(self, policy: str, drafter: str, head: Path | None = None) -> RolloutResult:
+        config = replace(self.config, speculate=drafter or "on", policy=policy or self.config.policy)
+        return run_rollout(config if head is None else replace(config, draft_head_dir=head))
 
     def _workers_row(self, dispatch: str, drafter: str) -> RolloutResult:
         if self.num_workers < 2:
@@ -236,7 +256,7 @@ def run_bench(
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     for system in systems:
-        parse_system(system)  # a typo fails before anything runs
+        check_system(system, config)  # a typo fails before anything runs
     if warmup:  # first-call costs (allocator, kernels, imports) are not any system's
         run_rollout(replace(config, num_prompts=1, n=2, max_tokens=8, workers=1))
     rounds = []

@@ -69,6 +69,13 @@ def test_bench_names_drafters_and_policies(capsys):
     assert "unknown system 'plain/prompt-lookup'" in capsys.readouterr().err
 
 
+def test_bench_refuses_a_head_it_cannot_use_before_any_round(tmp_path, capsys):
+    assert main(["bench", *SMALL, "--systems", f"plain,speculative@{tmp_path}"]) == 2
+    assert f"{tmp_path} holds no draft head for" in capsys.readouterr().err
+    assert main(["bench", *SMALL, "--systems", f"plain@{tmp_path}"]) == 2
+    assert "only speculative systems name a draft head" in capsys.readouterr().err
+
+
 def test_bench_prices_batch_invariant_numerics(capsys):
     assert main(["bench", *SMALL, "--systems", "plain,plain-fast", "--json"]) == 0
     plain, fast = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rows"]

@@ -19,7 +19,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--systems",
         default=",".join(DEFAULT_SYSTEMS),
-        help="comma-separated: plain, speculative[:<policy>][/<drafter>], oracle[:<policy>], "
+        help="comma-separated: plain, speculative[:<policy>][/<drafter>][@<head dir>], oracle[:<policy>], "
         "plain-fast (plain with --fast-numerics), plain-eager (plain without --cuda-graphs), hf-generate, "
         "workers:<static|divided|context-aware>[+fon][/<drafter>] (over --workers engines; "
         "+fon: Fastest-of-N copies)",

@@ -63,6 +63,12 @@ def test_head_train_then_eval_then_rollout_with_it(tmp_path, capsys):
     spec = [json.loads(line)["token_ids"] for line in spec_out.read_text().splitlines()]
     assert plain == spec
 
+    systems = f"plain,speculative:fixed-1/draft-head@{head}"  # a head named in the system, not the config
+    assert main(["bench", *WORKLOAD, "--systems", systems, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rows"]
+    assert [r["system"] for r in rows] == systems.split(",")
+    assert rows[0]["output_tokens"] == rows[1]["output_tokens"] and rows[1]["mean_acceptance_length"] > 1
+
 
 def test_head_train_names_a_rollout_from_another_workload(tmp_path, capsys):
     rollout = tmp_path / "rollout.jsonl"
