@@ -5,7 +5,8 @@ verified row costs its arithmetic (BENCHMARKS.md, "Where a verification's width 
 CPU"): width 2 costs 1.13x width 1 at batch 8, width 3 1.30x. So `auto` drafts one token a forward,
 sometimes two. A head trained one draft deep, with one block and a 4,096-token draft vocabulary, takes
 5x the steps of the three-deep head in the same budget and drafts in less time. In `bench` at batch 8
-it gave 1.21x plain (median of 13 rounds), against 1.09-1.14x for the three-deep head.
+it gave 1.16-1.21x plain (medians over 8 to 13 rounds), against 1.09-1.14x for the three-deep
+head.
 On a GPU a wider verification costs little more than one token (memory-bound forwards), so trees of
 drafts pay there, and the head is trained three deep for them. That default is reasoned, not measured:
 no GPU run has compared the two shapes.
