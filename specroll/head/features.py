@@ -42,7 +42,8 @@ class FeatureSequence:
 def top_targets(
     logits: torch.Tensor, temperature: float = 1.0, k: int = TOP_K
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """logits (N, V) -> the k most likely ids (N, k) and their probabilities under softmax(logits / T)."""
+    """logits (N, V) -> the k most likely ids (N, k) and their probabilities under softmax(logits / T),
+    most likely first (training reads the first few as p's head)."""
     probs = torch.softmax(logits.float() / max(temperature, 1e-5), -1)
     top = probs.topk(min(k, probs.shape[-1]), -1)
     return top.indices, top.values

@@ -50,6 +50,7 @@ class TrainConfig:
     weight_decay: float = 0.0
     feature_weight: float = 0.1
     acceptance_weight: float = 4.0  # the loss adds this times (1 - the Gumbel-max match rate)
+    acceptance_top: int = 16  # the rate over p's this many most likely tokens (cost: their square)
     reward_weight: float = 0.0  # ReSpec: a sequence's loss is scaled by 1 + reward_weight * reward
     seed: int = 0
     precision: str = "auto"  # matmuls in "bf16" (weights and optimiser stay fp32), "fp32", or "auto":
@@ -58,6 +59,11 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision {self.precision!r}: expected one of {', '.join(PRECISIONS)}")
+        if self.acceptance_weight < 0 or self.acceptance_top < 1:
+            raise ValueError(
+                f"need acceptance_weight >= 0 and acceptance_top >= 1, "
+                f"got {self.acceptance_weight} and {self.acceptance_top}"
+            )
         if self.depth < 1 or self.window <= self.depth or self.windows_per_batch < 1:
             raise ValueError(
                 f"need depth >= 1, window > depth and windows_per_batch >= 1, "
@@ -186,9 +192,10 @@ class HeadTrainer:
         loss = -(top_probs * log_q_top).sum(-1)
         q_top = log_q_top.exp() * present
         if self.config.acceptance_weight:
-            log_q_top = log_q_top.masked_fill(~present, float("-inf"))
-            q_rest = (1 - q_top.sum(-1)).clamp_min(0)
-            rate = gumbel_rate_closed(top_probs, log_q_top, q_rest)
+            k = self.config.acceptance_top  # p's most likely tokens (the features keep them in order)
+            log_q_k = log_q_top[..., :k].masked_fill(~present[..., :k], float("-inf"))
+            q_rest = (1 - q_top[..., :k].sum(-1)).clamp_min(0)
+            rate = gumbel_rate_closed(top_probs[..., :k], log_q_k, q_rest)
             loss = loss + self.config.acceptance_weight * (1 - rate)
         return loss, torch.minimum(top_probs, q_top).sum(-1).detach()
 

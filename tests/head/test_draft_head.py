@@ -110,6 +110,25 @@ def test_bf16_training_computes_the_fp32_loss_within_rounding_and_keeps_fp32_wei
         TrainConfig(precision="fp16")
 
 
+def test_the_match_rate_adds_its_weight_times_the_miss_rate_to_the_loss(trained):
+    _, _, after, sequences = trained
+    batch = make_batch(sequences, windows(sequences, 16, 3)[:8], 16)
+    embedding = torch.randn(after.head.config.vocab_size, after.head.config.hidden_size)
+    loss = {
+        weight: HeadTrainer(
+            copy.deepcopy(after.head), embedding, TrainConfig(window=16, acceptance_weight=weight)
+        )
+        .evaluate(batch)
+        .loss
+        for weight in (0.0, 2.0, 4.0)
+    }
+    miss = (loss[2.0] - loss[0.0]) / 2  # the mean rate at which a draft misses the target's sample
+    assert 0 < miss < 1
+    assert loss[4.0] - loss[0.0] == pytest.approx(4 * miss, rel=1e-4)
+    with pytest.raises(ValueError, match="acceptance_top >= 1"):
+        TrainConfig(acceptance_top=0)
+
+
 def test_a_head_drafts_in_its_drafting_dtype_and_trainers_copy_its_saved_weights(trained, qwen2_dir):
     directory = trained[0]
     runner = ModelRunner.from_pretrained(qwen2_dir, 2, 32)
