@@ -14,7 +14,7 @@ no GPU run has compared the two shapes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -42,9 +42,5 @@ def chosen_shape(
     device: str, depth: int | None = None, num_blocks: int | None = None, draft_vocab_size: int | None = None
 ) -> HeadShape:
     """The device's shape, with any of its fields that were given in its place."""
-    shape = default_shape(device)
-    return HeadShape(
-        shape.depth if depth is None else depth,
-        shape.num_blocks if num_blocks is None else num_blocks,
-        shape.draft_vocab_size if draft_vocab_size is None else draft_vocab_size,
-    )
+    given = {"depth": depth, "num_blocks": num_blocks, "draft_vocab_size": draft_vocab_size}
+    return replace(default_shape(device), **{name: v for name, v in given.items() if v is not None})

@@ -14,10 +14,10 @@ distillation term: only how close q is to p makes a coupled draft match the targ
 features the head was trained on), plus `acceptance_weight` times 1 - the rate at which a draft from q
 matches the target's sample under Gumbel-max coupling (`gumbel_rate_closed`, over p's top tokens):
 the cross-entropy pulls q toward all of p, the rate toward the tokens that decide a match. Off by
-default: on SmolLM2 it kept 0.8 % more drafts in replay, yet the cross-entropy head ran faster in 9
-of 11 paired bench rounds (BENCHMARKS.md). ReSpec's reward weighting scales each sequence's loss by
-`1 + reward_weight * reward` (`reward_weighted`), so that responses the policy is being pushed
-toward count more.
+default: on SmolLM2 it kept 0.8 % more tokens a forward in replay, yet the cross-entropy head ran
+faster in 9 of 11 paired bench rounds (BENCHMARKS.md). ReSpec's reward weighting scales each
+sequence's loss by `1 + reward_weight * reward` (`reward_weighted`), so that responses the policy is
+being pushed toward count more.
 
 `overlap` is the metric to watch: sum_v min(p_v, q_v) = 1 - TV(p, q), the most often any coupling
 of a draft from q with a sample from p can agree (over the target's top tokens, so a lower bound).
