@@ -5,6 +5,7 @@ rollout, each worker of a multi-worker one, the trainer and the TRL adapter."""
 from __future__ import annotations
 
 import os
+import warnings
 
 import torch
 
@@ -12,6 +13,7 @@ from specroll.drafting.protocol import Drafter
 from specroll.drafting.registry import DrafterContext, make_drafter
 from specroll.engine.config import EngineConfig
 from specroll.engine.engine import Engine
+from specroll.model.blas_mode import irreproducibility
 from specroll.model.device import torch_dtype
 from specroll.engine.spec import EngineSpec
 from specroll.model.loader import read_config
@@ -41,13 +43,29 @@ def cpu_threads(spec: EngineSpec) -> int:
 
 
 def apply_threads(spec: EngineSpec) -> None:
-    """Set torch's threads (`cpu_threads`). Under batch-invariant numerics an automatic choice drops
-    to one thread where the BLAS has no row-count-invariant regime at more (`batch_invariant`)."""
+    """Set torch's threads (`cpu_threads`). In exact mode on the CPU, more than one thread needs a
+    BLAS that is reproducible at any thread count (`blas_mode.irreproducibility`): without one an
+    automatic choice drops to one thread and an explicit one runs with a warning. Under batch-invariant
+    numerics an automatic choice also drops to one thread where the BLAS has no row-count-invariant
+    regime at more (`batch_invariant`)."""
     threads = cpu_threads(spec)
+    automatic = spec.threads == 0
+    reason = _multithread_hazard(spec) if threads > 1 else None
+    if reason is not None and automatic:
+        threads = 1
+    elif reason is not None:
+        warnings.warn(f"{threads} CPU threads in exact mode: {reason}", stacklevel=2)
     torch.set_num_threads(threads)
-    automatic = spec.threads == 0 and threads > 1
-    if spec.batch_invariant and automatic and not batch_invariance_available(spec.model_dir):
+    if spec.batch_invariant and automatic and threads > 1 and not batch_invariance_available(spec.model_dir):
         torch.set_num_threads(1)
+
+
+def _multithread_hazard(spec: EngineSpec) -> str | None:
+    """Why exact mode's tokens could depend on the machine's load at more than one CPU thread, or None."""
+    if spec.device != "cpu" or spec.verify != "exact":
+        return None
+    reason = irreproducibility()
+    return None if reason is None else f"tokens may change with the machine's load, since {reason}"
 
 
 def policy_cost_model(spec: EngineSpec) -> CostModel | None:
