@@ -7,7 +7,7 @@ PYTEST_ARGS ?= -q
 
 install:
 	$(PYTHON) -m pip install -q torch==2.13.0
-	$(PYTHON) -m pip install -q -e ".[test,models,train,trl,ray]"
+	$(PYTHON) -m pip install -q -e ".[test,models,train,trl,ray,serve]"
 
 models: install
 	$(PYTHON) -m specroll.cli models pull smollm2
@@ -23,8 +23,13 @@ lint: install
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 
-test: models lint
+test: models lint skyrl-client
 	$(PYTHON) -m pytest $(PYTEST_ARGS) -m "not slow"
+
+# SkyRL's HTTP rollout client in its own Python 3.12 environment (.venv-skyrl/), for tests/serve
+.PHONY: skyrl-client
+skyrl-client:
+	bash scripts/skyrl_client_env.sh
 
 test-all: models
 	$(PYTHON) -m pytest $(PYTEST_ARGS)

@@ -20,6 +20,7 @@ COMMANDS = {
     "simulate": "simulate a rollout step at cluster scale",
     "models": "list known models, pull one into the cache",
     "head": "train a draft head for a checkpoint",
+    "serve": "serve the engine over vLLM's HTTP protocol (OpenAI, SkyRL, SGLang, AReaL)",
 }
 
 

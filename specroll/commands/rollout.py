@@ -18,16 +18,12 @@ DEFAULTS = RolloutConfig()
 
 def add_rollout_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags shared by `rollout` and `bench`: the workload and the engine."""
-    parser.add_argument(
-        "--model", type=str, default=DEFAULTS.model_dir, help="checkpoint directory or model name"
-    )
-    parser.add_argument("--draft-model", type=str, default=DEFAULTS.draft_model_dir)
-    parser.add_argument(
-        "--draft-head",
-        type=Path,
-        default=None,
-        help="a draft head trained for --model (`specroll head train`; default: <model>/draft-head)",
-    )
+    add_workload_arguments(parser)
+    add_engine_arguments(parser)
+
+
+def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
+    """What a rollout samples: the prompts and the sampling settings."""
     parser.add_argument(
         "--task", default=DEFAULTS.task, help=f"a registered task ({', '.join(known_tasks())})"
     )
@@ -57,6 +53,21 @@ def add_rollout_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--temperature", type=float, default=DEFAULTS.temperature)
     parser.add_argument("--top-k", type=int, default=DEFAULTS.top_k)
     parser.add_argument("--top-p", type=float, default=DEFAULTS.top_p)
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
+    """How the engine runs: the checkpoint, drafting, verification, batch, numerics and device (also
+    `specroll serve`'s)."""
+    parser.add_argument(
+        "--model", type=str, default=DEFAULTS.model_dir, help="checkpoint directory or model name"
+    )
+    parser.add_argument("--draft-model", type=str, default=DEFAULTS.draft_model_dir)
+    parser.add_argument(
+        "--draft-head",
+        type=Path,
+        default=None,
+        help="a draft head trained for --model (`specroll head train`; default: <model>/draft-head)",
+    )
     parser.add_argument("--seed", type=int, default=DEFAULTS.seed)
     parser.add_argument("--policy", default=DEFAULTS.policy, help="speculation policy (none, fixed-K, ...)")
     parser.add_argument("--verify", choices=("exact", "rejection"), default=DEFAULTS.verify)
@@ -115,14 +126,14 @@ FLAG_FIELDS = {
 
 def config_from_args(args: argparse.Namespace, **overrides) -> RolloutConfig:
     device = resolve_device(args.device)
-    values = {name: getattr(args, name) for name in _SAME_NAMED}
+    values = {name: getattr(args, name) for name in _SAME_NAMED if hasattr(args, name)}
     values |= {name: getattr(args, name) for name in _WORKER_FLAGS if hasattr(args, name)}
     values |= dict(
         model_dir=resolve_model_dir(args.model),
         draft_model_dir=resolve_model_dir(args.draft_model),
         draft_head_dir=args.draft_head,
         speculate=getattr(args, "speculate", "on"),
-        reward_name=args.reward,
+        reward_name=getattr(args, "reward", DEFAULTS.reward_name),
         device=device,
         batch_invariant=is_batch_invariant(device, args.fast_numerics),
         cuda_graphs=resolve_cuda_graphs(args.cuda_graphs, device),

@@ -98,7 +98,7 @@ def _coupling(
 ) -> _Coupling:
     device = logits.device
     probs = _q(logits, queries)
-    ids = torch.tensor([q.request_id for q in queries], device=device)
+    ids = torch.tensor([q.noise_id for q in queries], device=device)
     positions = torch.tensor([len(q.context) - q.num_prompt_tokens + depth for q in queries], device=device)
     u = uniforms(seed, ids, positions, STREAM_SAMPLE)
     if rule == "inverse-cdf":
@@ -124,7 +124,7 @@ def _sampled(
     device = logits.device
     temperature = torch.tensor([max(q.temperature, 1e-5) for q in queries], device=device)[:, None]
     q_probs = torch.softmax(logits.float() / temperature, -1)  # (B, V')
-    ids = torch.tensor([q.request_id for q in queries], device=device)
+    ids = torch.tensor([q.noise_id for q in queries], device=device)
     positions = torch.tensor([len(q.context) + depth for q in queries], device=device)
     return sample_from(q_probs, uniforms(seed, ids, positions, STREAM_DRAFT)), q_probs
 

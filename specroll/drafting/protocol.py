@@ -45,6 +45,12 @@ class DraftQuery:
     temperature: float = 1.0  # the request's sampling settings (sampling drafters match them)
     top_k: int = 0
     top_p: float = 1.0
+    noise_key: int | None = None  # the request's noise key (`Request.noise_key`); None: request_id
+
+    @property
+    def noise_id(self) -> int:
+        """The key of the target's noise for this request: a coupled draw reads the same uniforms."""
+        return self.request_id if self.noise_key is None else self.noise_key
 
 
 @dataclass

@@ -135,7 +135,7 @@ def pack_verification(
     floats = np.ones((num_rows, 2), dtype=np.float32)
     for r, d, s in zip(requests, drafts, sequences):
         p = r.params
-        ints[s.slot, [REQUEST_ID, NUM_DRAFTS, TOP_K]] = r.request_id, d.num_tokens, p.top_k
+        ints[s.slot, [REQUEST_ID, NUM_DRAFTS, TOP_K]] = r.noise_key, d.num_tokens, p.top_k
         ints[s.slot, POSITIONS : POSITIONS + T] = output_positions(r, d, T)
         ints[s.slot, POSITIONS + T : POSITIONS + T + d.num_tokens] = d.token_ids
         floats[s.slot] = p.temperature, p.top_p

@@ -46,7 +46,7 @@ class Request:
     | field                                   | writer                                                |
     |-----------------------------------------|-------------------------------------------------------|
     | request_id, group_id, sample_index,     | the constructor; never written after                  |
-    | prompt_token_ids, params                |                                                       |
+    | prompt_token_ids, params, noise_key     |                                                       |
     | output_token_ids, output_logprobs       | the constructor (a request resumed from tokens made   |
     |                                         | elsewhere), then `commit` only                        |
     | finish_reason, error                    | `commit` (stop, length) or `fail` (refused) only      |
@@ -75,6 +75,13 @@ class Request:
     num_drafted: int = 0
     num_accepted: int = 0
     num_forwards: int = 0
+    # what keys exact mode's noise with the engine's seed and the output position (`specroll.noise`):
+    # the request id unless given, e.g. by a server that keys a choice by its seed and index
+    noise_key: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.noise_key is None:
+            self.noise_key = self.request_id
 
     @property
     def num_tokens(self) -> int:

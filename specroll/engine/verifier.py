@@ -52,7 +52,15 @@ def build_drafts(
     drafter: Drafter, requests: Sequence[Request], budgets: Sequence[int], vocab_size: int, allow_trees: bool
 ) -> list[Draft]:
     queries = [
-        DraftQuery(r.request_id, r.group_id, r.context(), len(r.prompt_token_ids), k, *_sampling(r.params))
+        DraftQuery(
+            r.request_id,
+            r.group_id,
+            r.context(),
+            len(r.prompt_token_ids),
+            k,
+            *_sampling(r.params),
+            noise_key=r.noise_key,
+        )
         for r, k in zip(requests, budgets)
         if k > 0
     ]
@@ -134,7 +142,7 @@ class VerifyInputs:
     rows: SamplingRows  # (B * Tl,) each row's sampling settings
     draft_tokens: torch.Tensor  # (B, K) long, padded with 0
     num_drafts: torch.Tensor  # (B,) long
-    request_ids: torch.Tensor  # (B, 1) long
+    request_ids: torch.Tensor  # (B, 1) long: each request's noise key (`Request.noise_key`)
     positions: torch.Tensor  # (B, Tl) long: the output position each row's sample fills
     draft_probs: torch.Tensor | None  # (B, K, V) q, or None when every draft is deterministic
 
@@ -166,7 +174,7 @@ def verify_inputs(
         rows,
         torch.tensor(draft_tokens, dtype=torch.long, device=device).view(len(drafts), Tl - 1),
         torch.tensor([len(d.token_ids) for d in drafts], dtype=torch.long, device=device),
-        torch.tensor([[r.request_id] for r in requests], dtype=torch.long, device=device),
+        torch.tensor([[r.noise_key] for r in requests], dtype=torch.long, device=device),
         torch.tensor(positions, dtype=torch.long, device=device),
         _draft_probs(drafts, draft_tokens, V, device),
     )

@@ -1,0 +1,60 @@
+"""`specroll serve`: a vLLM-compatible rollout server on one specroll engine (`specroll.serve`)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from specroll.commands.rollout import add_engine_arguments, config_from_args
+
+API_KEY_ENV = "SPECROLL_API_KEY"
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    add_engine_arguments(parser)
+    parser.add_argument("--speculate", default="on", help="off | on (default drafter) | a drafter's name")
+    parser.add_argument("--host", default="127.0.0.1", help="where to listen (non-loopback needs --api-key)")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument(
+        "--api-key",
+        default=os.environ.get(API_KEY_ENV),
+        help=f"bearer key for every endpoint but /health (default: ${API_KEY_ENV})",
+    )
+    parser.add_argument(
+        "--served-model-name", default=None, help="the model name responses give (default: --model's name)"
+    )
+    parser.add_argument(
+        "--max-model-len",
+        type=int,
+        default=4096,
+        help="prompt + output positions of one choice (capped by the model's); sizes the cache",
+    )
+    parser.add_argument(
+        "--max-tokens", type=int, default=4096, help="the most new tokens one choice may ask for"
+    )
+    parser.add_argument("--max-n", type=int, default=64, help="the most choices one prompt may ask for")
+    parser.add_argument("--max-body-mb", type=float, default=8.0, help="the largest request body")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from specroll.serve.launch import check_exposure, serve
+    from specroll.serve.state import ServeOptions
+
+    check_exposure(args.host, args.api_key)
+    for name in ("max_model_len", "max_tokens", "max_n", "port"):
+        if getattr(args, name) <= 0:
+            raise ValueError(f"--{name.replace('_', '-')} must be positive")
+    config = config_from_args(args, max_tokens=args.max_model_len)
+    name = args.served_model_name or Path(str(args.model)).name
+    options = ServeOptions(
+        model_name=name,
+        model_aliases=frozenset({str(args.model), str(config.model_dir), name, "default"}),
+        api_key=args.api_key,
+        max_model_len=args.max_model_len,
+        max_tokens=args.max_tokens,
+        max_n=args.max_n,
+        max_body_bytes=int(args.max_body_mb * (1 << 20)),
+    )
+    return serve(config.engine_spec(), options, args.host, args.port)

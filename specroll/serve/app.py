@@ -1,0 +1,293 @@
+"""The HTTP application: the data-plane routes (OpenAI completions and chat, SkyRL's and SGLang's
+generate, tokenize, models, health, metrics), the control routes (`control.py`), the API key and the
+error shape. Every refusal is a 4xx in OpenAI's shape naming the field; nothing here waits on a forward."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+from typing import Any, AsyncIterator, Callable
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException
+
+from specroll.serve import control, responses
+from specroll.serve.errors import ApiError
+from specroll.serve.protocol import (
+    GenerateCall,
+    parse_chat,
+    parse_completion,
+    parse_skyrl_generate,
+    parse_sglang_generate,
+)
+from specroll.serve.service import Generation
+from specroll.serve.state import ServeState, read_json
+
+log = logging.getLogger(__name__)
+DISCONNECT_POLL_SECONDS = 0.25
+_response_ids = itertools.count()
+
+
+def build_app(state: ServeState, lifespan=None) -> FastAPI:
+    app = FastAPI(title="specroll serve", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.serve = state
+    app.include_router(control.router)
+    _add_data_routes(app)
+    _add_error_handlers(app)
+    app.add_middleware(_KeyCheck, key=state.options.api_key)
+    return app
+
+
+class _KeyCheck:
+    """Every endpoint but /health needs `Authorization: Bearer KEY` when the server has a key. Plain
+    ASGI (not BaseHTTPMiddleware), so a handler still sees its client go away."""
+
+    def __init__(self, app, key: str | None) -> None:
+        self.app, self.key = app, key
+
+    async def __call__(self, scope, receive, send) -> None:
+        if self.key and scope["type"] == "http" and scope["path"] != "/health":
+            headers = dict(scope.get("headers") or [])
+            if headers.get(b"authorization", b"").decode(errors="replace") != f"Bearer {self.key}":
+                error = ApiError(
+                    "a valid API key is needed: Authorization: Bearer KEY", None, 401, "authentication_error"
+                )
+                await JSONResponse(error.body(), error.status)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, err: ApiError) -> JSONResponse:
+        return JSONResponse(err.body(), err.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, err: RequestValidationError) -> JSONResponse:
+        first = err.errors()[0] if err.errors() else {}
+        param = ".".join(str(p) for p in first.get("loc", ())[1:]) or None
+        return JSONResponse(ApiError(f"{param}: {first.get('msg', 'invalid')}", param).body(), 400)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, err: HTTPException) -> JSONResponse:
+        return JSONResponse(ApiError(str(err.detail), None, err.status_code).body(), err.status_code)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, err: Exception) -> JSONResponse:
+        log.exception("unexpected error on %s", request.url.path)
+        return JSONResponse(ApiError(f"internal error: {err}", None, 500, "server_error").body(), 500)
+
+
+def _add_data_routes(app: FastAPI) -> None:
+    state: ServeState = app.state.serve
+
+    @app.get("/health")
+    async def health() -> Response:
+        if state.service is None:
+            status = "failed" if state.load_error else "loading"
+            return JSONResponse({"status": status, "error": state.load_error}, 503)
+        return JSONResponse({"status": "ok", "weight_version": state.engine_loop.weight_version})
+
+    @app.get("/v1/models")
+    async def models() -> dict:
+        name = state.options.model_name
+        row = {
+            "id": name,
+            "object": "model",
+            "owned_by": "specroll",
+            "max_model_len": state.options.max_model_len,
+        }
+        return {"object": "list", "data": [row]}
+
+    @app.get("/metrics")
+    async def metrics() -> PlainTextResponse:
+        loop = state.engine_loop
+        engine = loop.engine if loop is not None else None
+        running = len(engine.scheduler.running) if engine is not None else 0
+        waiting = (len(engine.scheduler.waiting) if engine is not None else 0) + len(
+            loop.held if loop else []
+        )
+        version = loop.weight_version if loop is not None else 0
+        return PlainTextResponse(state.metrics.render(running, waiting, version))
+
+    @app.post("/v1/completions")
+    async def completions(request: Request) -> Response:
+        return await _generate(
+            request,
+            state,
+            lambda b: parse_completion(b, state.limits, state.service.codec),
+            responses.completion,
+            "cmpl",
+            "text_completion",
+        )
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> Response:
+        return await _generate(
+            request,
+            state,
+            lambda b: parse_chat(b, state.limits, state.service.codec),
+            responses.chat,
+            "chatcmpl",
+            "chat.completion.chunk",
+        )
+
+    @app.post("/inference/v1/generate")
+    async def skyrl_generate(request: Request) -> Response:
+        return await _generate(
+            request,
+            state,
+            lambda b: parse_skyrl_generate(b, state.limits),
+            responses.skyrl_generate,
+            "gen",
+            "generate.chunk",
+        )
+
+    @app.post("/generate")
+    async def sglang_generate(request: Request) -> Response:
+        render = lambda rid, model, call, choices, codec: responses.sglang_generate(rid, call, choices)
+        return await _generate(
+            request,
+            state,
+            lambda b: parse_sglang_generate(b, state.limits, state.service.codec),
+            render,
+            "sgl",
+            "",
+        )
+
+    @app.post("/tokenize")
+    async def tokenize(request: Request) -> dict:
+        service = state.ready()
+        body = await read_json(request, state.options.max_body_bytes)
+        if not isinstance(body, dict):
+            raise ApiError("the body must be a JSON object")
+        if isinstance(body.get("messages"), list):
+            tokens = service.codec.encode_chat(body["messages"], body.get("chat_template_kwargs") or {})
+        elif isinstance(body.get("prompt"), str):
+            tokens = service.codec.encode_text(body["prompt"], bool(body.get("add_special_tokens", True)))
+        else:
+            raise ApiError("prompt: give the text to tokenize (or messages)", "prompt")
+        return {"tokens": tokens, "count": len(tokens), "max_model_len": state.options.max_model_len}
+
+    @app.post("/detokenize")
+    async def detokenize(request: Request) -> dict:
+        service = state.ready()
+        body = await read_json(request, state.options.max_body_bytes)
+        tokens = body.get("tokens") if isinstance(body, dict) else None
+        vocab = state.limits.vocab_size
+        if not isinstance(tokens, list) or not all(isinstance(t, int) and 0 <= t < vocab for t in tokens):
+            raise ApiError(f"tokens: must be a list of token ids in 0..{vocab - 1}", "tokens")
+        return {"prompt": service.codec.decode(tokens)}
+
+
+async def _generate(
+    request: Request,
+    state: ServeState,
+    parse: Callable[[Any], GenerateCall],
+    render,
+    prefix: str,
+    chunk_kind: str,
+) -> Response:
+    service = state.ready()
+    call = parse(await read_json(request, state.options.max_body_bytes))
+    rid = f"{prefix}-{next(_response_ids)}"
+    generation = service.start(call)
+    state.generations[rid] = generation
+    model = call.model or state.options.model_name
+    if call.stream:
+        events = _stream(request, state, generation, rid, model, chunk_kind)
+        return StreamingResponse(events, media_type="text/event-stream")
+    try:
+        if not await _follow(request, state, generation):
+            return Response(status_code=499)
+    finally:
+        state.generations.pop(rid, None)
+    return JSONResponse(render(rid, model, call, generation.choices, service.codec))
+
+
+async def _follow(request: Request, state: ServeState, generation: Generation) -> bool:
+    """Wait for every choice; False when the client went away first (its choices are aborted)."""
+    while not generation.is_finished:
+        if not await _next_arrival(request, state, generation):
+            return False
+    return True
+
+
+async def _next_arrival(request: Request, state: ServeState, generation: Generation) -> bool:
+    """Wait for the generation to move; False when the client went away first (its choices are
+    aborted: a queued or paused request writes nothing that would notice)."""
+    while True:
+        try:
+            await asyncio.wait_for(generation.wait(), DISCONNECT_POLL_SECONDS)
+            return True
+        except asyncio.TimeoutError:
+            if await request.is_disconnected():
+                state.service.abort(generation)
+                return False
+
+
+async def _stream(
+    request: Request, state: ServeState, generation: Generation, rid: str, model: str, kind: str
+) -> AsyncIterator[str]:
+    """Server-sent events in OpenAI's chunk format, one chunk a choice that moved, then [DONE]."""
+    codec = state.service.codec
+    call = generation.call
+    sent = {c.index: (0, 0) for c in generation.choices}  # tokens, characters
+    chat = kind == "chat.completion.chunk"
+    try:
+        if chat:
+            for c in generation.choices:
+                yield _sse(_chunk(rid, kind, model, c.index, {"delta": {"role": "assistant", "content": ""}}))
+        while True:
+            finished = generation.is_finished
+            for c in generation.choices:
+                chunk = _choice_delta(codec, call, c, sent, chat, final=c.is_finished)
+                if chunk is not None:
+                    yield _sse(_chunk(rid, kind, model, c.index, chunk))
+            if finished or not await _next_arrival(request, state, generation):
+                break
+        yield "data: [DONE]\n\n"
+    finally:
+        state.generations.pop(rid, None)
+        if not generation.is_finished:  # the client went away mid-stream
+            state.service.abort(generation)
+
+
+def _choice_delta(codec, call: GenerateCall, c, sent: dict, chat: bool, final: bool) -> dict | None:
+    num_tokens, num_chars = sent[c.index]
+    if num_tokens < 0:  # its last chunk is out
+        return None
+    text = c.text
+    hold = 0 if final else (max(map(len, call.stop)) - 1 if call.stop else 0)
+    end = max(num_chars, len(text) - hold)
+    while end > num_chars and text[end - 1] == "\ufffd" and not final:  # a character still being completed
+        end -= 1
+    new_ids, new_lps = c.token_ids[num_tokens:], c.logprobs[num_tokens:]
+    if not new_ids and end == num_chars and not final:
+        return None
+    sent[c.index] = (-1, -1) if final else (len(c.token_ids), end)
+    piece = text[num_chars:] if final else text[num_chars:end]
+    row: dict[str, Any] = {"finish_reason": responses.finish_reason(c) if final else None}
+    if chat:
+        row["delta"] = {"content": piece}
+        row["logprobs"] = responses.chat_logprobs(codec, call, new_ids, new_lps)
+    else:
+        row["text"] = piece
+        row["logprobs"] = responses.completion_logprobs(codec, call, new_ids, new_lps, text[:num_chars])
+    if call.return_token_ids:
+        row["token_ids"] = list(new_ids)
+    if final:
+        row.update(responses.replay_fields(call, c))
+    return row
+
+
+def _chunk(rid: str, kind: str, model: str, index: int, row: dict) -> dict:
+    return {"id": rid, "object": kind, "model": model, "choices": [{"index": index, **row}]}
+
+
+def _sse(payload: dict) -> str:
+    return f"data: {json.dumps(payload)}\n\n"

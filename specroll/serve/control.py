@@ -1,0 +1,227 @@
+"""The control plane under vLLM's names, with SkyRL's, SGLang's and AReaL's aliases: pause and resume,
+aborts, sleep and wake-up, prefix-cache reset, weight updates from a safetensors directory (between
+forwards only), weight info and world size."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from specroll.serve.errors import ApiError
+from specroll.serve.state import ServeState, read_json
+
+PAUSE_MODES = ("keep", "abort", "wait")
+router = APIRouter()
+
+
+def _state(request: Request) -> ServeState:
+    state: ServeState = request.app.state.serve
+    state.ready()
+    return state
+
+
+async def _body(request: Request, state: ServeState) -> dict:
+    body = await read_json(request, state.options.max_body_bytes)
+    if not isinstance(body, dict):
+        raise ApiError("the body must be a JSON object")
+    return body
+
+
+async def pause(state: ServeState, mode: str) -> dict:
+    if mode not in PAUSE_MODES:
+        raise ApiError(f"mode: must be one of {', '.join(PAUSE_MODES)}, got {mode!r}", "mode")
+    loop = state.engine_loop
+    await loop.call(lambda: loop.pause(mode))
+    if mode == "wait":
+        await loop.drained()
+    return {"status": "paused", "mode": mode, "success": True, "message": f"paused ({mode})"}
+
+
+@router.post("/pause")
+async def pause_route(request: Request, mode: str = "abort") -> dict:
+    state = _state(request)
+    body = await _body(request, state)
+    return await pause(state, body.get("mode", mode))
+
+
+@router.post("/areal_pause_generation")
+async def areal_pause(request: Request) -> dict:
+    return await pause(_state(request), "abort")
+
+
+@router.post("/resume")
+@router.post("/areal_continue_generation")
+async def resume(request: Request) -> dict:
+    state = _state(request)
+    await state.engine_loop.call(state.engine_loop.resume)
+    state.sleeping = False
+    return {"status": "resumed", "success": True, "message": "resumed"}
+
+
+@router.get("/is_paused")
+async def is_paused(request: Request) -> dict:
+    loop = _state(request).engine_loop
+    return {"is_paused": loop.paused or loop.draining}
+
+
+@router.post("/abort_requests")
+@router.post("/abort_request")
+async def abort_requests(request: Request) -> dict:
+    """Abort the named responses (`request_ids`: response ids), or every running one."""
+    state = _state(request)
+    body = await _body(request, state)
+    ids = body.get("request_ids")
+    if ids is None or body.get("abort_all"):
+        count = await state.engine_loop.call(state.engine_loop.abort_all)
+        return {"aborted": count}
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise ApiError("request_ids: must be a list of response ids", "request_ids")
+    generations = [state.generations[i] for i in ids if i in state.generations]
+    for generation in generations:
+        state.service.abort(generation)
+    return {"aborted": sum(len(g.choices) for g in generations)}
+
+
+@router.post("/sleep")
+async def sleep(request: Request) -> dict:
+    """Pause (keep) and report sleeping; on the CPU there is no device memory to hand back."""
+    state = _state(request)
+    await _body(request, state)
+    await pause(state, "keep")
+    state.sleeping = True
+    return {"status": "sleeping"}
+
+
+@router.post("/wake_up")
+async def wake_up(request: Request) -> dict:
+    state = _state(request)
+    await _body(request, state)
+    await state.engine_loop.call(state.engine_loop.resume)
+    state.sleeping = False
+    return {"status": "awake"}
+
+
+@router.get("/is_sleeping")
+async def is_sleeping(request: Request) -> dict:
+    return {"is_sleeping": _state(request).sleeping}
+
+
+@router.post("/reset_prefix_cache")
+async def reset_prefix_cache(request: Request) -> dict:
+    """The engine keeps no prefix cache across requests: nothing stale to drop."""
+    state = _state(request)
+    await _body(request, state)
+    return {"success": True}
+
+
+def _weights_dir(body: dict) -> str:
+    info = body.get("update_info") if isinstance(body.get("update_info"), dict) else body
+    for name in ("model_path", "path", "weights_dir", "load_path"):
+        if isinstance(info.get(name), str):
+            return info[name]
+    where = "update_info." if info is not body else ""
+    raise ApiError(
+        f"{where}model_path: give the directory of the new weights (safetensors); specroll serve "
+        "takes no tensors over NCCL or HTTP",
+        f"{where}model_path",
+    )
+
+
+async def update_weights(state: ServeState, directory: str) -> dict:
+    """Read the safetensors (refusing pickles) off the engine thread, then swap them in between forwards."""
+    from specroll.model.loader import load_state_dict
+
+    try:
+        weights = await asyncio.to_thread(load_state_dict, Path(directory))
+    except (ValueError, FileNotFoundError) as err:
+        raise ApiError(f"model_path: {err}", "model_path") from None
+    loop = state.engine_loop
+
+    def swap() -> int:
+        loop.engine.runner.load_weights(weights)
+        loop.weight_version += 1
+        loop.engine.advance_step(loop.weight_version)  # history and grouped drafters key by version
+        return loop.weight_version
+
+    try:
+        version = await loop.call(swap)
+    except ValueError as err:
+        raise ApiError(f"model_path: {err}", "model_path") from None
+    return {"success": True, "message": f"weights from {directory}", "weight_version": version}
+
+
+@router.post("/update_weights")
+@router.post("/areal_update_weights")
+@router.post("/update_weights_from_disk")
+async def update_weights_route(request: Request) -> dict:
+    state = _state(request)
+    return await update_weights(state, _weights_dir(await _body(request, state)))
+
+
+@router.get("/weight_info")
+async def weight_info(request: Request) -> dict:
+    state = _state(request)
+    loop = state.engine_loop
+
+    def info() -> dict:
+        from specroll.train.weights import weights_sha256
+
+        if loop.weight_version not in state.weights_sha256:
+            state.weights_sha256[loop.weight_version] = weights_sha256(loop.engine.runner.model)
+        return {
+            "weight_version": loop.weight_version,
+            "weights_sha256": state.weights_sha256[loop.weight_version],
+            "drafter_step": loop.engine.training_step,  # the version history drafting files responses under
+        }
+
+    return await loop.call(info)
+
+
+@router.get("/get_world_size")
+async def world_size(request: Request) -> dict[str, Any]:
+    return {"world_size": 1}
+
+
+@router.get("/get_server_info")
+async def server_info(request: Request) -> dict[str, Any]:
+    state = request.app.state.serve
+    return {"world_size": 1, "model": state.options.model_name, "max_model_len": state.options.max_model_len}
+
+
+@router.post("/start_weight_update")
+@router.post("/finish_weight_update")
+async def weight_update_bracket(request: Request) -> dict:
+    """vLLM's brackets around a disk update: /update_weights applies one by itself, so nothing to do."""
+    state = _state(request)
+    await _body(request, state)
+    return {"success": True}
+
+
+@router.post("/init_weight_transfer_engine")
+@router.post("/collective_rpc")
+@router.post("/areal_init_weights_update_group")
+@router.post("/areal_update_weights_xccl")
+async def transfer_engine(request: Request) -> dict:
+    raise ApiError(
+        f"{request.url.path}: specroll serve takes weights from disk only: POST /update_weights with "
+        '{"update_info": {"path": DIR}} or /areal_update_weights with {"model_path": DIR} (safetensors)',
+        "update_info.path",
+    )
+
+
+@router.post("/finish_session")
+async def finish_session(request: Request) -> dict:
+    """SkyRL ends a trajectory's session (routing state in a router): this server keeps none."""
+    _state(request)
+    return {"success": True}
+
+
+@router.post("/v1/load_lora_adapter")
+@router.post("/v1/unload_lora_adapter")
+@router.post("/skyrl/v1/load_lora_adapter")
+@router.post("/areal_update_weights_lora")
+async def lora(request: Request) -> dict:
+    raise ApiError(f"{request.url.path}: LoRA adapters are not supported by specroll serve", "lora_name")

@@ -1,0 +1,184 @@
+"""The JSON each endpoint answers with, built from finished (or streaming) choices. Every choice
+carries what replays it (`seed`, `sample_index`) and the weight version that drew its tokens."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from specroll.serve.choice import Choice
+from specroll.serve.protocol import GenerateCall
+
+
+def replay_fields(call: GenerateCall, c: Choice) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "seed": call.seed,
+        "sample_index": c.sample_index,
+        "group_id": c.group_id,
+        "weight_version": c.weight_version,
+    }
+    if len(c.versions) > 1:  # the weights changed under it: from which token each version drew
+        fields["weight_versions"] = [{"from_token": t, "version": v} for t, v in c.versions]
+    if c.error:
+        fields["error"] = c.error
+    return fields
+
+
+def _token_strings(codec, call: GenerateCall, token_ids: list[int]) -> list[str]:
+    if call.tokens_as_ids:
+        return [f"token_id:{t}" for t in token_ids]
+    return [codec.token_text(t) for t in token_ids]
+
+
+def _usage(choices: list[Choice]) -> dict[str, int]:
+    prompt = sum(
+        len(p) for p in {(c.group_id, c.prompt_token_ids): c.prompt_token_ids for c in choices}.values()
+    )
+    completion = sum(len(c.token_ids) for c in choices)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def finish_reason(c: Choice) -> str | None:
+    return "abort" if c.finish_reason == "error" else c.finish_reason
+
+
+# ----- /v1/completions
+
+
+def completion_logprobs(codec, call: GenerateCall, token_ids: list[int], logprobs: list[float], offset: str):
+    if not call.logprobs:
+        return None
+    tokens = _token_strings(codec, call, token_ids)
+    offsets, at = [], len(offset)
+    for t in tokens:
+        offsets.append(at)
+        at += len(t)
+    return {
+        "tokens": tokens,
+        "token_logprobs": list(logprobs),
+        "top_logprobs": [{t: lp} for t, lp in zip(tokens, logprobs)],
+        "text_offset": offsets,
+    }
+
+
+def completion(rid: str, model: str, call: GenerateCall, choices: list[Choice], codec) -> dict[str, Any]:
+    rows = []
+    for c in choices:
+        row = {
+            "index": c.index,
+            "text": c.text,
+            "logprobs": completion_logprobs(codec, call, c.token_ids, c.logprobs, ""),
+            "finish_reason": finish_reason(c),
+            "stop_reason": None,
+            **replay_fields(call, c),
+        }
+        if call.return_token_ids:
+            row["prompt_token_ids"], row["token_ids"] = list(c.prompt_token_ids), list(c.token_ids)
+        rows.append(row)
+    return _envelope(rid, "text_completion", model, call, rows, choices)
+
+
+def latest_version(choices: list[Choice]) -> int | None:
+    versions = [c.weight_version for c in choices if c.weight_version is not None]
+    return max(versions) if versions else None
+
+
+def _envelope(rid, kind, model, call, rows, choices) -> dict[str, Any]:
+    return {
+        "id": rid,
+        "object": kind,
+        "created": int(time.time()),
+        "model": model,
+        "choices": rows,
+        "usage": _usage(choices),
+        "seed": call.seed,
+        "weight_version": latest_version(choices),
+    }
+
+
+# ----- /v1/chat/completions
+
+
+def chat_logprobs(codec, call: GenerateCall, token_ids: list[int], logprobs: list[float]):
+    if not call.logprobs:
+        return None
+    tokens = _token_strings(codec, call, token_ids)
+    return {
+        "content": [
+            {
+                "token": s,
+                "logprob": lp,
+                "bytes": list(s.encode()),
+                "top_logprobs": [{"token": s, "logprob": lp, "bytes": list(s.encode())}],
+            }
+            for s, lp in zip(tokens, logprobs)
+        ]
+    }
+
+
+def chat(rid: str, model: str, call: GenerateCall, choices: list[Choice], codec) -> dict[str, Any]:
+    rows = []
+    for c in choices:
+        row = {
+            "index": c.index,
+            "message": {"role": "assistant", "content": c.text},
+            "logprobs": chat_logprobs(codec, call, c.token_ids, c.logprobs),
+            "finish_reason": finish_reason(c),
+            "stop_reason": None,
+            **replay_fields(call, c),
+        }
+        if call.return_token_ids:
+            row["token_ids"] = list(c.token_ids)
+        rows.append(row)
+    body = _envelope(rid, "chat.completion", model, call, rows, choices)
+    if call.return_token_ids:
+        body["prompt_token_ids"] = list(choices[0].prompt_token_ids)
+    return body
+
+
+# ----- SkyRL's /inference/v1/generate
+
+
+def skyrl_generate(rid: str, model: str, call: GenerateCall, choices: list[Choice], codec) -> dict[str, Any]:
+    rows = []
+    for c in choices:
+        logprobs = None
+        if call.logprobs:
+            logprobs = {"content": [{"token_id": t, "logprob": lp} for t, lp in zip(c.token_ids, c.logprobs)]}
+        rows.append(
+            {
+                "index": c.index,
+                "token_ids": list(c.token_ids),
+                "logprobs": logprobs,
+                "finish_reason": finish_reason(c),
+                **replay_fields(call, c),
+            }
+        )
+    return {
+        "request_id": rid,
+        "model": model,
+        "choices": rows,
+        "seed": call.seed,
+        "weight_version": latest_version(choices),
+    }
+
+
+# ----- SGLang's /generate
+
+
+def sglang_generate(rid: str, call: GenerateCall, choices: list[Choice]) -> dict[str, Any] | list:
+    rows = [_sglang_one(f"{rid}-{c.index}", call, c) for c in choices]
+    return rows[0] if len(rows) == 1 else rows
+
+
+def _sglang_one(rid: str, call: GenerateCall, c: Choice) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "id": rid,
+        "finish_reason": {"type": finish_reason(c)},
+        "prompt_tokens": len(c.prompt_token_ids),
+        "completion_tokens": len(c.token_ids),
+        **replay_fields(call, c),
+    }
+    if call.logprobs:
+        meta["output_token_logprobs"] = [[lp, t, None] for t, lp in zip(c.token_ids, c.logprobs)]
+    return {"text": c.text, "output_ids": list(c.token_ids), "meta_info": meta}
