@@ -7,8 +7,8 @@ depend on how its work is split between threads; MKL documents that its results 
 run to run. Measured on an AMD EPYC (AVX2 branch) with 2 threads: a 1-3-row `F.linear` changed bits
 when its weight or input lay 4 or 8 bytes off a 64-byte boundary, and 5-11-row calls changed bits
 between 1 and 2 threads. MKL's *strict* CNR mode makes ?gemm bitwise reproducible whatever the thread
-count and the alignment (on its AVX2 and AVX-512 branches): under `AUTO,STRICT` neither effect is left,
-and a SmolLM2-shaped forward gives the same logits on 1 thread as on 2.
+count (on its AVX2 and AVX-512 branches, as MKL documents): under `AUTO,STRICT` neither effect is left
+here, and a SmolLM2-shaped forward gives the same logits on 1 thread as on 2.
 
 MKL reads the mode once, at its first call, from the environment: importing specroll sets
 `MKL_CBWR=AUTO,STRICT` unless it is already set (`specroll/__init__.py`). A process that ran MKL
