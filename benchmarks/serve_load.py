@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 from specroll.model.catalog import resolve_model_dir  # noqa: E402
 from specroll.rollout import RolloutConfig, encode_prompts, load_problems  # noqa: E402
 from specroll.tokenizer import load_tokenizer  # noqa: E402
-from served import Server  # noqa: E402
+from specroll.serve.child import ServeProcess  # noqa: E402
 
 DEFAULTS = RolloutConfig()
 
@@ -394,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
         weights = scratch / "perturbed"
         write_perturbed(Path(model_dir), weights, args.perturb, args.seed)
     load_start = [round(x, 2) for x in os.getloadavg()]
-    server = Server(["--model", str(model_dir), "--seed", str(args.seed), *args.server_arg], args.log)
+    server = ServeProcess(["--model", str(model_dir), "--seed", str(args.seed), *args.server_arg], args.log)
     marks: dict[str, float | None] = {}
     warm: list[dict] = []
     warm_answers: list[list[dict]] = []

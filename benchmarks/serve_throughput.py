@@ -41,7 +41,7 @@ from specroll.rollout import (  # noqa: E402
 )
 from specroll.model.catalog import resolve_model_dir  # noqa: E402
 from specroll.tokenizer import load_tokenizer  # noqa: E402
-from served import Server  # noqa: E402
+from specroll.serve.child import ServeProcess  # noqa: E402
 
 DEFAULTS = RolloutConfig()
 
@@ -261,9 +261,11 @@ def main(argv: list[str] | None = None) -> int:
         "rounds": [],
     }
     report["uptime_start"] = [round(x, 2) for x in os.getloadavg()]
-    servers = [Server(server_args(config, args, longest, args.speculate), args.log_dir / "serve_on.log")]
+    on = server_args(config, args, longest, args.speculate)
+    servers = [ServeProcess(on, args.log_dir / "serve_on.log")]
     if not args.no_off:  # both load together; an idle server takes next to no CPU
-        servers.append(Server(server_args(config, args, longest, "off"), args.log_dir / "serve_off.log"))
+        off = server_args(config, args, longest, "off")
+        servers.append(ServeProcess(off, args.log_dir / "serve_off.log"))
     codes, off_rounds = [], []
     try:
         for server in servers:

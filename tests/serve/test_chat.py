@@ -7,7 +7,7 @@ import httpx
 import openai
 import pytest
 
-from conftest import ServerProcess
+from specroll.serve.child import ServeProcess
 from specroll.model.catalog import pulled_manifest
 
 MESSAGES = [{"role": "user", "content": "What is 2 + 3?"}]
@@ -17,17 +17,19 @@ MESSAGES = [{"role": "user", "content": "What is 2 + 3?"}]
 def chat_server():
     if pulled_manifest("smollm2") is None:
         pytest.skip("smollm2 is not pulled (`specroll models pull smollm2`)")
-    server = ServerProcess(
-        "--model",
-        "smollm2",
-        "--speculate",
-        "off",
-        "--max-model-len",
-        "128",
-        "--max-batch-size",
-        "4",
-        "--max-tokens",
-        "16",
+    server = ServeProcess(
+        [
+            "--model",
+            "smollm2",
+            "--speculate",
+            "off",
+            "--max-model-len",
+            "128",
+            "--max-batch-size",
+            "4",
+            "--max-tokens",
+            "16",
+        ]
     )
     try:
         yield server.wait_ready()

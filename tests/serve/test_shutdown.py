@@ -8,13 +8,12 @@ import time
 
 import httpx
 
-from conftest import ServerProcess
+from specroll.serve.child import ServeProcess
 
 
 def test_sigterm_answers_in_flight_requests_and_exits_0():
-    server = ServerProcess(
-        "--speculate", "off", "--max-model-len", "64", "--max-batch-size", "4"
-    ).wait_ready()
+    args = ["--speculate", "off", "--max-model-len", "64", "--max-batch-size", "4"]
+    server = ServeProcess(args).wait_ready()
     answers: list = []
     try:
         httpx.post(server.url + "/pause", params={"mode": "keep"})  # so the request is still in flight

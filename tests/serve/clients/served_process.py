@@ -5,22 +5,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
-import socket
-import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
+from specroll.serve.child import ServeProcess
+
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def http_json(url: str, body: dict | None = None, method: str | None = None, timeout: float = 60.0):
@@ -37,55 +28,21 @@ def http_json(url: str, body: dict | None = None, method: str | None = None, tim
     return status, (json.loads(raw) if raw else None)
 
 
-class ServedModel:
-    """Starts `python -m specroll.cli serve ARGS` and waits for /health; `stop()` sends SIGTERM."""
+class ServedModel(ServeProcess):
+    """`specroll serve ARGS`, ready (`/health`) when constructed; `stop()` sends SIGTERM."""
 
     def __init__(self, args: list[str], log_path: Path, startup_s: float = 120.0) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = log_path
-        command = [sys.executable, "-m", "specroll.cli", "serve", "--host", "127.0.0.1"]
-        command += ["--port", str(self.port)]
-        self._log = open(log_path, "wb")
-        self.process = subprocess.Popen(command + args, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT)
+        super().__init__(args, log_path)
         try:
-            self._wait_healthy(startup_s)
+            self.wait_ready(startup_s)
         except BaseException:
             self.stop()
             raise
-
-    def log(self, tail: int = 4000) -> str:
-        self._log.flush()
-        return self.log_path.read_bytes()[-tail:].decode(errors="replace")
-
-    def _wait_healthy(self, startup_s: float) -> None:
-        deadline = time.monotonic() + startup_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"specroll serve exited with {self.process.returncode}:\n{self.log()}")
-            try:
-                if http_json(f"{self.url}/health", timeout=2.0)[0] == 200:
-                    return
-            except (OSError, ValueError):
-                pass
-            time.sleep(0.2)
-        raise RuntimeError(f"specroll serve did not answer /health within {startup_s:.0f} s:\n{self.log()}")
 
     def model_id(self) -> str:
         status, body = http_json(f"{self.url}/v1/models")
         assert status == 200, body
         return body["data"][0]["id"]
-
-    def stop(self) -> int | None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._log.close()
-        return self.process.returncode
 
 
 def perturbed_copy(source: Path, dest: Path, scale: float = 1.0, seed: int = 0) -> Path:
