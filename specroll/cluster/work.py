@@ -31,6 +31,7 @@ class WorkItem:
     params: SamplingParams
     output_token_ids: tuple[int, ...]  # generated so far: the worker resumes after them
     output_logprobs: tuple[float, ...]
+    noise_key: int | None = None  # the request's (`Request.noise_key`): its tokens on any worker
 
     def __post_init__(self) -> None:
         if len(self.output_token_ids) >= self.params.max_tokens:
@@ -50,6 +51,7 @@ class WorkItem:
             request.params,
             (),
             (),
+            request.noise_key,
         )
 
     def to_request(self) -> Request:
@@ -62,6 +64,7 @@ class WorkItem:
             self.params,
             list(self.output_token_ids),
             list(self.output_logprobs),
+            noise_key=self.noise_key,
         )
 
 

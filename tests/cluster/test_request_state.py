@@ -51,3 +51,12 @@ def test_an_update_that_disagrees_with_the_tokens_held_is_not_applied():
 def test_an_update_carries_the_finish_its_request_decided(ended, reason, error):
     with pytest.raises(ValueError, match="an update that ends carries its finish reason"):
         Update(7, 0, (), (), ended, reason, error)
+
+
+def test_a_resumed_request_keeps_its_noise_key_on_any_worker():
+    """The key its tokens are drawn with (a served choice's seed and index) survives every dispatch."""
+    keyed = Request(7, 2, 1, (5, 6, 7), SamplingParams(max_tokens=4), noise_key=123456789)
+    state = RequestState(WorkItem.first(keyed))
+    assert state.apply(Update(7, 0, (11,), (-0.5,)))
+    assert state.work_item().to_request().noise_key == 123456789
+    assert WorkItem.first(request()).to_request().noise_key == 7  # unkeyed: its request id
