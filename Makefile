@@ -34,13 +34,8 @@ skyrl-client:
 test-all: models
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
 
-# on a machine with a CUDA GPU: the GPU tests, then SmolLM2 in bf16 (CUDA graphs on, as by default
-# there) against eager forwards, transformers' generate and the all-accepted bound at width 5 (oracle
-# drafts, 4 a forward), and where a step's time goes at batch 64, 1 and 5 wide
-gpu-check: models
-	$(PYTHON) -m pytest $(PYTEST_ARGS) tests/gpu
-	$(PYTHON) -m specroll.cli bench --device cuda --dtype bfloat16 --model smollm2 --task gsm8k \
-		--num-prompts 16 --n 8 --max-tokens 256 --max-batch-size 128 --repeats 3 --fast-numerics \
-		--systems plain,plain-eager,speculative,oracle:fixed-4,hf-generate
-	$(PYTHON) benchmarks/step_trace.py --model smollm2 --device cuda --dtype bfloat16 --batch 64 --width 1
-	$(PYTHON) benchmarks/step_trace.py --model smollm2 --device cuda --dtype bfloat16 --batch 64 --width 5
+# on a bare machine with a CUDA GPU, offline, within eight minutes: installs and downloads nothing
+# (scripts/gpu_check.py: a model of SmolLM2's shape built there, the GPU tests, bench, step traces);
+# results in $OUT or runs/gpu-check; PARTS=bench-64,trace reruns parts; --smoke runs it on a CPU
+gpu-check:
+	$(PYTHON) scripts/gpu_check.py

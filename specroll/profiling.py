@@ -2,13 +2,15 @@
 
 A forward of b rows, n new tokens each, after `context_length` cached positions is timed directly
 on a `ModelRunner`: the cache's contents do not change the work, so nothing is prefilled.
-Each point is the median of `repeats` timings after `warmup` untimed ones.
+Each point is the median of `repeats` timings after `warmup` untimed ones. The fit records the
+device type it was measured on (`CostModel.device`): it prices forwards there only.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -79,13 +81,25 @@ def profile_checkpoint(
     dtype: torch.dtype = torch.float32,
     cuda_graphs: bool = False,
 ) -> tuple[CostModel, list[LatencySample]]:
-    """Profile the target (and the draft model, if given) and fit the cost model."""
+    """Profile the target (and the draft model, if given) on `device` and fit the cost model."""
     # the target as the engine runs it by default (batch-invariant on the CPU only); the draft
     # model's numerics never matter
     numerics = is_batch_invariant(device, fast_numerics=False)
     runner = build_runner(model_dir, grid, dtype, device, numerics, cuda_graphs)
-    target = forward_timer(runner, grid)
     draft = None
     if draft_model_dir is not None:
         draft = forward_timer(build_runner(draft_model_dir, grid, dtype, device), grid)
-    return fit_on_grid(grid, target, draft, source, on_sample)
+    return profile_runner(runner, grid, draft, source, on_sample)
+
+
+def profile_runner(
+    runner: ModelRunner,
+    grid: ProfileGrid,
+    draft: ForwardTimer | None = None,
+    source: str = "",
+    on_sample: Callable[[LatencySample], None] | None = None,
+) -> tuple[CostModel, list[LatencySample]]:
+    """The cost model of `runner`'s forwards on the grid, marked with the device type it was measured
+    on (and the samples it was fitted to); `draft` times the draft model's forwards for D(b)."""
+    model, samples = fit_on_grid(grid, forward_timer(runner, grid), draft, source, on_sample)
+    return replace(model, device=runner.device.type), samples

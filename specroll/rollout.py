@@ -17,7 +17,7 @@ from specroll.engine.request import Request, RequestOutput, SamplingParams
 from specroll.engine.spec import EngineSpec
 from specroll.model.catalog import resolve_model_dir
 from specroll.model.loader import read_config
-from specroll.policies.cost_model import CostModel
+from specroll.policies.cost_model import CostModel, check_profile_device
 from specroll.policies.registry import DEFAULT_POLICY
 from specroll.placement import check_placement
 from specroll.tail import tail_seconds
@@ -58,7 +58,7 @@ class RolloutConfig:
     draft_head_dir: Path | None = None  # None: <model_dir>/draft-head, where `specroll head train` saves
     step: int = 0  # the RL training step this rollout belongs to
     threads: int = 0  # CPU threads for torch; 0 = auto (`specroll.engine.factory.cpu_threads`)
-    cost_model: Path | None = None  # a `specroll profile` fit; None = profiles/<model>.cost.json if present
+    cost_model: Path | None = None  # a profile fit; None = one of `device`, by name (cost_model_path)
     batch_invariant: bool = True  # False: faster forwards whose logits vary with the batch by ~1e-5
     device: str = "cpu"  # cpu | cuda (resolved: `specroll.model.device.resolve_device`)
     dtype: str = "float32"  # float32 | bfloat16 | float16
@@ -193,20 +193,24 @@ ProgressFn = Callable[[Engine, int, int], None]  # engine, finished requests, ou
 
 
 def cost_model_path(config: RolloutConfig) -> Path | None:
-    """The profiled cost model for this checkpoint: the one given, else profiles/<model>.cost.json
-    here or beside the checkout; None without one (policies then use their default)."""
+    """The profiled cost model for this checkpoint on the rollout's device (`config.device`, resolved):
+    the one given, refused (ValueError) if measured on another device type; else the first
+    profiles/<model>.cost.json here or beside the checkout measured on this device type (a profile of
+    another device is passed over); None without one (on the CPU the policies then use their default;
+    elsewhere the engine measures its own prices, `engine.device_prices`)."""
     if config.cost_model is not None:
+        check_profile_device(CostModel.load(config.cost_model), config.device, config.cost_model)
         return Path(config.cost_model)
     name = f"{Path(config.model_dir).resolve().name}.cost.json"
-    for folder in (Path("profiles"), PROFILES):
-        if (folder / name).is_file():
-            return (folder / name).resolve()
+    for path in (Path("profiles") / name, PROFILES / name):
+        if path.is_file() and CostModel.load(path).device == config.device:
+            return path.resolve()
     return None
 
 
 def load_cost_model(config: RolloutConfig) -> CostModel | None:
-    """The profile `cost_model_path` finds, as measured (the engine's policy prices model-free drafts
-    at nothing: `factory.policy_cost_model`)."""
+    """The profile `cost_model_path` finds for the rollout's device, as measured (the engine's policy
+    prices model-free drafts at nothing: `factory.policy_cost_model`); None without one."""
     path = cost_model_path(config)
     return CostModel.load(path) if path is not None else None
 

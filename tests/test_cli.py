@@ -119,6 +119,29 @@ def test_bad_flags_give_clear_errors(flags, message, tmp_path, capsys):
     assert message in err and len(err.strip().splitlines()) == 1  # one line, no traceback
 
 
+@pytest.mark.parametrize("command", ["rollout", "bench", "serve"])
+def test_the_cost_model_flag_reaches_the_config(command, tmp_path):
+    from specroll.cli import build_parser
+    from specroll.commands.rollout import config_from_args
+
+    path = tmp_path / "fit.cost.json"
+    args = build_parser(command).parse_args([command, "--cost-model", str(path), "--device", "cpu"])
+    assert config_from_args(args).cost_model == path
+    assert config_from_args(build_parser(command).parse_args([command, "--device", "cpu"])).cost_model is None
+
+
+def test_a_cost_model_of_another_device_is_a_one_line_error(tmp_path, capsys):
+    from specroll.policies.cost_model import CostModel
+
+    path = tmp_path / "gpu.cost.json"
+    CostModel(c_base=1e-5, c_tok=1e-7, device="cuda").save(path)
+    flags = ["--device", "cpu", "--cost-model", str(path), "--no-progress"]
+    assert main(["rollout", *SMALL, *flags, "--out", str(tmp_path / "x.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert f"cost model {path} was measured on cuda, but this rollout runs on cpu" in err
+    assert len(err.strip().splitlines()) == 1
+
+
 def test_simulate_on_a_profile(capsys):
     argv = [
         "simulate",

@@ -1,8 +1,9 @@
 """`specroll profile`: time target (and draft model) forwards on this machine and fit the cost model.
 
 The fit is written to `profiles/<model dir name>.cost.json` (relative to the working directory)
-unless `--out` says otherwise. `CostModel.load` reads it back for the engine (a rollout finds it
-there by the model's directory name, or takes `RolloutConfig.cost_model`) and for the simulator
+unless `--out` says otherwise, with the device type it was measured on (`--device`). `CostModel.load`
+reads it back for the engine (a rollout finds it there by the model's directory name, or takes
+`RolloutConfig.cost_model`, on that device type only) and for the simulator
 (`specroll simulate --cost-model FILE`, where `sim.profiled_cost.ProfiledCost` makes it every
 worker's forward cost and the engine's policies in the simulated workers reason with it).
 """

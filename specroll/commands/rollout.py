@@ -56,8 +56,8 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
-    """How the engine runs: the checkpoint, drafting, verification, batch, numerics and device (also
-    `specroll serve`'s)."""
+    """How the engine runs: the checkpoint, drafting, verification, batch, numerics, device and cost
+    model (also `specroll serve`'s)."""
     parser.add_argument(
         "--model", type=str, default=DEFAULTS.model_dir, help="checkpoint directory or model name"
     )
@@ -82,6 +82,14 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-batch-size", type=int, default=DEFAULTS.max_batch_size)
     parser.add_argument("--max-draft", type=int, default=DEFAULTS.max_draft)
     parser.add_argument("--threads", type=int, default=DEFAULTS.threads, help="CPU threads (0 = auto)")
+    parser.add_argument(
+        "--cost-model",
+        type=Path,
+        default=DEFAULTS.cost_model,
+        metavar="FILE.json",
+        help="a `specroll profile` fit measured on this --device, for the speculation policy and "
+        "bench's predictions (default: profiles/<model dir name>.cost.json where one of the device is there)",
+    )
     parser.add_argument(
         "--fast-numerics",
         action="store_true",
@@ -111,7 +119,7 @@ def add_device_arguments(parser: argparse.ArgumentParser) -> None:
 # flags named as RolloutConfig's fields; the worker flags only where the command has them
 _SAME_NAMED = (
     "task num_prompts n max_tokens temperature top_k top_p seed policy verify max_batch_size max_draft "
-    "threads dtype prompts prompt_field answer_field sampling_rule"
+    "threads dtype prompts prompt_field answer_field sampling_rule cost_model"
 ).split()
 _WORKER_FLAGS = ("workers", "dispatch", "chunk_tokens", "worker_backend", "fastest_of_n")
 # the flags whose RolloutConfig field `config_from_args` names otherwise (every other flag names its field)

@@ -1,24 +1,27 @@
 """Building the rollout engine from an `EngineSpec`: the checkpoint, the drafter and policy it names,
-the profiled cost model, and torch's threads. The one way every caller builds an engine: a one-process
-rollout, each worker of a multi-worker one, the trainer and the TRL adapter."""
+the profiled cost model (or, off the CPU without one, prices measured on the device), and torch's
+threads. The one way every caller builds an engine: a one-process rollout, each worker of a
+multi-worker one, the trainer and the TRL adapter."""
 
 from __future__ import annotations
 
 import os
 import warnings
+from pathlib import Path
 
 import torch
 
 from specroll.drafting.protocol import Drafter
 from specroll.drafting.registry import DrafterContext, make_drafter
 from specroll.engine.config import EngineConfig
+from specroll.engine.device_prices import measure_device_prices, needs_device_profile
 from specroll.engine.engine import Engine
 from specroll.model.blas_mode import irreproducibility
 from specroll.model.device import torch_dtype
 from specroll.engine.spec import EngineSpec
 from specroll.model.loader import read_config
 from specroll.model.runner import ModelRunner, batch_invariance_available
-from specroll.policies.cost_model import Affine, CostModel
+from specroll.policies.cost_model import Affine, CostModel, check_profile_device
 from specroll.policies.registry import make_policy
 
 
@@ -69,11 +72,13 @@ def _multithread_hazard(spec: EngineSpec) -> str | None:
 
 
 def policy_cost_model(spec: EngineSpec) -> CostModel | None:
-    """The cost model the policy reads: the spec's profile, or None (the policy's default). Model-free
-    drafting is priced at nothing: the profile's draft costs are a draft model's."""
+    """The cost model the policy reads: the spec's profile (refused if measured on another device
+    type), or None. Model-free drafting is priced at nothing: the profile's draft costs are a draft
+    model's."""
     if spec.cost_model is None:
         return None
     cost_model = CostModel.load(spec.cost_model)
+    check_profile_device(cost_model, spec.device, spec.cost_model)
     return cost_model if spec.runs_draft_model else cost_model.with_draft(Affine(0.0, 0.0))
 
 
@@ -97,11 +102,20 @@ def build_engine(spec: EngineSpec, longest_prompt: int, drafter: Drafter | None 
             runner.config.vocab_size, max_model_len=engine_config.max_model_len, target=runner, **shared
         )
         drafter = make_drafter(spec.drafter, context)
-    cost_model = policy_cost_model(spec)
-    if cost_model is not None and hasattr(drafter, "draft_cost"):  # a drafter that measures its own cost
-        cost_model = cost_model.with_draft(Affine(*drafter.draft_cost()))
+    cost_model = engine_cost_model(spec, runner, drafter)
     policy = make_policy(spec.policy if drafter is not None else "none", cost_model)
     return Engine(runner, engine_config, drafter, policy, training_step=spec.step)
+
+
+def engine_cost_model(spec: EngineSpec, runner: ModelRunner, drafter: Drafter | None) -> CostModel | None:
+    """The policy's prices: the spec's profile, else, off the CPU, the engine's own measurement on its
+    device (`device_prices`); None leaves the policy its default (the CPU's)."""
+    cost_model = policy_cost_model(spec)
+    if needs_device_profile(spec.device, cost_model, drafter is not None and spec.max_draft > 0):
+        cost_model = measure_device_prices(runner, spec.max_draft, Path(spec.model_dir).name)
+    if cost_model is not None and hasattr(drafter, "draft_cost"):  # a drafter that measures its own cost
+        cost_model = cost_model.with_draft(Affine(*drafter.draft_cost()))
+    return cost_model
 
 
 def _engine_config(spec: EngineSpec, longest_prompt: int) -> EngineConfig:

@@ -17,6 +17,9 @@ c_ctx * ctx) (`verify_affine`).
 Speculation math uses one per-token acceptance probability alpha (acceptance of draft token i is
 independent given the ones before it were accepted, Leviathan et al. 2023): a draft of k tokens
 emits `speculation_math.expected_tokens(alpha, k)` tokens in expectation.
+
+A fit holds the device type its forwards were measured on (`device`: cpu, cuda, ...), and prices
+forwards there only: a CPU's figures would misprice every step on a GPU (`check_profile_device`).
 """
 
 from __future__ import annotations
@@ -71,8 +74,11 @@ class CostModel:
     draft_row: float = 0.0
     fit_error: float | None = None  # mean relative error on the samples it was fitted to
     source: str = ""  # what was measured, where
+    device: str = "cpu"  # the device type the forwards were measured on (the in-code fits are a CPU's)
 
     def __post_init__(self) -> None:
+        if not self.device:
+            raise ValueError("a cost model needs the device type it was measured on, got ''")
         for name in ("c_base", "c_tok", "c_ctx", "c_row", "c_row_ctx", "draft_base", "draft_row"):
             if getattr(self, name) < 0:
                 raise ValueError(f"cost model coefficient {name} must be >= 0, got {getattr(self, name)}")
@@ -117,7 +123,19 @@ class CostModel:
 
     @classmethod
     def load(cls, path: str | Path) -> "CostModel":
-        return cls(**json.loads(Path(path).read_text()))
+        """A saved fit. One saved before fits recorded their device has no `device`: every such
+        profile was measured on a CPU, so it loads as a CPU's."""
+        return cls(**{"device": "cpu", **json.loads(Path(path).read_text())})
+
+
+def check_profile_device(model: CostModel, device: str, path: str | Path) -> None:
+    """Refuse the profile at `path` for a rollout on `device` if it was measured on another device type."""
+    if model.device != device:
+        raise ValueError(
+            f"cost model {path} was measured on {model.device}, but this rollout runs on {device}: a "
+            f"profile prices forwards only on the device it was measured on (write one with "
+            f"`specroll profile --model MODEL --device {device}`)"
+        )
 
 
 def speedup(model: CostModel, alpha: float, k: int, batch_size: int, context_length: float = 0.0) -> float:

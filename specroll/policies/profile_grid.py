@@ -47,15 +47,30 @@ class ProfileGrid:
         widths = sorted({1, 2, *(w + 1 for w in powers_of_two(max_draft))})
         return cls(batches, tuple(widths), context_lengths, repeats)
 
+    @classmethod
+    def quick(cls, max_batch_size: int, max_draft: int, max_context: int) -> "ProfileGrid":
+        """A few seconds' grid, for an engine pricing its own device (`engine.device_prices`): batches
+        1, 4, 16, ... and max_batch_size; widths 1, 2 and max_draft + 1; contexts 0, 64 and 512 held to
+        max_context (64 to half of it, so that a short cache still gives three); one warm-up and two
+        timed repeats a point. Three contexts and two widths are the six points a fit needs at batch 1."""
+        widths = sorted({1, min(2, max_draft + 1), max_draft + 1})
+        contexts = sorted({0, min(64, max_context // 2), min(512, max_context)})
+        return cls(powers(max_batch_size, 4), tuple(widths), tuple(contexts), repeats=2, warmup=1)
+
     @property
     def capacity(self) -> int:
         return max(self.context_lengths) + max(self.tokens_per_sequence)
 
 
 def powers_of_two(limit: int) -> tuple[int, ...]:
+    return powers(limit, 2)
+
+
+def powers(limit: int, base: int) -> tuple[int, ...]:
+    """1, base, base**2, ... up to limit, and limit itself."""
     values = [1]
-    while values[-1] * 2 <= limit:
-        values.append(values[-1] * 2)
+    while values[-1] * base <= limit:
+        values.append(values[-1] * base)
     if values[-1] != limit and limit > 0:
         values.append(limit)
     return tuple(values)

@@ -34,6 +34,7 @@ def test_a_bad_spec_is_refused_where_it_is_made(tmp_path, field, value, message)
 
 def test_a_rollout_config_maps_onto_its_engine_spec(qwen2_dir, tmp_path):
     cost = tmp_path / "fit.cost.json"
+    CostModel(c_base=0.01, c_tok=0.001).save(cost)  # a CPU's, as the rollout's device
     config = RolloutConfig(
         model_dir=qwen2_dir,
         max_tokens=40,

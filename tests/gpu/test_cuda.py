@@ -143,14 +143,37 @@ def test_a_recorded_verification_step_gives_the_eager_steps_tokens_on_cuda(qwen2
     assert graphed.static.replayer.num_graphs == 1
 
 
-def test_a_rollout_on_cuda_records_graphs_and_says_what_they_cost(qwen2_dir):
+def test_a_rollout_on_cuda_records_graphs_and_says_what_they_cost(qwen2_dir, tmp_path):
+    from specroll.policies.cost_model import CostModel
     from specroll.rollout import RolloutConfig, run_rollout
 
+    # a profile of the GPU, so that no measuring of prices before the rollout records graphs first
+    profile = tmp_path / "gpu.cost.json"
+    CostModel(c_base=1e-4, c_tok=1e-6, device="cuda").save(profile)
     config = RolloutConfig(
-        model_dir=qwen2_dir, num_prompts=4, n=4, max_tokens=32, device="cuda", batch_invariant=False
+        model_dir=qwen2_dir,
+        num_prompts=4,
+        n=4,
+        max_tokens=32,
+        device="cuda",
+        batch_invariant=False,
+        cost_model=profile,
     )
     graphed = run_rollout(replace(config, cuda_graphs=True))
     eager = run_rollout(config)
     assert graphed.summary.graphs_recorded > 0 and graphed.summary.graph_recording_seconds > 0
     assert eager.summary.graphs_recorded == 0
     assert [r.token_ids for r in graphed.records] == [r.token_ids for r in eager.records]  # fp32: the target
+
+
+def test_an_engine_without_a_profile_of_the_gpu_measures_its_prices_there(qwen2_dir, capsys):
+    """No cuda profile: the engine times its own forwards on the GPU (as CUDA graphs, as it runs
+    them) before the rollout, and its policy prices with that, not with the CPU's default."""
+    from specroll.engine.factory import build_engine
+    from specroll.engine.spec import EngineSpec
+
+    spec = EngineSpec(qwen2_dir, 32, max_batch_size=8, drafter="prompt-lookup", cuda_graphs=True, **GPU)
+    prices = build_engine(spec, longest_prompt=16).policy.cost_model
+    assert prices.device == "cuda" and prices.c_base + prices.c_tok > 0
+    assert prices.source.endswith("on cuda, measured by the engine")
+    assert "no cuda cost profile for" in capsys.readouterr().err

@@ -1,16 +1,23 @@
+import json
+from pathlib import Path
+
 import pytest
 
 from specroll.policies.speculation_math import expected_tokens
 from specroll.policies.cost_model import (
+    DEFAULT_COST_MODEL,
     Affine,
     CostModel,
     LatencySample,
+    check_profile_device,
     fit,
     fit_affine,
     mean_relative_error,
     speedup,
 )
 from specroll.policies.profile_grid import ProfileGrid, fit_on_grid
+
+PROFILES = Path(__file__).resolve().parents[2] / "profiles"  # the committed ones
 
 
 def test_expected_tokens_literals():
@@ -77,9 +84,41 @@ def test_save_and_load_round_trip(tmp_path):
     assert CostModel.load(tmp_path / "sub" / "m.cost.json") == model
 
 
+def test_a_fit_records_its_device(tmp_path):
+    model = CostModel(1e-3, 2e-4, device="cuda")
+    model.save(tmp_path / "m.cost.json")
+    assert json.loads((tmp_path / "m.cost.json").read_text())["device"] == "cuda"
+    assert CostModel.load(tmp_path / "m.cost.json").device == "cuda"
+    assert CostModel(1e-3, 2e-4).device == DEFAULT_COST_MODEL.device == "cpu"  # the in-code fits
+
+
+def test_a_profile_saved_without_a_device_loads_as_a_cpu_one(tmp_path):
+    """Every profile saved before fits recorded their device was measured on a CPU."""
+    (tmp_path / "old.cost.json").write_text(json.dumps({"c_base": 1e-3, "c_tok": 2e-4, "source": "old"}))
+    assert CostModel.load(tmp_path / "old.cost.json") == CostModel(1e-3, 2e-4, source="old", device="cpu")
+
+
+def test_the_committed_profiles_say_they_are_a_cpus():
+    paths = sorted(PROFILES.glob("*.cost.json"))
+    assert paths
+    for path in paths:
+        assert json.loads(path.read_text())["device"] == "cpu", path
+
+
+def test_a_profile_of_another_device_is_refused_naming_both_and_the_file():
+    check_profile_device(CostModel(1e-3, 2e-4, device="cuda"), "cuda", "gpu.cost.json")  # its own: fine
+    with pytest.raises(ValueError) as refused:
+        check_profile_device(CostModel(1e-3, 2e-4), "cuda", "cpu.cost.json")
+    message = str(refused.value)
+    assert message.startswith("cost model cpu.cost.json was measured on cpu, but this rollout runs on cuda")
+    assert "`specroll profile --model MODEL --device cuda`" in message
+
+
 def test_validation():
     with pytest.raises(ValueError):
         CostModel(c_base=-1.0, c_tok=1.0)
+    with pytest.raises(ValueError, match="device type it was measured on"):
+        CostModel(c_base=1.0, c_tok=1.0, device="")
     with pytest.raises(ValueError):
         LatencySample(0, 1, 0, 1.0)
     with pytest.raises(ValueError):

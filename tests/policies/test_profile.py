@@ -1,5 +1,7 @@
 """The profile path on a tiny random checkpoint and a grid small enough to take seconds."""
 
+import json
+
 import torch
 
 from specroll.cli import main
@@ -14,6 +16,17 @@ def test_standard_grid():
     assert grid.batch_sizes == (1, 2, 4, 8, 12)
     assert grid.tokens_per_sequence == (1, 2, 3, 5, 9)
     assert grid.capacity == 73
+
+
+def test_quick_grid():
+    grid = ProfileGrid.quick(max_batch_size=20, max_draft=6, max_context=300)
+    assert grid.batch_sizes == (1, 4, 16, 20)
+    assert grid.tokens_per_sequence == (1, 2, 7)
+    assert grid.context_lengths == (0, 64, 300)
+    assert (grid.warmup, grid.repeats) == (1, 2)
+    assert ProfileGrid.quick(1, 0, 30) == ProfileGrid((1,), (1,), (0, 15, 30), repeats=2, warmup=1)
+    small = ProfileGrid.quick(max_batch_size=1, max_draft=1, max_context=10)
+    assert len(small.tokens_per_sequence) * len(small.context_lengths) >= 5  # enough points to fit
 
 
 def test_a_profile_times_every_point_of_the_grid(qwen2_dir):
@@ -58,6 +71,7 @@ def test_profile_command_writes_a_loadable_fit(qwen2_dir, tmp_path, capsys):
     assert code == 0
     model = CostModel.load(out)
     assert model.fit_error is not None and model.c_base + model.c_tok > 0
+    assert json.loads(out.read_text())["device"] == "cpu"  # where it was measured, written down
     assert "cuda-graphs" in model.source  # the target timed at static shapes, as the engine runs them
     assert model.source.endswith(f", {torch.get_num_threads()} threads")  # CPU timings depend on them
     printed = capsys.readouterr().out
