@@ -56,3 +56,15 @@ def test_one_part_reruns_alone_and_an_unknown_part_is_refused(tmp_path):
     assert tuple(_outcomes(out)) == ("model", "trace")  # the model is built first where it is missing
     done, out = _smoke(tmp_path, "--parts", "nonsense")
     assert done.returncode != 0 and "unknown parts ['nonsense']" in done.stderr
+
+
+def test_the_full_checks_caps_fit_eight_minutes_and_the_tests_part_needs_no_model():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_check"] = script  # dataclasses look their module up there
+    spec.loader.exec_module(script)
+    assert tuple(p.name for p in script.PARTS) == PARTS
+    assert sum(p.cap_seconds for p in script.PARTS) <= 480
+    assert [p.name for p in script.PARTS if not p.needs_model] == ["model", "tests"]

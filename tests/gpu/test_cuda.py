@@ -69,7 +69,9 @@ def test_cuda_graphs_replay_the_eager_forward(qwen2_dir, dtype, atol):
     for step in steps:
         a, b = eager.forward(step), graphed.forward(step)
         assert (a.logits - b.logits).abs().max().item() < atol
-    assert graphed.static.replayer.num_graphs == 2
+    # the three (4 rows, 3 wide) steps: recorded at the second, replayed at the third; the last step's
+    # shape (2 wide) is met once, so it runs eagerly (as `graph_stand_in` shows on the CPU)
+    assert graphed.static.replayer.num_graphs == 1
     assert (
         eager.cache.keys[1][:4, :, :12].float() - graphed.cache.keys[1][:4, :, :12].float()
     ).abs().max() < atol
@@ -143,24 +145,19 @@ def test_a_recorded_verification_step_gives_the_eager_steps_tokens_on_cuda(qwen2
     assert graphed.static.replayer.num_graphs == 1
 
 
-def test_a_rollout_on_cuda_records_graphs_and_says_what_they_cost(qwen2_dir, tmp_path):
+def test_a_rollout_on_cuda_records_graphs_and_says_what_they_cost(tmp_path):
     from specroll.policies.cost_model import CostModel
     from specroll.rollout import RolloutConfig, run_rollout
 
     # a profile of the GPU, so that no measuring of prices before the rollout records graphs first
     profile = tmp_path / "gpu.cost.json"
     CostModel(c_base=1e-4, c_tok=1e-6, device="cuda").save(profile)
-    config = RolloutConfig(
-        model_dir=qwen2_dir,
-        num_prompts=4,
-        n=4,
-        max_tokens=32,
-        device="cuda",
-        batch_invariant=False,
-        cost_model=profile,
+    config = RolloutConfig(  # the bundled policy: its tokenizer encodes the task's prompts
+        num_prompts=4, n=4, max_tokens=32, device="cuda", batch_invariant=False, cost_model=profile
     )
     graphed = run_rollout(replace(config, cuda_graphs=True))
     eager = run_rollout(config)
+    assert graphed.summary.output_tokens > 0 and not any(r.error for r in graphed.records)
     assert graphed.summary.graphs_recorded > 0 and graphed.summary.graph_recording_seconds > 0
     assert eager.summary.graphs_recorded == 0
     assert [r.token_ids for r in graphed.records] == [r.token_ids for r in eager.records]  # fp32: the target
