@@ -17,6 +17,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Callable
 
 from specroll.baselines.hf_generate import hf_generate
 from specroll.drafting.oracle import OracleDrafter
@@ -250,9 +251,14 @@ def _engine_row(system: str, result: RolloutResult) -> BenchRow:
 
 
 def run_bench(
-    config: RolloutConfig, systems: list[str], warmup: bool = True, repeats: int = 1
+    config: RolloutConfig,
+    systems: list[str],
+    warmup: bool = True,
+    repeats: int = 1,
+    on_row: Callable[[int, BenchRow], None] | None = None,
 ) -> list[BenchRow]:
-    """Every system once per round, in the given order, for `repeats` rounds (A B C A B C ...)."""
+    """Every system once per round, in the given order, for `repeats` rounds (A B C A B C ...);
+    `on_row(round, row)` as each system's run of a round ends."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     for system in systems:
@@ -260,9 +266,14 @@ def run_bench(
     if warmup:  # first-call costs (allocator, kernels, imports) are not any system's
         run_rollout(replace(config, num_prompts=1, n=2, max_tokens=8, workers=1))
     rounds = []
-    for _ in range(repeats):
+    for number in range(1, repeats + 1):
         bench = Bench(config)
-        rounds.append(bench.scaled([bench.row(name) for name in systems]))
+        rows = []
+        for name in systems:
+            rows.append(bench.row(name))
+            if on_row is not None:
+                on_row(number, rows[-1])
+        rounds.append(bench.scaled(rows))
     return [_combined([r[i] for r in rounds], rounds) for i in range(len(systems))]
 
 

@@ -43,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except (ValueError, FileNotFoundError) as err:
-        print(f"specroll {args.command}: error: {err}", file=sys.stderr)
+        command = " ".join(filter(None, (args.command, getattr(args, "action", None))))
+        print(f"specroll {command}: error: {err}", file=sys.stderr)
         return 2
 
 

@@ -5,14 +5,37 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 from dataclasses import asdict
 
 from specroll.bench import DEFAULT_SYSTEMS, BenchRow, run_bench
 from specroll.commands.rollout import add_rollout_arguments, add_worker_arguments, config_from_args
+from specroll.commands import tables
+
+
+COLUMNS = {  # printed under `--help`; the README's bench section says the same
+    "system": "what ran (see --systems)",
+    "makespan (s)": "wall time of the system's rollout: the median over rounds",
+    "output tokens": "tokens generated, all requests",
+    "tokens/s": "output tokens over the median makespan",
+    "tokens a forward": "per request and forward: accepted drafts + 1 (1.00 without speculation)",
+    "forwards": "target forwards (verification or decode steps) of the rollout",
+    "vs plain": "tokens/s over plain's, from the median makespans",
+    "vs plain, paired": "the median over rounds of tokens/s over plain's in the same round, with the "
+    "rounds' lowest and highest (on a shared machine the figure to read)",
+    "vs first, paired": "the same against the first system given, where that is not plain",
+    "vs hf-generate": "tokens/s over transformers' generate on the same checkpoint",
+    "simulated (s)": "the simulator's makespan for this system on these requests, priced by the "
+    "device's cost profile (`specroll profile`), and its error against the measured one",
+    "simulated at plain's level (s)": "the same, with the profile scaled so that plain's simulated "
+    "makespan equals its measured one in each round",
+}
 
 
 def register(parser: argparse.ArgumentParser) -> None:
     """Add this command's arguments to its parser and set `func`."""
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = "columns of the table:\n" + "\n".join(f"  {k}: {v}" for k, v in COLUMNS.items())
     add_rollout_arguments(parser)
     add_worker_arguments(parser)
     parser.set_defaults(num_prompts=16, n=8, max_batch_size=32)
@@ -36,7 +59,8 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
-    rows = run_bench(config, [s for s in args.systems.split(",") if s], repeats=args.repeats)
+    systems = [s for s in args.systems.split(",") if s]
+    rows = run_bench(config, systems, repeats=args.repeats, on_row=_round_line(args.repeats))
     if args.json:
         print(json.dumps({"rows": [asdict(r) for r in rows]}))
     else:
@@ -44,52 +68,49 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_table(rows: list[BenchRow], args: argparse.Namespace) -> None:
-    from rich.console import Console
-    from rich.table import Table
+def _round_line(repeats: int):
+    """A line on stderr as each system's run of a round ends: a bench runs for minutes."""
 
-    base = {r.system: r for r in rows}
-    table = Table(
-        title=f"specroll bench: {args.num_prompts} prompts x {args.n}, batch {args.max_batch_size}, "
-        f"max_tokens {args.max_tokens}, T={args.temperature}, seed {args.seed}"
-    )
-    for col in (
-        "system",
-        "makespan (s)",
-        "output tokens",
-        "tokens/s",
-        "accept len",
-        "forwards",
-        "vs plain",
-        "vs plain, paired",
-        f"vs {rows[0].system}, paired",
-        "vs hf-generate",
-        "simulated (s)",
-        "simulated at plain's level (s)",
-    ):
-        table.add_column(col, justify="left" if col == "system" else "right")
-    for r in rows:
-        table.add_row(
-            r.system,
-            f"{r.makespan_seconds:.2f}",
-            str(r.output_tokens),
-            f"{r.tokens_per_second:.1f}",
-            "" if r.mean_acceptance_length is None else f"{r.mean_acceptance_length:.2f}",
-            "" if r.forward_passes is None else str(r.forward_passes),
-            _ratio(base.get("plain"), r),
-            _paired(r),
-            "" if r.paired_vs_first is None else f"{r.paired_vs_first:.2f}x",
-            _ratio(base.get("hf-generate"), r),
-            _predicted(r.predicted_makespan_seconds, r),
-            _predicted(r.scaled_makespan_seconds, r),
+    def show(number: int, row: BenchRow) -> None:
+        print(
+            f"bench: round {number}/{repeats}, {row.system}: {row.makespan_seconds:.2f} s, "
+            f"{row.tokens_per_second:.1f} tokens/s",
+            file=sys.stderr,
+            flush=True,
         )
+
+    return show
+
+
+def print_table(rows: list[BenchRow], args: argparse.Namespace) -> None:
+    base = {r.system: r for r in rows}
+    columns = [c for c in COLUMNS if c != "vs first, paired" or rows[0].system != "plain"]
+    table = tables.TextTable(
+        f"specroll bench: {args.num_prompts} prompts x {args.n}, batch {args.max_batch_size}, "
+        f"max_tokens {args.max_tokens}, T={args.temperature}, seed {args.seed}",
+        [c.replace("first", rows[0].system) for c in columns],
+    )
+    for r in rows:
+        cells = {
+            "system": r.system,
+            "makespan (s)": f"{r.makespan_seconds:.2f}",
+            "output tokens": str(r.output_tokens),
+            "tokens/s": f"{r.tokens_per_second:.1f}",
+            "tokens a forward": "" if r.mean_acceptance_length is None else f"{r.mean_acceptance_length:.2f}",
+            "forwards": "" if r.forward_passes is None else f"{r.forward_passes:.0f}",
+            "vs plain": _ratio(base.get("plain"), r),
+            "vs plain, paired": _paired(r),
+            "vs first, paired": "" if r.paired_vs_first is None else f"{r.paired_vs_first:.2f}x",
+            "vs hf-generate": _ratio(base.get("hf-generate"), r),
+            "simulated (s)": _predicted(r.predicted_makespan_seconds, r),
+            "simulated at plain's level (s)": _predicted(r.scaled_makespan_seconds, r),
+        }
+        table.add_row(*(cells[c] for c in columns))
     table.caption = (
         f"{platform.machine()} {platform.processor() or ''}, {args.repeats} round(s): median makespan; "
-        "ratios are tokens/s over the reference's; paired: median over rounds of the ratio in "
-        "each round (the rounds' lowest and highest in brackets); simulated: `sim.replay` on the "
-        "profile, and on the profile scaled so that plain's replay matches plain's makespan in each round"
+        "ratios are tokens/s over the reference's; columns: `specroll bench --help`"
     )
-    Console().print(table)
+    tables.print_table(table)
     recorded = [f"{r.system} {r.graph_recording_seconds:.2f} s" for r in rows if r.graph_recording_seconds]
     if recorded:  # inside the makespans: a rollout records its shapes' graphs; a kept engine reuses them
         print(

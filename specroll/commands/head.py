@@ -6,14 +6,17 @@ it runs, and save it where `--speculate on` finds it (`<checkpoint>/draft-head` 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from dataclasses import replace
+from itertools import count
 from pathlib import Path
 
+from specroll.commands.progress import ProgressLines
 from specroll.commands.rollout import add_rollout_arguments, config_from_args
 from specroll.drafting.draft_tree import TreeShape
+from specroll.head.files import read_head_config
 from specroll.head.training import PRECISIONS, TrainConfig
+from specroll.provenance import REPLAY_FIELDS, TRAINING_FIELDS, RolloutProvenance, check_provenance
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -28,8 +31,18 @@ def register(parser: argparse.ArgumentParser) -> None:
         help="responses to learn from, written by `specroll rollout` with the same workload flags "
         "(default: run that rollout now, without speculation)",
     )
-    train.add_argument("--out", type=Path, default=None, help="default: <checkpoint>/draft-head")
-    train.add_argument("--minutes", type=float, default=10.0, help="training budget")
+    train.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="where to save the head (default: --draft-head, else <checkpoint>/draft-head)",
+    )
+    train.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a head already saved there; the old one is moved aside to <out>.previous[-N]",
+    )
+    train.add_argument("--minutes", type=float, default=10.0, help="training budget (> 0)")
     train.add_argument("--max-epochs", type=int, default=20)
     train.add_argument(
         "--depth",
@@ -140,7 +153,12 @@ def run_train(args: argparse.Namespace) -> int:
     from specroll.model.runner import ModelRunner
     from specroll.rollout import load_problems
 
-    config = config_from_args(args, speculate="off")
+    if not args.minutes > 0:
+        raise ValueError(
+            f"--minutes must be positive, got {args.minutes}: a head trained no time is untrained"
+        )
+    config = config_from_args(args, speculate="off", head_is_output=True)
+    out = head_destination(args.out, args.draft_head, config.head_dir, args.force)
     shape = chosen_shape(config.device, args.depth, args.num_blocks, args.draft_vocab)
     warm = WarmStartConfig(  # built, and so checked, before the rollout and the features, the slow part
         seconds=args.minutes * 60,
@@ -157,12 +175,16 @@ def run_train(args: argparse.Namespace) -> int:
     )
     print(f"head shape: {shape.describe()} (for drafting on {config.device})")
     torch.set_num_threads(config.threads or torch.get_num_threads())
+    if args.rollouts is not None:
+        check_provenance(args.rollouts, RolloutProvenance.of(config), TRAINING_FIELDS)
     rollouts = args.rollouts or _run_rollout(config, args)
     excluded = frozenset()
     if args.exclude_seed is not None:
         held = replace(config, seed=args.exclude_seed, num_prompts=args.exclude_prompts)
         excluded = frozenset(load_problems(held)[1])
     data = read_responses(rollouts, config, excluded)
+    if args.exclude_seed is not None:
+        print(_exclusion_line(excluded, config, args, len(data.responses)))
     longest = max(len(p) + len(r) for p, r in zip(data.prompts, data.responses))
     runner = ModelRunner.from_pretrained(
         config.model_dir, 8, longest, torch_dtype(config.dtype), config.device
@@ -180,7 +202,10 @@ def run_train(args: argparse.Namespace) -> int:
         how = f"read from {cache}"
     else:
         runner.use_feature_layers(layers)
-        sequences = teacher_forced(runner, data.prompts, data.responses, config.temperature)
+        progress = None if args.no_progress else ProgressLines("features", "responses")
+        sequences = teacher_forced(
+            runner, data.prompts, data.responses, config.temperature, progress=progress
+        )
         how = "computed"
         if cache is not None:
             save_features(cache, sequences, source, layers)
@@ -198,9 +223,14 @@ def run_train(args: argparse.Namespace) -> int:
         None if args.no_progress else _progress_bar(),
         Path(config.model_dir).name,
     )
-    if not args.no_progress:
-        sys.stderr.write("\n")
-    out = result.head.save(args.out or Path(config.model_dir) / "draft-head")
+    if result.num_steps == 0:
+        raise ValueError(
+            f"no training step ran in {args.minutes} minutes: nothing saved (give more --minutes)"
+        )
+    moved = _move_aside(out) if args.force else None
+    out = result.head.save(out)
+    if moved is not None:
+        print(f"the head that was in {out} is kept in {moved}")
     print(
         f"trained {result.num_steps} steps ({result.num_epochs:.2f} epochs over {result.num_train_positions} "
         f"positions) in {result.seconds:.0f} s; saved {out}"
@@ -209,6 +239,38 @@ def run_train(args: argparse.Namespace) -> int:
         overlap = ", ".join(f"{o:.3f}" for o in result.held_out.overlap)
         print(f"held out: loss {result.held_out.loss:.3f}, overlap with the target by depth {overlap}")
     return 0
+
+
+def head_destination(out: Path | None, draft_head: Path | None, default: Path, force: bool) -> Path:
+    """Where `head train` saves: --out, else --draft-head, else the checkpoint's; a head already there
+    is replaced only with --force (checked before the slow part, not after it)."""
+    if out is not None and draft_head is not None and Path(out) != Path(draft_head):
+        raise ValueError(f"--out {out} and --draft-head {draft_head} name two places: give one")
+    destination = Path(out or draft_head or default)
+    if read_head_config(destination) is not None and not force:
+        raise ValueError(
+            f"{destination} already holds a trained head: give --out DIR to save the new one elsewhere, "
+            "or --force to replace it (the old one is then moved aside, not deleted)"
+        )
+    return destination
+
+
+def _move_aside(directory: Path) -> Path | None:
+    """Move the head saved in `directory` to the first free <directory>.previous[-N]; None if none."""
+    if read_head_config(directory) is None:
+        return None
+    names = (f"{directory.name}.previous" + ("" if i == 1 else f"-{i}") for i in count(1))
+    candidates = (directory.with_name(name) for name in names)
+    aside = next(c for c in candidates if not c.exists())
+    directory.rename(aside)
+    return aside
+
+
+def _exclusion_line(excluded: frozenset[int], config, args: argparse.Namespace, kept: int) -> str:
+    return (
+        f"left out the {len(excluded)} problems that --exclude-seed {args.exclude_seed} draws "
+        f"(--exclude-prompts {args.exclude_prompts}); {kept} responses remain to train on"
+    )
 
 
 def parse_feature_layers(text: str, num_layers: int) -> tuple[int, ...]:
@@ -227,27 +289,22 @@ def parse_feature_layers(text: str, num_layers: int) -> tuple[int, ...]:
 
 
 def _run_rollout(config, args: argparse.Namespace) -> Path:
-    from specroll.commands.rollout import run_with_progress
+    from specroll.commands.rollout import run_with_progress, save_rollout
 
     path = Path(config.model_dir) / "draft-head.rollout.jsonl"
-    run_with_progress(config, show=not args.no_progress).write_jsonl(path)
+    save_rollout(run_with_progress(config, show=not args.no_progress), config, path)
     print(f"rollout for the draft head written to {path}")
     return path
 
 
 def _progress_bar():
-    last = [0.0]
+    """The training's progress: percent of the budget, and the loss and overlap of the training batch
+    (the held-out figures come at the end)."""
+    lines = ProgressLines("training", "% of the budget")
 
     def show(fraction: float, metrics) -> None:
-        now = time.perf_counter()
-        if now - last[0] < 1.0 and fraction < 1.0:
-            return
-        last[0] = now
-        filled = int(30 * fraction)
         overlap = " ".join(f"{o:.2f}" for o in metrics.overlap)
-        bar = "#" * filled + "." * (30 - filled)
-        sys.stderr.write(f"\r[{bar}] {fraction:4.0%} loss {metrics.loss:.3f} overlap {overlap}")
-        sys.stderr.flush()
+        lines(int(100 * fraction), 100, f"training batch: loss {metrics.loss:.3f}, overlap {overlap}")
 
     return show
 
@@ -261,6 +318,7 @@ def run_eval(args: argparse.Namespace) -> int:
     from specroll.model.runner import ModelRunner
 
     config = config_from_args(args, speculate="off")
+    check_provenance(args.rollouts, RolloutProvenance.of(config), TRAINING_FIELDS)
     data = read_responses(args.rollouts, config)
     longest = max(len(p) + len(r) for p, r in zip(data.prompts, data.responses))
     runner = ModelRunner.from_pretrained(config.model_dir, 8, longest)
@@ -292,6 +350,7 @@ def run_replay(args: argparse.Namespace) -> int:
     torch.set_num_threads(config.threads or torch.get_num_threads())
     chains, trees = _budgets(args.chains, "--chains"), _budgets(args.trees, "--trees")
     shape = TreeShape(args.tree_depth, args.tree_width, args.tree_beam)
+    check_provenance(args.rollouts, RolloutProvenance.of(config), REPLAY_FIELDS)
     data = read_responses(args.rollouts, config)
     if min(data.request_ids) < 0:
         raise ValueError(f"{args.rollouts}: every record needs its request_id (the noise is keyed by it)")

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
+
+from specroll.commands.progress import ProgressLines
+from specroll.commands.tables import TextTable, print_table
 
 from specroll.model.catalog import resolve_model_dir
 from specroll.model.device import DEVICES, GRAPH_CHOICES, resolve_cuda_graphs, resolve_device
@@ -132,7 +136,11 @@ FLAG_FIELDS = {
 }
 
 
-def config_from_args(args: argparse.Namespace, **overrides) -> RolloutConfig:
+def config_from_args(args: argparse.Namespace, head_is_output: bool = False, **overrides) -> RolloutConfig:
+    """The rollout the flags describe. A --draft-head that holds no head is refused, unless the
+    command saves a head there (`head_is_output`: `head train`)."""
+    if getattr(args, "draft_head", None) is not None and not head_is_output:
+        check_head_dir(args.draft_head)
     device = resolve_device(args.device)
     values = {name: getattr(args, name) for name in _SAME_NAMED if hasattr(args, name)}
     values |= {name: getattr(args, name) for name in _WORKER_FLAGS if hasattr(args, name)}
@@ -147,6 +155,16 @@ def config_from_args(args: argparse.Namespace, **overrides) -> RolloutConfig:
         cuda_graphs=resolve_cuda_graphs(args.cuda_graphs, device),
     )
     return RolloutConfig(**{**values, **overrides})
+
+
+def check_head_dir(directory: Path) -> None:
+    from specroll.head.files import read_head_config
+
+    if read_head_config(directory) is None:
+        raise ValueError(
+            f"--draft-head {directory} holds no draft head (no config.json of a head saved by "
+            "`specroll head train`)"
+        )
 
 
 def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
@@ -189,9 +207,10 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("rollout.jsonl"))
     parser.add_argument(
         "--telemetry",
-        type=Path,
         default=None,
-        help="also write per-forward telemetry as JSONL (default: OUT with .telemetry.jsonl)",
+        metavar="FILE.jsonl|none",
+        help="one JSON line per forward: its batch, each request's drafted and accepted tokens, the "
+        "drafter and times (default: OUT with .telemetry.jsonl; none: not written)",
     )
     parser.add_argument("--no-progress", action="store_true")
     parser.set_defaults(func=run)
@@ -200,61 +219,59 @@ def register(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     result = run_with_progress(config, show=not args.no_progress)
-    result.write_jsonl(args.out)
-    result.write_telemetry(args.telemetry or args.out.with_suffix(".telemetry.jsonl"))
+    save_rollout(result, config, args.out)
+    if args.telemetry != "none":
+        result.write_telemetry(args.telemetry or args.out.with_suffix(".telemetry.jsonl"))
     print_summary(result, config, args.out)
     return 0
 
 
+def save_rollout(result: RolloutResult, config: RolloutConfig, path: Path) -> None:
+    """The records as JSONL, and beside them what made them (`specroll.provenance`)."""
+    from specroll.provenance import RolloutProvenance
+
+    result.write_jsonl(path)
+    RolloutProvenance.of(config).write_beside(path)
+
+
 def run_with_progress(config: RolloutConfig, show: bool = True) -> RolloutResult:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
+    """The rollout, showing its progress: a bar on a terminal, else a line every interval
+    (`commands.progress`)."""
     total = len(load_problems(config)[1]) * config.n  # a prompts file may hold fewer than num_prompts
-    columns = [
-        TextColumn("rollout"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[status]}"),
-    ]
-    with Progress(*columns, disable=not show, transient=False) as bar:
-        task = bar.add_task("rollout", total=total, status="")
+    progress = ProgressLines("rollout", "requests") if show else None
 
-        def update(engine, finished: int, tokens: int) -> None:
-            elapsed = bar.tasks[0].elapsed or 1e-9
-            status = (
-                f"active {len(engine.scheduler.running):4d}  {tokens / elapsed:7.0f} tok/s  "
-                f"accept {engine.telemetry.mean_acceptance_length:.2f}"
+    def update(engine, finished: int, tokens: int) -> None:
+        if progress is not None:
+            elapsed = time.perf_counter() - progress.started
+            detail = (
+                f"{len(engine.scheduler.running)} running, {tokens / max(elapsed, 1e-9):.0f} tokens/s, "
+                f"{engine.telemetry.mean_acceptance_length:.2f} tokens a forward"
             )
-            bar.update(task, completed=finished, status=status)
+            progress(finished, total, detail)
 
-        def update_workers(finished: int, tokens: int) -> None:
-            elapsed = bar.tasks[0].elapsed or 1e-9
-            bar.update(
-                task, completed=finished, status=f"{config.workers} workers  {tokens / elapsed:7.0f} tok/s"
-            )
+    def update_workers(finished: int, tokens: int) -> None:
+        if progress is not None:
+            elapsed = time.perf_counter() - progress.started
+            progress(finished, total, f"{config.workers} workers, {tokens / max(elapsed, 1e-9):.0f} tokens/s")
 
-        result = run_rollout(config, update, worker_progress=update_workers)
-        bar.update(task, completed=len(result.records))
-        return result
+    result = run_rollout(config, update, worker_progress=update_workers)
+    if progress is not None:
+        progress(total, total, "done")
+    return result
 
 
 def print_summary(result: RolloutResult, config: RolloutConfig, out: Path | None = None) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     s = result.summary
-    table = Table(
-        title=f"rollout: {s.num_requests // config.n} prompts x {config.n} samples, "
-        f"speculate={config.speculate}, policy={config.policy}, verify={config.verify}"
+    table = TextTable(
+        f"rollout: {s.num_requests // config.n} prompts x {config.n} samples, speculate={config.speculate} "
+        f"(drafter {config.drafter_name or 'none'}), policy={config.policy}, verify={config.verify}",
+        ["metric", "value"],
     )
-    table.add_column("metric")
-    table.add_column("value", justify="right")
     for name, value in [
         ("makespan (s)", f"{s.makespan_seconds:.2f}"),
         ("output tokens", f"{s.output_tokens}"),
         ("output tokens/s", f"{s.tokens_per_second:.1f}"),
-        ("mean acceptance length", f"{s.mean_acceptance_length:.2f}"),
+        ("tokens a forward (per request: accepted drafts + 1)", f"{s.mean_acceptance_length:.2f}"),
         ("forward passes", f"{s.forward_passes}"),
         ("time on last 10% of requests (s)", f"{s.tail_seconds:.2f}"),
         ("mean reward", f"{s.mean_reward:.3f}"),
@@ -275,4 +292,4 @@ def print_summary(result: RolloutResult, config: RolloutConfig, out: Path | None
         table.add_row("requests refused", str(errors))
     if out is not None:
         table.caption = f"wrote {len(result.records)} records to {out}"
-    Console().print(table)
+    print_table(table)

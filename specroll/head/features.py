@@ -12,7 +12,7 @@ online training).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 
@@ -56,13 +56,17 @@ def teacher_forced(
     responses: Sequence[Sequence[int]],
     temperature: float = 1.0,
     max_positions: int = 2048,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[FeatureSequence]:
     """Each response's feature sequence, from forwards over prompt + response in batches of at most
-    `max_positions` padded positions (the cache slots are reused; nothing is generated)."""
+    `max_positions` padded positions (the cache slots are reused; nothing is generated);
+    `progress(done, total)` after each batch."""
     out: list[FeatureSequence] = []
     order = sorted(range(len(prompts)), key=lambda i: -(len(prompts[i]) + len(responses[i])))
     for batch in _batches(order, [len(prompts[i]) + len(responses[i]) for i in order], runner, max_positions):
         out += _forward_batch(runner, [prompts[i] for i in batch], [responses[i] for i in batch], temperature)
+        if progress is not None:
+            progress(len(out), len(prompts))
     ranked = dict(zip(order, out))
     return [ranked[i] for i in range(len(prompts))]
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 
-from specroll.cli import main
+from specroll.cli import build_parser, main
+from specroll.commands.rollout import config_from_args
+from specroll.provenance import RolloutProvenance
 from specroll.head.files import read_head_config
 from specroll.rollout import RolloutConfig
 
@@ -38,6 +40,7 @@ def test_head_train_then_eval_then_rollout_with_it(tmp_path, capsys):
     )
     out = capsys.readouterr().out
     assert "held out: loss" in out and "saved" in out
+    assert "left out the 1 problems that --exclude-seed 0 draws (--exclude-prompts 1)" in out
     # the depth is the CPU's default (one draft); the two given fields replace the default's
     assert "head shape: 1 deep, 1 block, 64-token draft vocabulary (for drafting on cpu)" in out
     assert read_head_config(head)["draft_vocab_size"] == 64
@@ -73,6 +76,9 @@ def test_head_train_then_eval_then_rollout_with_it(tmp_path, capsys):
 def test_head_train_names_a_rollout_from_another_workload(tmp_path, capsys):
     rollout = tmp_path / "rollout.jsonl"
     rollout.write_text(json.dumps({"prompt_id": 999999, "token_ids": [1, 2, 3]}) + "\n")
+    RolloutProvenance.of(
+        config_from_args(build_parser("head").parse_args(["head", "train", *WORKLOAD]))
+    ).write_beside(rollout)
     code = main(["head", "train", *WORKLOAD, "--rollouts", str(rollout), "--out", str(tmp_path / "h")])
     assert code == 2
     assert "prompt_id 999999 is not among this workload's problems" in capsys.readouterr().err
