@@ -28,7 +28,7 @@ def test_rollout_writes_records_and_telemetry(tmp_path, capsys):
         assert len(r["token_ids"]) == len(r["logprobs"]) > 0
         assert r["finish_reason"] in ("stop", "length") and r["reward"] in (0.0, 1.0)
     assert read_jsonl(out.with_suffix(".telemetry.jsonl"))
-    assert "mean acceptance length" in capsys.readouterr().out
+    assert "tokens a forward" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("graphs", ["off", "on"])
