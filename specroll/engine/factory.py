@@ -16,6 +16,7 @@ from specroll.drafting.registry import DrafterContext, make_drafter
 from specroll.engine.config import EngineConfig
 from specroll.engine.device_prices import measure_device_prices, needs_device_profile
 from specroll.engine.engine import Engine
+from specroll.engine.memory import batch_that_fits
 from specroll.model.blas_mode import irreproducibility
 from specroll.model.device import torch_dtype
 from specroll.engine.spec import EngineSpec
@@ -119,8 +120,11 @@ def engine_cost_model(spec: EngineSpec, runner: ModelRunner, drafter: Drafter | 
 
 
 def _engine_config(spec: EngineSpec, longest_prompt: int) -> EngineConfig:
-    max_positions = read_config(spec.model_dir).max_position_embeddings
-    return EngineConfig(
-        max_model_len=min(max_positions, longest_prompt + spec.max_tokens),
-        **{name: getattr(spec, name) for name in _ENGINE_FIELDS},
-    )
+    """The engine's limits: a cache as long as the longest prompt plus max_tokens, and as many slots
+    as asked for or as fit the memory at hand (`engine.memory`)."""
+    model = read_config(spec.model_dir)
+    max_model_len = min(model.max_position_embeddings, longest_prompt + spec.max_tokens)
+    fields = {name: getattr(spec, name) for name in _ENGINE_FIELDS}
+    positions = max_model_len + spec.max_draft + 1
+    fields["max_batch_size"] = batch_that_fits(spec.max_batch_size, model, positions, spec.dtype, spec.device)
+    return EngineConfig(max_model_len=max_model_len, **fields)
