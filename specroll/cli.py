@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 COMMANDS = {
@@ -40,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     command = next((arg for arg in argv if not arg.startswith("-")), None)
     args = build_parser(command).parse_args(argv)
     args.argv = list(argv)  # what was given, for a command that must tell a given flag from a default
+    if not sys.stderr.isatty():  # libraries' redrawn bars (tqdm) garble a log: our lines say progress
+        os.environ.setdefault("TQDM_DISABLE", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' bars follow this
     try:
         return int(args.func(args) or 0)
     except (ValueError, FileNotFoundError) as err:

@@ -155,7 +155,7 @@ def run_train(args: argparse.Namespace) -> int:
 
     if not args.minutes > 0:
         raise ValueError(
-            f"--minutes must be positive, got {args.minutes}: a head trained no time is untrained"
+            f"--minutes must be positive, got {args.minutes}: no training leaves the head untrained"
         )
     config = config_from_args(args, speculate="off", head_is_output=True)
     out = head_destination(args.out, args.draft_head, config.head_dir, args.force)
@@ -184,7 +184,7 @@ def run_train(args: argparse.Namespace) -> int:
         excluded = frozenset(load_problems(held)[1])
     data = read_responses(rollouts, config, excluded)
     if args.exclude_seed is not None:
-        print(_exclusion_line(excluded, config, args, len(data.responses)))
+        print(_exclusion_line(excluded, frozenset(load_problems(config)[1]), args, len(data.responses)))
     longest = max(len(p) + len(r) for p, r in zip(data.prompts, data.responses))
     runner = ModelRunner.from_pretrained(
         config.model_dir, 8, longest, torch_dtype(config.dtype), config.device
@@ -266,10 +266,13 @@ def _move_aside(directory: Path) -> Path | None:
     return aside
 
 
-def _exclusion_line(excluded: frozenset[int], config, args: argparse.Namespace, kept: int) -> str:
+def _exclusion_line(
+    excluded: frozenset[int], ours: frozenset[int], args: argparse.Namespace, kept: int
+) -> str:
     return (
-        f"left out the {len(excluded)} problems that --exclude-seed {args.exclude_seed} draws "
-        f"(--exclude-prompts {args.exclude_prompts}); {kept} responses remain to train on"
+        f"--exclude-seed {args.exclude_seed} (--exclude-prompts {args.exclude_prompts}) draws "
+        f"{len(excluded)} problems, {len(excluded & ours)} of them among this rollout's {len(ours)}: "
+        f"left out; {kept} responses remain to train on"
     )
 
 
