@@ -41,8 +41,8 @@ def test_head_train_then_eval_then_rollout_with_it(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "held out: loss" in out and "saved" in out
     assert (
-        "--exclude-seed 0 (--exclude-prompts 1) draws 1 problems, 1 of them among this rollout's 4: left out; 12 responses remain"
-        in out
+        "--exclude-seed 0 (--exclude-prompts 1) draws 1 problems, 1 of them among this rollout's 4: "
+        "left out; 12 responses remain" in out
     )
     # the depth is the CPU's default (one draft); the two given fields replace the default's
     assert "head shape: 1 deep, 1 block, 64-token draft vocabulary (for drafting on cpu)" in out
