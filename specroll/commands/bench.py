@@ -13,7 +13,7 @@ from specroll.commands.rollout import add_rollout_arguments, add_worker_argument
 from specroll.commands import tables
 
 
-COLUMNS = {  # printed under `--help`; the README's bench section says the same
+COLUMNS = {  # printed under `--help`; docs/cli.md says the same
     "system": "what ran (see --systems)",
     "makespan (s)": "wall time of the system's rollout: the median over rounds",
     "output tokens": "tokens generated, all requests",
