@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from specroll.cluster.rollout import ClusterConfig, run_cluster
+from specroll.drafting.head_files import head_matches
 from specroll.drafting.protocol import Drafter
 from specroll.drafting.registry import DEFAULT_DRAFTER
 from specroll.engine.engine import Engine, add_requests
@@ -122,8 +123,6 @@ class RolloutConfig:
     @property
     def has_head(self) -> bool:
         """A draft head for this target's hidden size and vocabulary is saved at `head_dir`."""
-        from specroll.head.files import head_matches
-
         return head_matches(self.head_dir, read_config(self.model_dir))
 
     def engine_spec(self) -> EngineSpec:

@@ -14,8 +14,8 @@ from pathlib import Path
 from specroll.commands.progress import ProgressLines
 from specroll.commands.rollout import add_rollout_arguments, config_from_args
 from specroll.drafting.draft_tree import TreeShape
-from specroll.head.files import read_head_config
-from specroll.head.training import PRECISIONS, TrainConfig
+from specroll.drafting.head_files import read_head_config
+from specroll.head.training import PRECISIONS, HeadTrainConfig
 from specroll.provenance import REPLAY_FIELDS, TRAINING_FIELDS, RolloutProvenance, check_provenance
 
 
@@ -55,7 +55,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     train.add_argument(
         "--acceptance-weight",
         type=float,
-        default=TrainConfig.acceptance_weight,
+        default=HeadTrainConfig.acceptance_weight,
         help="weight of the Gumbel-max mismatch rate beside the cross-entropy (0: cross-entropy alone)",
     )
     train.add_argument(
@@ -146,7 +146,7 @@ def run_train(args: argparse.Namespace) -> int:
         sequences_sha256,
     )
     from specroll.head.features import teacher_forced
-    from specroll.head.rollout_data import read_responses
+    from specroll.commands.head_data import read_responses
     from specroll.head.shape import chosen_shape
     from specroll.head.warm_start import WarmStartConfig, warm_start
     from specroll.model.device import torch_dtype
@@ -165,7 +165,7 @@ def run_train(args: argparse.Namespace) -> int:
         max_epochs=args.max_epochs,
         draft_vocab_size=shape.draft_vocab_size,
         num_blocks=shape.num_blocks,
-        train=TrainConfig(
+        train=HeadTrainConfig(
             depth=shape.depth,
             lr=args.lr,
             acceptance_weight=args.acceptance_weight,
@@ -278,7 +278,7 @@ def _exclusion_line(
 
 def parse_feature_layers(text: str, num_layers: int) -> tuple[int, ...]:
     """--feature-layers: auto, none or a comma-separated list of decoder layers of the target."""
-    from specroll.head.model import default_feature_layers
+    from specroll.drafting.head_model import default_feature_layers
     from specroll.model.transformer import checked_feature_layers
 
     if text == "auto":
@@ -316,8 +316,8 @@ def run_eval(args: argparse.Namespace) -> int:
     """Teacher-forced coupling rates of a saved head on a rollout's responses, by depth."""
     from specroll.head.evaluation import RATES, coupling_report
     from specroll.head.features import teacher_forced
-    from specroll.head.model import load_head
-    from specroll.head.rollout_data import read_responses
+    from specroll.drafting.head_model import load_head
+    from specroll.commands.head_data import read_responses
     from specroll.model.runner import ModelRunner
 
     config = config_from_args(args, speculate="off")
@@ -346,7 +346,7 @@ def run_replay(args: argparse.Namespace) -> int:
     from specroll.drafting.draft_head import DraftHeadDrafter
     from specroll.head.features import teacher_forced
     from specroll.head.replay import ReplayedResponse, replay
-    from specroll.head.rollout_data import read_responses
+    from specroll.commands.head_data import read_responses
     from specroll.model.runner import ModelRunner
 
     config = config_from_args(args, speculate="off")

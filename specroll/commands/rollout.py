@@ -158,7 +158,7 @@ def config_from_args(args: argparse.Namespace, head_is_output: bool = False, **o
 
 
 def check_head_dir(directory: Path) -> None:
-    from specroll.head.files import read_head_config
+    from specroll.drafting.head_files import read_head_config
 
     if read_head_config(directory) is None:
         raise ValueError(

@@ -140,12 +140,12 @@ def _extra(m) -> str:
 
 
 def _train_config(args: argparse.Namespace):
-    from specroll.train.trainer import TrainConfig
+    from specroll.train.config import GRPOConfig
 
-    return TrainConfig(config_from_args(args), **{name: getattr(args, name) for name in _TRAIN_FLAGS})
+    return GRPOConfig(config_from_args(args), **{name: getattr(args, name) for name in _TRAIN_FLAGS})
 
 
-# the flags named as TrainConfig's fields
+# the flags named as GRPOConfig's fields
 _TRAIN_FLAGS = (
     "steps dataset_size lr clip_eps kl_coef micro_batch_size shadow_plain track_drift online_head head_lr "
     "head_reward_weight head_between_steps"

@@ -25,22 +25,18 @@ class CombinedDrafter(BaseDrafter):
 
     @property
     def needs_features(self) -> bool:
-        return any(getattr(d, "needs_features", False) for d in self.drafters)
+        return any(d.needs_features for d in self.drafters)
 
     @property
     def feature_layers(self) -> tuple[int, ...]:
-        wanted = {
-            tuple(getattr(d, "feature_layers", ()))
-            for d in self.drafters
-            if getattr(d, "needs_features", False)
-        }
+        wanted = {tuple(d.feature_layers) for d in self.drafters if d.needs_features}
         if len(wanted) > 1:
             raise ValueError(f"drafters combined read different target layers: {sorted(wanted)}")
         return wanted.pop() if wanted else ()
 
     def observe_features(self, features: TargetFeatures) -> None:
         for drafter in self.drafters:
-            if getattr(drafter, "needs_features", False):
+            if drafter.needs_features:
                 drafter.observe_features(features)
 
     def begin(self, info: RequestInfo) -> None:

@@ -29,7 +29,7 @@ import torch
 from specroll.drafting.draft_tree import GrownTree, TreeShape
 from specroll.drafting.draws import check_draw, draw_tokens, ranked_candidates
 from specroll.drafting.protocol import BaseDrafter, Draft, DraftQuery, TargetFeatures
-from specroll.head.model import DraftHead, check_compatible, load_head
+from specroll.drafting.head_model import DraftHead, check_compatible, load_head
 from specroll.model.device import fast_bf16
 
 

@@ -109,9 +109,13 @@ class TargetFeatures:
 
 @runtime_checkable
 class Drafter(Protocol):
-    """Strategy object proposing draft tokens; see the module docstring for the lifecycle."""
+    """Strategy object proposing draft tokens; see the module docstring for the lifecycle. This is
+    everything the engine and its factory use of a drafter; `BaseDrafter` gives each a default."""
 
     name: str
+    needs_features: bool  # True: the engine calls observe_features after every forward
+    feature_layers: tuple[int, ...]  # the target's decoder layers the features must also carry
+    member_names: frozenset[str]  # a set of drafters' members by name (empty for a single drafter)
 
     def begin(self, info: RequestInfo) -> None: ...
 
@@ -119,17 +123,30 @@ class Drafter(Protocol):
 
     def observe(self, request_id: int, token_ids: Sequence[int]) -> None: ...
 
+    def observe_features(self, features: TargetFeatures) -> None: ...
+
     def finish(self, request_id: int) -> None: ...
 
     def advance_step(self, step: int) -> None: ...
 
+    def member(self, name: str | None) -> "Drafter":
+        """The drafter that proposes for a decision naming `name` (`member_names`): itself for one."""
+        ...
+
+    def draft_cost(self) -> tuple[float, float] | None:
+        """(intercept, slope) of seconds per draft token against batch size, measured on this machine
+        now, for the policy's cost model; None where the drafter does not measure its own."""
+        ...
+
 
 class BaseDrafter:
-    """No-op lifecycle so that a drafter overrides only what it uses."""
+    """The contract's defaults: no features, one drafter, no measured cost, no-op lifecycle; a drafter
+    overrides only what it uses."""
 
     name = "base"
-    needs_features = False  # True: the engine calls observe_features after every forward
-    feature_layers: tuple[int, ...] = ()  # the target's decoder layers the features must also carry
+    needs_features = False
+    feature_layers: tuple[int, ...] = ()
+    member_names: frozenset[str] = frozenset()
 
     def observe_features(self, features: TargetFeatures) -> None:
         pass
@@ -148,3 +165,9 @@ class BaseDrafter:
 
     def advance_step(self, step: int) -> None:
         pass
+
+    def member(self, name: str | None) -> "Drafter":
+        return self
+
+    def draft_cost(self) -> tuple[float, float] | None:
+        return None

@@ -19,6 +19,7 @@ class SwitchingDrafter(BaseDrafter):
         if not drafters:
             raise ValueError("SwitchingDrafter needs at least one drafter")
         self.drafters = dict(drafters)
+        self.member_names = frozenset(self.drafters)
 
     def member(self, name: str | None) -> Drafter:
         """The member called `name`; the first member when `name` is None."""

@@ -19,7 +19,6 @@ from typing import Callable, Iterable
 
 
 from specroll.drafting.protocol import Draft, Drafter, RequestInfo, TargetFeatures
-from specroll.drafting.switching import SwitchingDrafter
 from specroll.engine.captured_step import CapturedStep
 from specroll.engine.admission import plan_prefill_forwards
 from specroll.engine.verifier import VerifyResult, build_drafts, row_parents, verify_batch
@@ -44,8 +43,8 @@ class Engine:
         self.runner = runner
         self.config = config
         self.drafter = drafter
-        if drafter is not None and getattr(drafter, "needs_features", False):
-            runner.use_feature_layers(tuple(getattr(drafter, "feature_layers", ())))
+        if drafter is not None and drafter.needs_features:
+            runner.use_feature_layers(tuple(drafter.feature_layers))
         self.policy = policy or NoSpeculation()
         self.training_step = training_step
         self.eos_token_ids = frozenset(runner.config.eos_token_ids)
@@ -175,17 +174,18 @@ class Engine:
         budgets = view.clip(decision.draft_lengths)
         if self.drafter is None or not any(budgets):
             return used, [Draft(r.request_id) for r in requests]
-        proposer = (
-            self.drafter.member(used.drafter) if isinstance(self.drafter, SwitchingDrafter) else self.drafter
-        )
         drafts = build_drafts(
-            proposer, requests, budgets, self.runner.config.vocab_size, allow_trees=self.allows_trees
+            self.drafter.member(used.drafter),
+            requests,
+            budgets,
+            self.runner.config.vocab_size,
+            allow_trees=self.allows_trees,
         )
         return used, drafts
 
     def _member_name(self, name: str | None) -> str | None:
         """The member that proposes for a decision naming `name`: only a set of drafters has members."""
-        return name if isinstance(self.drafter, SwitchingDrafter) and name in self.drafter.drafters else None
+        return name if self.drafter is not None and name in self.drafter.member_names else None
 
     @property
     def allows_trees(self) -> bool:

@@ -114,8 +114,9 @@ def engine_cost_model(spec: EngineSpec, runner: ModelRunner, drafter: Drafter | 
     cost_model = policy_cost_model(spec)
     if needs_device_profile(spec.device, cost_model, drafter is not None and spec.max_draft > 0):
         cost_model = measure_device_prices(runner, spec.max_draft, Path(spec.model_dir).name)
-    if cost_model is not None and hasattr(drafter, "draft_cost"):  # a drafter that measures its own cost
-        cost_model = cost_model.with_draft(Affine(*drafter.draft_cost()))
+    measured = drafter.draft_cost() if drafter is not None else None  # a drafter timing itself here
+    if cost_model is not None and measured is not None:
+        cost_model = cost_model.with_draft(Affine(*measured))
     return cost_model
 
 

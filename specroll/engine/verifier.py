@@ -67,7 +67,7 @@ def build_drafts(
     try:
         proposed = {d.request_id: d for d in drafter.propose(queries)}
     except Exception:  # a failing drafter costs this forward's speed-up, never the rollout
-        log.exception("drafter %s failed; this forward verifies no drafts", getattr(drafter, "name", drafter))
+        log.exception("drafter %s failed; this forward verifies no drafts", drafter.name)
         proposed = {}
     return [
         _sanitised(proposed.get(r.request_id), r.request_id, k, vocab_size, allow_trees)

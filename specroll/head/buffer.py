@@ -10,7 +10,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from specroll.head.features import FeatureSequence
-from specroll.head.training import TrainConfig, make_batch, windows, Batch
+from specroll.head.training import HeadTrainConfig, make_batch, windows, Batch
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class FeatureBuffer:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def sample(self, config: TrainConfig, rng: random.Random) -> Batch | None:
+    def sample(self, config: HeadTrainConfig, rng: random.Random) -> Batch | None:
         """A batch of `windows_per_batch` windows drawn uniformly over the buffer's windows."""
         with self._lock:
             entries = list(self._entries)

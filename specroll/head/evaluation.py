@@ -18,7 +18,7 @@ from specroll.drafting.coupling_rates import (
     two_stage_rate,
 )
 from specroll.head.features import FeatureSequence
-from specroll.head.model import DraftHead
+from specroll.drafting.head_model import DraftHead
 
 RATES = {
     "argmax": argmax_rate,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from specroll.drafting.draft_head import DraftHeadDrafter
 from specroll.head.buffer import FeatureBuffer
-from specroll.head.training import HeadTrainer, TrainConfig
+from specroll.head.training import HeadTrainer, HeadTrainConfig
 
 
 @dataclass
@@ -38,7 +38,7 @@ class SpotTrainer:
         self,
         drafter: DraftHeadDrafter,
         buffer: FeatureBuffer,
-        config: TrainConfig = TrainConfig(lr=3e-4),
+        config: HeadTrainConfig = HeadTrainConfig(lr=3e-4),
         publish_every: int = 5,
     ) -> None:
         self.drafter = drafter

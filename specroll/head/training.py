@@ -35,7 +35,7 @@ import torch.nn.functional as F
 
 from specroll.drafting.coupling_rates import gumbel_rate_closed
 from specroll.head.features import FeatureSequence
-from specroll.head.model import DraftHead
+from specroll.drafting.head_model import DraftHead
 from specroll.model.device import fast_bf16
 
 
@@ -43,7 +43,7 @@ PRECISIONS = ("auto", "bf16", "fp32")
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class HeadTrainConfig:
     depth: int = 3  # unrolled draft depth
     window: int = 64  # positions per training window (sequences are cut into windows)
     windows_per_batch: int = 32
@@ -126,7 +126,7 @@ def make_batch(
 class HeadTrainer:
     """Owns a head's optimisation: `step(batch)` is one update; the head's weights change in place."""
 
-    def __init__(self, head: DraftHead, embedding: torch.Tensor, config: TrainConfig) -> None:
+    def __init__(self, head: DraftHead, embedding: torch.Tensor, config: HeadTrainConfig) -> None:
         self.head = head
         self.embedding = embedding.detach()  # (V, H) the target's input embeddings, frozen
         self.config = config
@@ -221,7 +221,7 @@ def draft_vocabulary(sequences: Sequence[FeatureSequence], size: int, vocab_size
 
 
 def shuffled_windows(
-    sequences: Sequence[FeatureSequence], config: TrainConfig, epoch: int
+    sequences: Sequence[FeatureSequence], config: HeadTrainConfig, epoch: int
 ) -> list[tuple[int, int]]:
     spans = windows(sequences, config.window, config.depth)
     random.Random(config.seed * 1_000_003 + epoch).shuffle(spans)

@@ -14,11 +14,11 @@ from typing import Callable, Sequence
 import torch
 
 from specroll.head.features import FeatureSequence
-from specroll.head.model import DraftHead, HeadConfig
+from specroll.drafting.head_model import DraftHead, HeadConfig
 from specroll.head.training import (
     HeadTrainer,
     StepMetrics,
-    TrainConfig,
+    HeadTrainConfig,
     cosine_lr,
     draft_vocabulary,
     make_batch,
@@ -38,7 +38,7 @@ class WarmStartConfig:
     num_blocks: int = 2
     feature_layers: tuple[int, ...] = ()  # the target's layers the head fuses (the features must carry them)
     held_out_fraction: float = 0.05
-    train: TrainConfig = TrainConfig()
+    train: HeadTrainConfig = HeadTrainConfig()
 
     def __post_init__(self) -> None:
         # checked here, where a command builds the config, not when the head is made after the features
@@ -130,7 +130,9 @@ def warm_start(
     )
 
 
-def evaluate(trainer: HeadTrainer, sequences: Sequence[FeatureSequence], config: TrainConfig) -> StepMetrics:
+def evaluate(
+    trainer: HeadTrainer, sequences: Sequence[FeatureSequence], config: HeadTrainConfig
+) -> StepMetrics:
     """Mean loss and overlap per depth over every window of `sequences`, weighted by batch."""
     spans = windows(sequences, config.window, config.depth)
     results = [

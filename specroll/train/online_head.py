@@ -16,7 +16,7 @@ from specroll.drafting.draft_head import DraftHeadDrafter
 from specroll.head.buffer import FeatureBuffer
 from specroll.head.recorder import HiddenRecorder
 from specroll.head.spot import SpotTrainer
-from specroll.head.training import TrainConfig as HeadTrainConfig
+from specroll.head.training import HeadTrainConfig
 
 
 class OnlineHead:

@@ -9,7 +9,7 @@ threads (they may set the order of a matmul's sums). It may change `steps` (to e
 the speculation policy, the draft limits, the batch size, the cost model, the rollout's workers and
 CUDA graphs (static-shape forwards give the dynamic ones' bits under those numerics).
 
-The config is stored flat, one key per field, the `RolloutConfig` fields beside the `TrainConfig` ones
+The config is stored flat, one key per field, the `RolloutConfig` fields beside the `GRPOConfig` ones
 (their names do not overlap), paths as absolute strings: a run resumed from another working directory
 reads the same files, and a path given relative to it compares equal.
 """
@@ -20,7 +20,7 @@ from dataclasses import asdict, fields
 from pathlib import Path
 
 from specroll.rollout import RolloutConfig
-from specroll.train.trainer import TrainConfig
+from specroll.train.config import GRPOConfig
 
 ALWAYS_FREE = frozenset({"steps", "shadow_plain", "track_drift"})
 SPEED_ONLY = frozenset(
@@ -31,39 +31,39 @@ SPEED_ONLY = frozenset(
 _PATHS = frozenset(f.name for f in fields(RolloutConfig) if "Path" in str(f.type))
 
 
-def config_to_dict(config: TrainConfig) -> dict:
+def config_to_dict(config: GRPOConfig) -> dict:
     """The config as flat JSON values: paths as absolute strings."""
     values = {name: value for name, value in asdict(config).items() if name != "rollout"}
     values.update(asdict(config.rollout))
     return {name: str(v.resolve()) if isinstance(v, Path) else v for name, v in values.items()}
 
 
-def config_from_dict(values: dict) -> TrainConfig:
+def config_from_dict(values: dict) -> GRPOConfig:
     """`config_to_dict`'s inverse; an unknown key raises ValueError naming it."""
     rollout_names = {f.name for f in fields(RolloutConfig)}
-    train_names = {f.name for f in fields(TrainConfig)} - {"rollout"}
+    train_names = {f.name for f in fields(GRPOConfig)} - {"rollout"}
     unknown = sorted(set(values) - rollout_names - train_names)
     if unknown:
         raise ValueError(f"unknown config fields {unknown}")
     rollout = {name: _typed(name, value) for name, value in values.items() if name in rollout_names}
     train = {name: value for name, value in values.items() if name in train_names}
-    return TrainConfig(RolloutConfig(**rollout), **train)
+    return GRPOConfig(RolloutConfig(**rollout), **train)
 
 
-def free_fields(config: TrainConfig) -> frozenset[str]:
+def free_fields(config: GRPOConfig) -> frozenset[str]:
     """The fields a run resumed from `config` may change without changing its tokens or weights."""
     is_lossless = config.rollout.verify == "exact" and config.rollout.batch_invariant
     return ALWAYS_FREE | SPEED_ONLY if is_lossless else ALWAYS_FREE
 
 
-def future_changes(saved: TrainConfig, requested: TrainConfig) -> list[str]:
+def future_changes(saved: GRPOConfig, requested: GRPOConfig) -> list[str]:
     """The fields where `requested` differs from `saved` in a way that changes the run's future, sorted."""
     before, after = config_to_dict(saved), config_to_dict(requested)
     free = free_fields(saved)
     return sorted(name for name in before if name not in free and before[name] != after[name])
 
 
-def describe_changes(saved: TrainConfig, requested: TrainConfig, names: list[str]) -> str:
+def describe_changes(saved: GRPOConfig, requested: GRPOConfig, names: list[str]) -> str:
     """'seed 0 -> 1, lr 1e-05 -> 0.001' for the given fields."""
     before, after = config_to_dict(saved), config_to_dict(requested)
     return ", ".join(f"{name} {before[name]!r} -> {after[name]!r}" for name in names)

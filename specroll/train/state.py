@@ -12,14 +12,10 @@ writes and reads it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
 import torch
 
+from specroll.train.config import GRPOConfig
 from specroll.train.recent_responses import FinishedResponse
-
-if TYPE_CHECKING:
-    from specroll.train.trainer import TrainConfig
 
 
 @dataclass
@@ -27,7 +23,7 @@ class TrainState:
     """A run after `next_step` steps (steps 0 .. next_step - 1 done): it resumes at step `next_step`."""
 
     next_step: int
-    config: TrainConfig
+    config: GRPOConfig
     policy: dict[str, torch.Tensor]  # the policy's state_dict (Hugging Face names)
     optimizer: dict  # AdamW's state_dict: {"state": {index: {name: tensor}}, "param_groups": [...]}
     torch_rng: torch.Tensor  # (N,) uint8: torch's global generator (dropout, where a model has any)

@@ -29,7 +29,24 @@ def feed(drafter, request_id, group_id, tokens, step=0):
 
 @pytest.mark.parametrize("cls", [OwnContextDrafter, GroupedDrafter, HistoryDrafter])
 def test_drafters_follow_the_protocol(cls):
-    assert isinstance(cls(), Drafter)
+    """Every member the contract names, with the contract's kinds: a drafter missing one, or with a
+    member of the wrong kind, fails here (`isinstance` on a runtime protocol checks names only)."""
+    drafter = cls()
+    assert isinstance(drafter, Drafter)
+    for name in ("begin", "propose", "observe", "observe_features", "finish", "advance_step", "member",
+                 "draft_cost"):  # fmt: skip
+        assert callable(getattr(drafter, name)), name
+    assert isinstance(drafter.name, str) and isinstance(drafter.needs_features, bool)
+    assert isinstance(drafter.feature_layers, tuple) and isinstance(drafter.member_names, frozenset)
+    assert drafter.member(None) is drafter and drafter.draft_cost() is None
+
+
+def test_the_protocol_check_fails_for_a_drafter_missing_a_member():
+    class NoFeatures(BaseDrafter):
+        needs_features = None  # not a bool
+
+    with pytest.raises(AssertionError):
+        test_drafters_follow_the_protocol(NoFeatures)
 
 
 def test_own_context_drafts_from_prompt_and_output():

@@ -16,8 +16,8 @@ import torch
 from specroll.drafting.draft_head import DraftHeadDrafter, drafting_dtype
 from specroll.drafting.protocol import BaseDrafter
 from specroll.head.features import teacher_forced
-from specroll.head.model import DraftHead, HeadConfig, check_compatible, load_head
-from specroll.head.training import HeadTrainer, TrainConfig, make_batch, windows
+from specroll.drafting.head_model import DraftHead, HeadConfig, check_compatible, load_head
+from specroll.head.training import HeadTrainer, HeadTrainConfig, make_batch, windows
 from specroll.head.warm_start import WarmStartConfig, warm_start
 from specroll.model.runner import ModelRunner, SequenceInput
 from specroll.policies.fixed import FixedDraftLength
@@ -37,12 +37,14 @@ def trained(qwen2_dir, tmp_path_factory):
     done = rollout(qwen2_dir, workload(num_prompts=8, n=4, max_tokens=40), max_model_len=64)
     runner = ModelRunner.from_pretrained(qwen2_dir, 8, 64)
     sequences = teacher_forced(runner, [r.prompt_token_ids for r in done], [r.output_token_ids for r in done])
-    config = WarmStartConfig(seconds=600, max_epochs=30, draft_vocab_size=64, train=TrainConfig(window=16))
+    config = WarmStartConfig(
+        seconds=600, max_epochs=30, draft_vocab_size=64, train=HeadTrainConfig(window=16)
+    )
     before = warm_start(
         sequences,
         _embedding(runner),
         runner.model.lm_head.weight,
-        WarmStartConfig(seconds=0.0, draft_vocab_size=64, train=TrainConfig(window=16)),
+        WarmStartConfig(seconds=0.0, draft_vocab_size=64, train=HeadTrainConfig(window=16)),
     )
     after = warm_start(sequences, _embedding(runner), runner.model.lm_head.weight, config)
     directory = after.head.save(tmp_path_factory.mktemp("head"))
@@ -74,7 +76,7 @@ def test_a_warm_start_bounded_by_epochs_spends_its_schedule_by_epochs(trained, q
     reaches its end however fast the machine is, and the same epochs train the same head."""
     *_, sequences = trained
     runner = ModelRunner.from_pretrained(qwen2_dir, 1, 8)
-    config = WarmStartConfig(seconds=1e6, max_epochs=3, draft_vocab_size=64, train=TrainConfig(window=16))
+    config = WarmStartConfig(seconds=1e6, max_epochs=3, draft_vocab_size=64, train=HeadTrainConfig(window=16))
     spent, heads = [], []
     for _ in range(2):
         torch.manual_seed(0)
@@ -91,7 +93,7 @@ def test_a_warm_start_bounded_by_epochs_spends_its_schedule_by_epochs(trained, q
 
 def test_bf16_training_computes_the_fp32_loss_within_rounding_and_keeps_fp32_weights(trained):
     _, _, after, sequences = trained
-    config = TrainConfig(window=16)
+    config = HeadTrainConfig(window=16)
     batch = make_batch(sequences, windows(sequences, 16, config.depth)[:8], 16)
     embedding = torch.randn(after.head.config.vocab_size, after.head.config.hidden_size)
     losses, measured = {}, {}
@@ -107,7 +109,7 @@ def test_bf16_training_computes_the_fp32_loss_within_rounding_and_keeps_fp32_wei
     assert losses["bf16"] != losses["fp32"]  # the matmuls did run in bf16
     assert measured["bf16"] == measured["fp32"]  # evaluation is at full precision either way
     with pytest.raises(ValueError, match="precision 'fp16'"):
-        TrainConfig(precision="fp16")
+        HeadTrainConfig(precision="fp16")
 
 
 def test_the_match_rate_adds_its_weight_times_the_miss_rate_to_the_loss(trained):
@@ -116,7 +118,7 @@ def test_the_match_rate_adds_its_weight_times_the_miss_rate_to_the_loss(trained)
     embedding = torch.randn(after.head.config.vocab_size, after.head.config.hidden_size)
     loss = {
         weight: HeadTrainer(
-            copy.deepcopy(after.head), embedding, TrainConfig(window=16, acceptance_weight=weight)
+            copy.deepcopy(after.head), embedding, HeadTrainConfig(window=16, acceptance_weight=weight)
         )
         .evaluate(batch)
         .loss
@@ -126,7 +128,7 @@ def test_the_match_rate_adds_its_weight_times_the_miss_rate_to_the_loss(trained)
     assert 0 < miss < 1
     assert loss[4.0] - loss[0.0] == pytest.approx(4 * miss, rel=1e-4)
     with pytest.raises(ValueError, match="acceptance_top >= 1"):
-        TrainConfig(acceptance_top=0)
+        HeadTrainConfig(acceptance_top=0)
 
 
 def test_a_head_drafts_in_its_drafting_dtype_and_trainers_copy_its_saved_weights(trained, qwen2_dir):

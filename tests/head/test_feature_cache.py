@@ -8,7 +8,7 @@ import torch
 from specroll.cli import main
 from specroll.head.feature_cache import FeatureSource, load_features, save_features
 from specroll.head.features import FeatureSequence
-from specroll.head.files import read_head_config
+from specroll.drafting.head_files import read_head_config
 
 H = 4
 SOURCE = FeatureSource("/models/policy [model.safetensors:10:1]", "ab" * 32, 1.0)

@@ -15,8 +15,8 @@ from specroll.drafting.combined import CombinedDrafter
 from specroll.drafting.draft_head import DraftHeadDrafter
 from specroll.drafting.registry import DrafterContext, make_drafter
 from specroll.head.features import teacher_forced
-from specroll.head.model import DraftHead, HeadConfig, default_feature_layers, load_head
-from specroll.head.training import TrainConfig
+from specroll.drafting.head_model import DraftHead, HeadConfig, default_feature_layers, load_head
+from specroll.head.training import HeadTrainConfig
 from specroll.head.warm_start import WarmStartConfig, warm_start
 from specroll.model.runner import ModelRunner, SequenceInput
 from specroll.policies.fixed import FixedDraftLength
@@ -86,7 +86,7 @@ def fused_head(qwen2_dir, tmp_path_factory):
     runner = ModelRunner.from_pretrained(qwen2_dir, 8, 64)
     runner.use_feature_layers(LAYERS)
     sequences = teacher_forced(runner, [r.prompt_token_ids for r in done], [r.output_token_ids for r in done])
-    train = TrainConfig(window=16)
+    train = HeadTrainConfig(window=16)
     before = warm_start(
         sequences,
         runner.model.model.embed_tokens.weight,

@@ -8,7 +8,7 @@ import json
 from specroll.cli import build_parser, main
 from specroll.commands.rollout import config_from_args
 from specroll.provenance import RolloutProvenance
-from specroll.head.files import read_head_config
+from specroll.drafting.head_files import read_head_config
 from specroll.rollout import RolloutConfig
 
 WORKLOAD = ["--num-prompts", "4", "--n", "4", "--max-tokens", "48", "--seed", "3"]

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from specroll.cli import main
-from specroll.head.files import read_head_config
+from specroll.drafting.head_files import read_head_config
 from specroll.rollout import DEFAULT_DRAFT_MODEL
 
 WORKLOAD = ["--num-prompts", "2", "--n", "2", "--max-tokens", "24", "--seed", "3"]

@@ -17,12 +17,13 @@ from specroll.head.buffer import FeatureBuffer
 from specroll.head.features import teacher_forced
 from specroll.head.recorder import HiddenRecorder
 from specroll.head.spot import SpotTrainer
-from specroll.head.training import TrainConfig as HeadTrainConfig
+from specroll.head.training import HeadTrainConfig
 from specroll.head.warm_start import WarmStartConfig, warm_start
 from specroll.model.runner import ModelRunner
 from specroll.policies.fixed import FixedDraftLength
 from specroll.rollout import RolloutConfig
-from specroll.train.trainer import GRPOTrainer, TrainConfig
+from specroll.train.config import GRPOConfig
+from specroll.train.trainer import GRPOTrainer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
 from helpers import rollout, workload  # noqa: E402
@@ -143,23 +144,23 @@ def test_online_updates_unroll_as_deep_as_the_warm_start_did(qwen2_dir, tmp_path
 def test_grpo_with_an_online_head_between_steps_matches_plain_and_trains_only_there(tmp_path):
     model_dir = RolloutConfig().model_dir
     directory, _ = _head(model_dir, tmp_path / "head", epochs=0)
-    plain = GRPOTrainer(TrainConfig(RolloutConfig(speculate="off", **SMALL), steps=3, lr=1e-3)).run()
+    plain = GRPOTrainer(GRPOConfig(RolloutConfig(speculate="off", **SMALL), steps=3, lr=1e-3)).run()
     config = RolloutConfig(speculate="draft-head", draft_head_dir=directory, policy="fixed-2", **SMALL)
-    online = GRPOTrainer(TrainConfig(config, steps=3, lr=1e-3, online_head=True, head_between_steps=4)).run()
+    online = GRPOTrainer(GRPOConfig(config, steps=3, lr=1e-3, online_head=True, head_between_steps=4)).run()
     assert [m.weights_sha256 for m in online] == [m.weights_sha256 for m in plain]
     assert [m.head_updates for m in online] == [4, 8, 12]  # exactly N after each rollout
     assert [m.head_swaps for m in online] == [0, 1, 2]  # swapped in by the next rollout's first draft
     assert all(m.head_seconds > 0 for m in online)
     with pytest.raises(ValueError, match="online_head"):
-        TrainConfig(config, head_between_steps=4)
+        GRPOConfig(config, head_between_steps=4)
 
 
 def test_grpo_with_an_online_head_matches_plain_rewards_and_weights(tmp_path):
     model_dir = RolloutConfig().model_dir
     directory, _ = _head(model_dir, tmp_path / "head", epochs=20)
-    plain = GRPOTrainer(TrainConfig(RolloutConfig(speculate="off", **SMALL), steps=4, lr=1e-3)).run()
+    plain = GRPOTrainer(GRPOConfig(RolloutConfig(speculate="off", **SMALL), steps=4, lr=1e-3)).run()
     online = GRPOTrainer(
-        TrainConfig(
+        GRPOConfig(
             RolloutConfig(speculate="draft-head", draft_head_dir=directory, policy="fixed-2", **SMALL),
             steps=4,
             lr=1e-3,
@@ -178,4 +179,4 @@ def test_grpo_with_an_online_head_matches_plain_rewards_and_weights(tmp_path):
 
 def test_online_training_needs_the_draft_head_drafter():
     with pytest.raises(ValueError, match="draft-head"):
-        GRPOTrainer(TrainConfig(RolloutConfig(speculate="suffix", **SMALL), online_head=True))
+        GRPOTrainer(GRPOConfig(RolloutConfig(speculate="suffix", **SMALL), online_head=True))

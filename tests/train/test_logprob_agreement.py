@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from specroll.rollout import RolloutConfig
-from specroll.train.trainer import GRPOTrainer, TrainConfig
+from specroll.train.config import GRPOConfig
+from specroll.train.trainer import GRPOTrainer
 
 SMALL = dict(num_prompts=4, n=4, max_tokens=32, max_batch_size=16)
 ROUNDING = 1e-4  # engine vs trainer forward in fp32; a truncation's log(kept mass) is far larger
@@ -27,7 +28,7 @@ ROUNDING = 1e-4  # engine vs trainer forward in fp32; a truncation's log(kept ma
     ids=["full", "top-k", "top-p", "both", "t0.6-top-k", "greedy"],
 )
 def test_every_tokens_ratio_is_one_before_each_update(sampling):
-    config = TrainConfig(RolloutConfig(speculate="off", **SMALL, **sampling), steps=2, lr=1e-3)
+    config = GRPOConfig(RolloutConfig(speculate="off", **SMALL, **sampling), steps=2, lr=1e-3)
     history = GRPOTrainer(config).run()
     assert [m.max_log_ratio < ROUNDING for m in history] == [True, True], [m.max_log_ratio for m in history]
     assert history[0].clip_fraction == 0.0

@@ -9,14 +9,14 @@ import pytest
 
 from specroll.rollout import RolloutConfig
 from specroll.train.run_config import config_from_dict, config_to_dict, describe_changes, future_changes
-from specroll.train.trainer import TrainConfig
+from specroll.train.config import GRPOConfig
 
-SAVED = TrainConfig(
+SAVED = GRPOConfig(
     RolloutConfig(num_prompts=4, n=4, max_tokens=64, seed=3, cost_model=Path("c.json")), steps=4
 )
 
 
-def _with(**changes) -> TrainConfig:
+def _with(**changes) -> GRPOConfig:
     rollout = {k: v for k, v in changes.items() if hasattr(SAVED.rollout, k)}
     train = {k: v for k, v in changes.items() if k not in rollout}
     return replace(SAVED, rollout=replace(SAVED.rollout, **rollout), **train)

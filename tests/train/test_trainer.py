@@ -10,14 +10,15 @@ import torch
 
 from specroll.cli import main
 from specroll.rollout import RolloutConfig
-from specroll.train.trainer import GRPOTrainer, TrainConfig
+from specroll.train.config import GRPOConfig
+from specroll.train.trainer import GRPOTrainer
 
 SMALL = dict(num_prompts=4, n=4, max_tokens=48, max_batch_size=16)
 
 
 def _train(speculate: str, steps: int = 2, **options):
     trainer = GRPOTrainer(
-        TrainConfig(RolloutConfig(speculate=speculate, **SMALL), steps=steps, lr=1e-3, **options)
+        GRPOConfig(RolloutConfig(speculate=speculate, **SMALL), steps=steps, lr=1e-3, **options)
     )
     return trainer, trainer.run()
 

@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from specroll.head.files import CONFIG_FILE, FORMAT, WEIGHTS_FILE, read_head_config
+from specroll.drafting.head_files import CONFIG_FILE, FORMAT, WEIGHTS_FILE, read_head_config
 from specroll.model.transformer import checked_feature_layers
 
 

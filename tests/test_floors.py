@@ -1,0 +1,125 @@
+"""The package's floors: each part of `specroll` imports only the parts this table allows, counting
+imports inside functions, relative ones and `importlib.import_module("specroll....")`, and the
+table has no cycle. A new import across parts is a decision: make it here, where it shows, or move
+the code to the floor it belongs on. `docs/architecture.md` draws the same floors.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import specroll
+
+ROOT = Path(specroll.__file__).parent
+ALLOWED = {  # part -> the parts it may import (a part is a subpackage or a top-level module)
+    # the command line, the server, the adapters and side-by-side runs
+    "cli": {"commands"},  # each command's module, by name, at run time
+    "commands": {"bench", "drafteval", "drafting", "engine", "head", "model", "placement", "policies",
+                 "profiling", "provenance", "rollout", "scheduling", "serve", "sim", "tasks", "tokenizer",
+                 "train"},
+    "serve": {"engine", "model", "tokenizer", "train"},
+    "integrations": {"engine", "model", "placement", "policies", "rollout", "tokenizer"},
+    "bench": {"baselines", "drafting", "engine", "policies", "rollout", "scheduling", "sim", "tokenizer"},
+    # training, one rollout, many workers
+    "train": {"drafting", "engine", "head", "model", "rollout", "sampling", "tokenizer"},
+    "rollout": {"cluster", "drafting", "engine", "model", "placement", "policies", "tail", "tasks",
+                "tokenizer"},
+    "cluster": {"engine", "scheduling"},
+    "provenance": {"model"},
+    "baselines": {"model"},
+    # the engine, drafters, the draft head's training, timing forwards
+    "engine": {"drafting", "model", "noise", "placement", "policies", "profiling", "sampling",
+               "verification"},
+    "head": {"drafting", "model"},
+    "drafteval": {"drafting"},
+    "drafting": {"model", "noise", "sampling"},
+    "profiling": {"model", "placement", "policies"},
+    # the model and the pure math
+    "model": {"placement"},
+    "verification": {"sampling"},
+    "sampling": set(),
+    "noise": set(),
+    "tokenizer": set(),
+    # torch-free: decisions, tasks, the simulator (which reuses three torch-free engine and model
+    # modules: admission, config, attention chunks)
+    "sim": {"engine", "model", "policies", "scheduling", "tail"},
+    "scheduling": {"policies"},
+    "policies": set(),
+    "tasks": set(),
+    "tail": set(),
+    "placement": set(),
+}  # fmt: skip
+
+
+def imported_modules(source: str, package: str) -> set[str]:
+    """Every module an import anywhere in `source` names (relative ones resolved against `package`),
+    and for `from X import name`, X.name too: it may be a module."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parent, *([node.module] if node.module else [])])
+            found |= {base, *(f"{base}.{alias.name}" for alias in node.names)}
+        elif _is_import_module(node) and node.args and isinstance(node.args[0], ast.Constant):
+            found.add(str(node.args[0].value))
+    return found
+
+
+def _is_import_module(node: ast.AST) -> bool:
+    """A call of `importlib.import_module` (or `import_module`) by that name."""
+    if not isinstance(node, ast.Call):
+        return False
+    name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+    return name == "import_module"
+
+
+def part_of(module: str) -> str | None:
+    """The part a `specroll.` module belongs to; None for anything else (or `specroll` itself)."""
+    names = module.split(".")
+    return names[1] if names[0] == "specroll" and len(names) > 1 else None
+
+
+def imports_by_part() -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for path in ROOT.rglob("*.py"):
+        relative = path.relative_to(ROOT).with_suffix("")
+        module = ".".join(["specroll", *relative.parts])
+        package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+        part = relative.parts[0]
+        parts = {part_of(m) for m in imported_modules(path.read_text(), package)} - {None, part}
+        found.setdefault(part, set()).update(
+            p for p in parts if (ROOT / p).exists() or (ROOT / f"{p}.py").exists()
+        )
+    return found
+
+
+def test_the_check_sees_imports_inside_functions_relative_ones_and_by_name():
+    source = (
+        "def build():\n    from specroll.rollout import build_engine\n"
+        "def other():\n    from .. import rollout\n"
+        "def by_name():\n    return importlib.import_module('specroll.train')\n"
+    )
+    parts = {part_of(m) for m in imported_modules(source, "specroll.cluster")}
+    assert parts >= {"rollout", "train"}
+
+
+def test_every_part_imports_only_what_its_floor_allows():
+    found = imports_by_part()
+    assert set(found) - {"__init__"} <= set(ALLOWED), "a new part: give it a row in ALLOWED"
+    extra = {part: sorted(found[part] - ALLOWED.get(part, set())) for part in found}
+    assert {part: names for part, names in extra.items() if names} == {}
+
+
+def test_the_floors_have_no_cycle():
+    def reaches(start: str, seen: set[str]) -> set[str]:
+        for part in ALLOWED[start] - seen:
+            seen.add(part)
+            reaches(part, seen)
+        return seen
+
+    assert [part for part in ALLOWED if part in reaches(part, set())] == []
