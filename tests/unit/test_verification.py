@@ -27,7 +27,6 @@ def test_exact_tree_takes_deepest_matching_path():
 
 
 def test_rejection_literal_deterministic_drafts():
-    V = 4
     p = torch.tensor([[[0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.0]]])  # (1, 3, V)
     u = torch.full((1, 2), 0.5)
     sample_u = torch.full((1, 3), 0.5)
@@ -37,7 +36,9 @@ def test_rejection_literal_deterministic_drafts():
     # second draft wrong: one accepted, recovered token 2 (all of p's mass)
     n, nxt = verify_rejection(p, None, torch.tensor([[1, 3]]), torch.tensor([2]), u, sample_u)
     assert (n.item(), nxt.item()) == (1, 2)
-    assert V == p.shape[-1]
+    # first draft wrong: nothing accepted, recovered token 1
+    n, nxt = verify_rejection(p, None, torch.tensor([[3, 2]]), torch.tensor([2]), u, sample_u)
+    assert (n.item(), nxt.item()) == (0, 1)
 
 
 def _empirical(target: torch.Tensor, draft: torch.Tensor, num_samples: int, k: int, seed: int):
