@@ -10,6 +10,7 @@ import re
 import pytest
 
 from specroll import rollout
+from specroll.drafting.protocol import BaseDrafter
 from specroll.engine import factory
 from specroll.engine.device_prices import measure_device_prices, needs_device_profile
 from specroll.engine.spec import EngineSpec
@@ -114,7 +115,7 @@ def test_the_engine_measures_exactly_when_its_device_has_no_profile(
         qwen2_dir, 8, drafter=drafter, device=device, batch_invariant=device == "cpu", cost_model=path
     )
     runner = ModelRunner.from_pretrained(qwen2_dir, num_slots=2, capacity=24)
-    drafter_object = object() if drafter else None
+    drafter_object = BaseDrafter() if drafter else None  # the contract's defaults: no cost of its own
     cost_model = factory.engine_cost_model(spec, runner, drafter_object)
     assert len(calls) == int(measures)
     if measures:
