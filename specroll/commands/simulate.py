@@ -42,7 +42,13 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--median-tokens", type=float, help="median group length")
     parser.add_argument("--model", choices=sorted(MODELS))
     parser.add_argument("--gpu", choices=sorted(GPUS))
-    parser.add_argument("--seed", type=int)
+    parser.add_argument("--seed", type=int, help="the preset's draw; with --reproduce, the first seed")
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        default=1,
+        help="with --reproduce: draw each comparison at seeds --seed .. --seed + N - 1 (mean, spread)",
+    )
     cost_help = (
         "a `specroll profile` fit: every worker's forwards cost this instead of the preset's roofline, "
         "and the engine's policies reason with it (not with --reproduce)"
@@ -118,29 +124,34 @@ def _print_rows(preset: Preset, rows: list[dict], as_json: bool, first: str) -> 
 def _run_reproduce(args: argparse.Namespace) -> int:
     from specroll.sim.reproduce import reproduce
 
-    checks = reproduce()
+    if args.seeds < 1:
+        raise ValueError("--seeds must be at least 1")
+    first = args.seed if args.seed is not None else 0
+    seeds = list(range(first, first + args.seeds))
+    checks = reproduce(seeds)
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "checks": [
-                        {
-                            k: c.as_dict()[k]
-                            for k in ("name", "simulated", "paper_low", "paper_high", "within")
-                        }
-                        for c in checks
-                    ]
-                }
-            )
-        )
+        fields = ("name", "simulated", "spread", "min", "max", "samples", "paper_low", "paper_high", "within")
+        rows = [{k: c.as_dict()[k] for k in fields} for c in checks]
+        print(json.dumps({"seeds": seeds, "checks": rows}))
         return 0
-    print(f"{'comparison':62} {'simulated':>9} {'paper':>11} {'±25%':>5}  source")
+    _print_checks(checks, seeds)
+    return 0
+
+
+def _print_checks(checks: list, seeds: list[int]) -> None:
+    print(f"seeds {seeds[0]}..{seeds[-1]} ({len(seeds)}): mean, standard deviation and range over seeds")
+    print(f"{'comparison':62} {'mean':>7} {'std':>6} {'min-max':>13} {'paper':>11} {'±25%':>5}  source")
     for c in checks:
         paper = (
             f"{c.paper_low:.3g}" if c.paper_low == c.paper_high else f"{c.paper_low:.3g}-{c.paper_high:.3g}"
         )
-        print(f"{c.name:62} {c.simulated:9.3f} {paper:>11} {'yes' if c.within else 'no':>5}  {c.source}")
-    return 0
+        span = f"{min(c.samples):.3f}-{max(c.samples):.3f}"
+        within = "yes" if c.within else "no"
+        print(
+            f"{c.name:62} {c.simulated:7.3f} {c.spread:6.3f} {span:>13} {paper:>11} {within:>5}  {c.source}"
+        )
+    num_within = sum(c.within for c in checks)
+    print(f"{num_within} of {len(checks)} means within ±25% of the papers' ranges")
 
 
 def _run_best(preset: Preset, args: argparse.Namespace) -> int:

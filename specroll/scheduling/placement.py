@@ -134,10 +134,25 @@ def reconfigure(
 def _best_request_plan(
     p: float, max_window: int, draft: Affine, verify_by_window: Callable[[int], Affine]
 ) -> RequestPlan:
-    best, best_tgs = RequestPlan(1, True), -1.0
-    for window in range(1, max_window + 1):
-        for is_coupled, model in ((True, coupled_tgs), (False, decoupled_tgs)):
-            tgs = model(p, window, 1, draft, verify_by_window(window))
-            if tgs > best_tgs:
-                best, best_tgs = RequestPlan(window, is_coupled), tgs
-    return best
+    return best_request_plan(p, 1, max_window, draft, verify_by_window)
+
+
+def best_request_plan(
+    p: float,
+    batch: int,
+    max_window: int,
+    draft: Callable[[float], float],  # b -> seconds of one draft step (an Affine, or a cost model's)
+    verify_by_window: Callable[[int], Callable[[float], float]],  # w -> (b -> seconds of a verification)
+) -> RequestPlan:
+    """Algorithm 2 lines 3-5 at `batch` running requests: argmax_w TGS_C,w(p, b) and argmax_w
+    TGS_gd,gv,w(p, b), then the better of the two (ties go to coupled, the smaller window); the
+    same TGS as `coupled_tgs` and `decoupled_tgs`, over every window at once.
+
+    The paper evaluates at b = 1; a worker whose batch has not yet shrunk to one passes its own."""
+    windows = np.arange(1, max_window + 1)  # (W,)
+    draft_step = draft(batch)
+    verify = np.array([verify_by_window(int(w))(batch) for w in windows])  # (W,)
+    coupled = expected_tokens(p, windows) / (windows * draft_step + verify)
+    decoupled = decoupled_expected_tokens(p, windows) / np.maximum(windows * draft_step, verify)
+    best = int(np.argmax(np.stack([coupled, decoupled], axis=1)))  # (W, 2) flattened: w, then mode
+    return RequestPlan(int(windows[best // 2]), best % 2 == 0)

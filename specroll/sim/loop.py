@@ -135,14 +135,31 @@ class RolloutLoop:
         self.copies_on[request_id].clear()
 
     def _preempt_overflow(self, worker: Worker) -> None:
-        """vLLM recompute preemption: drop the newest requests until the cache fits again."""
+        """vLLM recompute preemption: drop the newest requests until the cache fits again. A
+        Fastest-of-N copy whose request runs elsewhere is dropped, not queued: queued, it would run
+        again after its request had finished."""
         while worker.num_in_batch > 1 and worker.context_tokens() > PREEMPT_TO_FRACTION * worker.kv_capacity:
             last = np.zeros(worker.num_in_batch, dtype=bool)
             last[-1] = True
             request_id = int(worker.request_ids[-1])
-            self.dispatcher.on_preempted(worker, request_id, float(worker.positions[-1]))
             self.copies_on[request_id].discard(worker.index)
+            if not self._holders(request_id):
+                self.dispatcher.on_preempted(worker, request_id, float(worker.positions[-1]))
             worker.remove(last)
+
+    def _holders(self, request_id: int) -> list[int]:
+        """Workers whose batch runs a copy of the request."""
+        return [i for i in self.copies_on[request_id] if (self.workers[i].request_ids == request_id).any()]
+
+    def _is_finished(self, request_id: int) -> bool:
+        return not np.isnan(self.finish_seconds[request_id])
+
+    def _drop_finished(self, worker: Worker) -> None:
+        """A request a dispatcher queued before a copy of it finished is not run again."""
+        worker.waiting = [p for p in worker.waiting if not self._is_finished(p.request_id)]
+        finished = ~np.isnan(self.finish_seconds[worker.request_ids])
+        if finished.any():
+            worker.remove(finished)
 
     def _fastest_of_n(self) -> None:
         free = [w.index for w in self.workers if w.num_running == 0]
@@ -167,12 +184,16 @@ class RolloutLoop:
                 drafters.setdefault(request_id, set()).add(drafter)
                 rates[request_id] = min(rates.get(request_id, 1.0), float(p))
                 positions[request_id] = max(positions.get(request_id, 0.0), position)
-        candidates = [FonCandidate(r, rates[r], int(positions[r]), frozenset(drafters[r])) for r in rates]
+        candidates = [
+            FonCandidate(r, rates[r], int(positions[r]), frozenset(drafters[r]))
+            for r in rates
+            if not self._is_finished(r)
+        ]
         return straggler_order(candidates)[:limit]
 
     def _add_copy(self, request_id: int, drafter: int, index: int) -> None:
-        holders = [i for i in self.copies_on[request_id] if (self.workers[i].request_ids == request_id).any()]
-        if not holders:
+        holders = self._holders(request_id)
+        if not holders or self._is_finished(request_id):
             return  # its chunk ended during this event: the request is back in the dispatcher's buffer
         source = self._touch(holders[0])
         position = float(source.positions[source.request_ids == request_id][0])
@@ -216,6 +237,7 @@ class RolloutLoop:
         slowdown = self._slowdown()
         for index in sorted(self._touched):
             worker = self.workers[index]
+            self._drop_finished(worker)
             worker.admit(self.prefill_cost, slowdown)
             for request_id in worker.request_ids.tolist():
                 self.copies_on[request_id].add(index)

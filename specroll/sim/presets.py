@@ -44,7 +44,7 @@ class Preset:
     acceptance: AcceptanceModel  # drafter ladder, best first
     chunk_size: int = 8192  # Seer §4.2 ("e.g. 8K tokens")
     max_draft_per_request: int = 8  # Seer Table 2 caps drafts at 8 tokens
-    max_draft_per_batch: int = 128
+    max_draft_per_batch: int = 128  # not read by Seer's system, whose batch threshold comes from the cost
     group_acceptance: tuple[tuple[int, float], ...] = ()  # (finished siblings, acceptance) for grouped drafts
     das_efficiency: float = 1.0
     tlt_threshold: int = 32  # TLT §5.1 default
@@ -141,7 +141,8 @@ _SEER_SOURCES = {
     "baseline time; lengths from a few hundred tokens up to the budget (Fig. 2)",
     "acceptance": "Seer Table 2 (multi-path k=4) converted to per-token rates",
     "chunk_size": "Seer §4.2: 8K-token chunks",
-    "draft_range": "ASSUMPTION: Seer §4.4 thresholds; 8 per request (Table 2), 128 per batch",
+    "draft_range": "Seer §4.4: thresholds per architecture, from the worker's cost (values not given: "
+    "ASSUMPTION, systems._seer_draft_range); 8 per request at most (Table 2)",
 }
 
 

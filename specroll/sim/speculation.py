@@ -19,8 +19,12 @@ import numpy as np
 
 from specroll.policies.speculation_math import expected_tokens
 from specroll.scheduling.adaptive_range import AdaptiveDraftRange
-from specroll.policies.cost_model import Affine
-from specroll.scheduling.placement import DecoupledPlan, RequestPlan, decoupled_expected_tokens, reconfigure
+from specroll.scheduling.placement import (
+    DecoupledPlan,
+    RequestPlan,
+    best_request_plan,
+    decoupled_expected_tokens,
+)
 from specroll.sim.cost_model import ForwardCost
 
 
@@ -117,22 +121,27 @@ def coupled_plan(
 class DecoupledSpeculation(_NoFeedback):
     """SpecActor §4.1: the drafter runs on its own GPUs up to a window w ahead of the verifier.
 
-    A window costs max(w D(b), V(b)) and yields tau_w tokens. With reconfiguration (Algorithm 2),
-    requests below the batch's mean acceptance switch to the window and mode best for them at b=1.
+    A window costs max(w D(b), V(b)) and yields tau_w tokens. With reconfiguration (Algorithm 2, run
+    at every segment: the loop re-plans at least every 1000 iterations, the paper's cadence), each
+    request's window and mode are re-chosen at the worker's current batch b by the worker's cost:
+    a request below the batch's mean acceptance by its own rate (Algorithm 2), the others by the
+    mean (the batch's window, re-chosen as the batch shrinks; a lone request is its own mean).
     """
 
     costs: SpecCosts  # target: the verifier on g_v GPUs; drafters: on the g_d draft GPUs
     plan: DecoupledPlan
     is_reconfigured: bool
-    draft_affine: Affine
-    verify_affine: Callable[[int], Affine]
-    _table: dict[int, RequestPlan] = field(default_factory=dict)
+    draft_seconds: Callable[[int], Callable[[float], float]]  # drafter -> (b -> seconds of one draft step)
+    verify_seconds: Callable[[int], Callable[[float], float]]  # w -> (b -> seconds of one verification)
+    max_window: int = 16  # Algorithm 1's enumeration cap (`plan_decoupled`)
+    _table: dict[tuple[int, int, int], RequestPlan] = field(default_factory=dict)
+    _drafts: dict[int, Callable[[float], float]] = field(default_factory=dict)
 
     def decide(self, view: RunningBatch) -> IterationPlan:
         windows = np.full(view.num_running, self.plan.window, dtype=np.int64)
         coupled = np.zeros(view.num_running, dtype=bool)
-        if self.is_reconfigured and view.num_running > 1:
-            windows, coupled = self._reconfigured(view.acceptance, windows, coupled)
+        if self.is_reconfigured:
+            windows, coupled = self._reconfigured(view)
         tokens = np.where(
             coupled,
             expected_tokens(view.acceptance, windows),
@@ -140,20 +149,22 @@ class DecoupledSpeculation(_NoFeedback):
         )
         return IterationPlan(tokens, windows, lambda ctx: self._latency(view, windows, coupled, ctx))
 
-    def _reconfigured(self, acceptance: np.ndarray, windows: np.ndarray, coupled: np.ndarray):
-        below = acceptance < acceptance.mean()
-        for index in np.flatnonzero(below):
-            plan = self._request_plan(float(acceptance[index]))
-            windows[index], coupled[index] = plan.window, plan.is_coupled
-        return windows, coupled
+    def _reconfigured(self, view: RunningBatch) -> tuple[np.ndarray, np.ndarray]:
+        """(b,) windows and (b,) coupled flags, Algorithm 2 at the current batch."""
+        acceptance = view.acceptance
+        percent = np.rint(np.minimum(acceptance, acceptance.mean()) * 100).astype(np.int64)  # 1% grid
+        keys, index = np.unique(np.stack([percent, view.drafters]), axis=1, return_inverse=True)
+        plans = [self._request_plan(int(p), int(d), view.num_running) for p, d in keys.T]
+        windows = np.array([plan.window for plan in plans], dtype=np.int64)[index.ravel()]
+        return windows, np.array([plan.is_coupled for plan in plans], dtype=bool)[index.ravel()]
 
-    def _request_plan(self, p: float) -> RequestPlan:
-        key = int(round(p * 100))  # Algorithm 2 re-run on a 1% grid of acceptance rates, cached
+    def _request_plan(self, percent: int, drafter: int, batch: int) -> RequestPlan:
+        key = (percent, drafter, batch)
         if key not in self._table:
-            found = reconfigure(
-                np.array([key / 100.0, 1.0]), self.plan, self.draft_affine, self.verify_affine
+            draft = self._drafts.setdefault(drafter, self.draft_seconds(drafter))
+            self._table[key] = best_request_plan(
+                percent / 100.0, batch, self.max_window, draft, self.verify_seconds
             )
-            self._table[key] = found[0] or RequestPlan(self.plan.window, False)
         return self._table[key]
 
     def _latency(self, view: RunningBatch, windows: np.ndarray, coupled: np.ndarray, ctx: float) -> float:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable
 
 import numpy as np
@@ -97,7 +98,7 @@ def simulate(
     workload = Workload.sample(
         preset.lengths, preset.num_prompts, preset.group_size, preset.prompt_tokens, rng
     )
-    base = preset.acceptance.sample(workload.num_requests, rng)
+    base = preset.acceptance.sample(workload.num_requests, rng, workload.output_lengths / workload.max_tokens)
     topology = _topology(preset, options)
     costs = _spec_costs(preset, topology)
     strategy = make_strategy(preset, topology, costs, options, rng)
@@ -219,16 +220,38 @@ def _no_spec(preset, topology, costs, options, rng):
 
 
 def _decoupled(preset, topology, costs, options, rng):
+    """The worker's own costs at the preset's representative context, per drafter and window."""
     ctx = _representative_context(preset)
-    draft_affine = _affine(_draft_latency(costs.drafters[0], costs.cpu_draft_seconds[0], ctx), 1)
-    verify = lambda w: _affine(_verify_latency(topology.target, w, ctx), 2)
-    return DecoupledSpeculation(costs, topology.plan, options.reconfigure, draft_affine, verify)
+    draft = lambda d: _draft_latency(costs.drafters[d], costs.cpu_draft_seconds[d], ctx)
+    verify = lru_cache(maxsize=None)(
+        lambda w: lru_cache(maxsize=None)(_verify_latency(topology.target, w, ctx))
+    )
+    return DecoupledSpeculation(costs, topology.plan, options.reconfigure, draft, verify)
 
 
 def _grouped(preset, topology, costs, options, rng):
     refs, rates = zip(*preset.group_acceptance) if preset.group_acceptance else ((0,), (0.0,))
-    draft_range = AdaptiveDraftRange(preset.max_draft_per_request, preset.max_draft_per_batch)
-    return GroupedAdaptiveSpeculation(costs, draft_range, group_bonus_from_table(refs, rates))
+    return GroupedAdaptiveSpeculation(
+        costs, _seer_draft_range(preset, topology, costs), group_bonus_from_table(refs, rates)
+    )
+
+
+def _seer_draft_range(preset: Preset, topology: Topology, costs: SpecCosts) -> AdaptiveDraftRange:
+    """Seer §4.4's thresholds from the worker's cost (dense or MoE), pre-computed for the tail's
+    acceptance: a request whose group's other requests have all finished (ASSUMPTION: the paper
+    gives neither the thresholds nor the rate they were computed for)."""
+    ctx = _representative_context(preset)
+    refs, rates = zip(*preset.group_acceptance) if preset.group_acceptance else ((0,), (0.0,))
+    alpha = (
+        float(np.interp(preset.group_size - 1, refs, rates)) or preset.acceptance.drafters[0].mean_acceptance
+    )
+
+    def seconds(batch: int, k: int) -> float:
+        verify = forward_seconds_per_row(topology.target, batch, k + 1, ctx)
+        return verify + (costs.cpu_draft_seconds[0] if k else 0.0)
+
+    max_batch = _max_batch(preset, topology)
+    return AdaptiveDraftRange.from_cost(seconds, alpha, preset.max_draft_per_request, max_batch)
 
 
 # TLT Table 4: larger batches verify fewer tokens. Buckets of running requests [1,8), [8,17), [17,...),

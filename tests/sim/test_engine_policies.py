@@ -207,3 +207,26 @@ def test_the_simulator_runs_on_a_profile():
     assert plain >= lengths.max() * model.forward_seconds(1, 1, 0.0)
     # the profile, not the preset's roofline, costs this run (the roofline's H100 worker: 46 s here, 29 s)
     assert plain < 0.8 * simulate(SMALL, SYSTEMS["verl"])[0].makespan_seconds
+
+
+def test_seer_and_specactor_choices_are_the_shared_torch_free_functions():
+    """The mechanisms the engine has no counterpart for (issue 38) live in `specroll.scheduling`,
+    beside the dispatchers both run: the simulator only calls them."""
+    from specroll.scheduling import adaptive_range, placement
+    from specroll.sim import speculation
+
+    seer = strategy_for(get_preset("Moonlight"), "grouped")
+    assert type(seer.draft_range) is adaptive_range.AdaptiveDraftRange and seer.draft_range.by_concurrency
+    assert speculation.best_request_plan is placement.best_request_plan
+    specactor = make_strategy(
+        SMALL,
+        _topology(SMALL, SYSTEMS["specactor"]),
+        _spec_costs(SMALL, _topology(SMALL, SYSTEMS["specactor"])),
+        SYSTEMS["specactor"],
+        None,
+    )
+    plan = specactor.decide(running_batch([0.7], [100]))
+    expected = placement.best_request_plan(
+        0.7, 1, specactor.max_window, specactor.draft_seconds(0), specactor.verify_seconds
+    )
+    assert plan.draft_len.tolist() == [expected.window]
