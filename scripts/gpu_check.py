@@ -205,9 +205,8 @@ def check(parts: list[Part], sizes: Sizes, out: Path, work: Path) -> int:
     for part in parts:
         started = time.monotonic()
         outcome = run_part(part, sizes, work, out)
-        lines.append(
-            f"{part.name:<10} {outcome:<20} {time.monotonic() - started:6.1f} s (cap {part.cap_seconds} s)"
-        )
+        cap = part.cap_seconds * sizes.cap_scale
+        lines.append(f"{part.name:<10} {outcome:<20} {time.monotonic() - started:6.1f} s (cap {cap:.0f} s)")
         print(lines[-1], flush=True)
         (out / "summary.txt").write_text("\n".join(lines) + "\n")
     return 0 if all(_ok(line) for line in lines[1:]) else 1
