@@ -88,7 +88,9 @@ def commands(part: str, sizes: Sizes, work: Path) -> list[list[str]]:
         shape = [f"{k}={v}" for k, v in sizes.shape.items()]
         return [[py, __file__, "--build-model", model, "--device", sizes.device, *shape]]
     if part == "profile":
-        grid = ["--max-batch-size", str(sizes.large_batch), "--max-draft", "4", "--context-lengths", "64,512"]
+        # widths to 17: a tree of 16 nodes priced at every batch size, as `auto` weighs one
+        grid = ["--max-batch-size", str(sizes.large_batch), "--max-draft", "16"]
+        grid += ["--context-lengths", "64,512"]
         return [[py, "-m", "specroll.cli", "profile", "--model", model, *device, *grid, "--out", profile]]
     if part == "tests":
         return [[py, "-m", "pytest", "-q", "-p", "no:cacheprovider", *TESTS]]

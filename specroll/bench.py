@@ -17,11 +17,12 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 from specroll.baselines.hf_generate import hf_generate
 from specroll.drafting.oracle import OracleDrafter
 from specroll.engine.factory import apply_threads
+from specroll.engine.telemetry import drafts_by_batch, forward_from_row
 from specroll.policies.cost_model import CostModel
 from specroll.rollout import (
     RolloutConfig,
@@ -57,6 +58,8 @@ class BenchRow:
     predicted_makespan_seconds: float | None = None  # workers and plain: the simulator's, on these requests
     scaled_makespan_seconds: float | None = None  # workers: the same on the profile scaled to plain's level
     graph_recording_seconds: float | None = None  # recording CUDA graphs, inside the makespan
+    tail_seconds: float | None = None  # from 90 % of requests finished to the last (median over rounds)
+    drafts_by_batch: dict[str, dict[str, int]] = field(default_factory=dict)  # summed over rounds
 
 
 def parse_system(system: str) -> tuple[str, str, str]:
@@ -247,6 +250,8 @@ def _engine_row(system: str, result: RolloutResult) -> BenchRow:
         s.mean_acceptance_length,
         s.forward_passes,
         graph_recording_seconds=s.graph_recording_seconds if s.graphs_recorded else None,
+        tail_seconds=s.tail_seconds,
+        drafts_by_batch=drafts_by_batch(map(forward_from_row, result.telemetry)),
     )
 
 
@@ -301,7 +306,19 @@ def _combined(rows: list[BenchRow], rounds: list[list[BenchRow]]) -> BenchRow:
         predicted_makespan_seconds=_median_of(r.predicted_makespan_seconds for r in rows),
         scaled_makespan_seconds=_median_of(r.scaled_makespan_seconds for r in rows),
         graph_recording_seconds=_median_of(r.graph_recording_seconds for r in rows),
+        tail_seconds=_median_of(r.tail_seconds for r in rows),
+        drafts_by_batch=_summed(r.drafts_by_batch for r in rows),
     )
+
+
+def _summed(counts: Iterable[dict[str, dict[str, int]]]) -> dict[str, dict[str, int]]:
+    total: dict[str, dict[str, int]] = {}
+    for one in counts:
+        for label, shapes in one.items():
+            into = total.setdefault(label, {})
+            for shape, n in shapes.items():
+                into[shape] = into.get(shape, 0) + n
+    return dict(sorted(total.items(), key=lambda item: int(item[0].split("-")[0])))
 
 
 def _median_of(values) -> float | None:

@@ -11,6 +11,7 @@ from dataclasses import asdict
 from specroll.bench import DEFAULT_SYSTEMS, BenchRow, run_bench
 from specroll.commands.rollout import add_rollout_arguments, add_worker_arguments, config_from_args
 from specroll.commands import tables
+from specroll.engine.telemetry import describe_drafts
 
 
 COLUMNS = {  # printed under `--help`; docs/cli.md says the same
@@ -25,6 +26,9 @@ COLUMNS = {  # printed under `--help`; docs/cli.md says the same
     "rounds' lowest and highest (on a shared machine the figure to read)",
     "vs first, paired": "the same against the first system given, where that is not plain",
     "vs hf-generate": "tokens/s over transformers' generate on the same checkpoint",
+    "tail (s)": "time spent on the last 10 % of requests: from 90 % finished to the last (median)",
+    "drafts by batch": "what the policy drafted at each batch size (1, 2-3, 4-7, ...): its most "
+    "frequent draft (none, chain-K tokens or tree-N nodes) and the share of forwards it ran in",
     "simulated (s)": "the simulator's makespan for this system on these requests, priced by the "
     "device's cost profile (`specroll profile`), and its error against the measured one",
     "simulated at plain's level (s)": "the same, with the profile scaled so that plain's simulated "
@@ -102,6 +106,8 @@ def print_table(rows: list[BenchRow], args: argparse.Namespace) -> None:
             "vs plain, paired": _paired(r),
             "vs first, paired": "" if r.paired_vs_first is None else f"{r.paired_vs_first:.2f}x",
             "vs hf-generate": _ratio(base.get("hf-generate"), r),
+            "tail (s)": "" if r.tail_seconds is None else f"{r.tail_seconds:.2f}",
+            "drafts by batch": describe_drafts(r.drafts_by_batch),
             "simulated (s)": _predicted(r.predicted_makespan_seconds, r),
             "simulated at plain's level (s)": _predicted(r.scaled_makespan_seconds, r),
         }

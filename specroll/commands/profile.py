@@ -34,7 +34,9 @@ def register(parser: argparse.ArgumentParser) -> None:
         "--draft-model", type=str, default=None, help="draft checkpoint or model name, for D(b)"
     )
     parser.add_argument("--max-batch-size", type=int, default=32)
-    parser.add_argument("--max-draft", type=int, default=8)
+    parser.add_argument(
+        "--max-draft", type=int, default=16, help="widest draft timed (its forwards are max-draft + 1 wide)"
+    )
     parser.add_argument("--context-lengths", type=_ints, default=(64, 512), help="comma-separated")
     parser.add_argument("--repeats", type=int, default=3)
     add_device_arguments(parser)

@@ -34,6 +34,10 @@ class CombinedDrafter(BaseDrafter):
             raise ValueError(f"drafters combined read different target layers: {sorted(wanted)}")
         return wanted.pop() if wanted else ()
 
+    @property
+    def drafts_trees(self) -> bool:
+        return any(d.drafts_trees for d in self.drafters)
+
     def observe_features(self, features: TargetFeatures) -> None:
         for drafter in self.drafters:
             if drafter.needs_features:

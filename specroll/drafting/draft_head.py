@@ -7,10 +7,11 @@ exact mode, sampled with q in rejection mode), and steps again from its own pred
 request's budget: one small batched step per depth, no target forward. A request whose state is not
 at its current context (new, or resumed elsewhere) gets no draft this forward.
 
-Given a `TreeShape` (exact mode), it drafts trees instead: each expanded node's best candidates
-(`draws.ranked_candidates`, the coupled draw first) become its children, grown best-first and cut to
-the request's budget of nodes (`drafting.draft_tree`); the head steps every expanded node's branch
-at once, one batched step per depth.
+Given a `TreeShape` (exact mode), it drafts trees for the queries that ask for one (`DraftQuery.tree`,
+the policy's choice per forward: `on_request`), or for every query: each expanded node's best
+candidates (`draws.ranked_candidates`, the coupled draw first) become its children, grown best-first
+and cut to the request's budget of nodes (`drafting.draft_tree`); the head steps every expanded
+node's branch at once, one batched step per depth.
 
 New head weights are offered from any thread (`offer_weights`, the spot trainer's way in) and swapped
 in at the next proposal, between two forwards.
@@ -61,11 +62,13 @@ class DraftHeadDrafter(BaseDrafter):
         where: str = "",
         tree: TreeShape | None = None,
         master: DraftHead | None = None,
+        on_request: bool = False,
     ) -> None:
         check_draw(draw)
         if tree is not None and draw == "sample":
             raise ValueError("a draft head drafts trees in exact mode only (argmax or coupled draws)")
         self.tree = tree
+        self.on_request = on_request  # trees for the queries that ask (`DraftQuery.tree`) only
         check_compatible(head, embedding.shape[1], embedding.shape[0], where)
         self.rule = rule  # exact mode's sampling rule, which a coupled draw follows
         # score drafts (q of each drawn token: one more softmax and read-back a depth) only for a
@@ -94,13 +97,23 @@ class DraftHeadDrafter(BaseDrafter):
         rule: str = "inverse-cdf",
         with_scores: bool = False,
         tree: TreeShape | None = None,
+        on_request: bool = False,
     ) -> "DraftHeadDrafter":
         loaded = load_head(directory, embedding.device)
         dtype = drafting_dtype(embedding)
         head = copy.deepcopy(loaded).to(dtype) if dtype != torch.float32 else loaded
         master = loaded if head is not loaded else None
         return cls(
-            head, embedding, draw, seed, rule, with_scores, where=str(directory), tree=tree, master=master
+            head,
+            embedding,
+            draw,
+            seed,
+            rule,
+            with_scores,
+            where=str(directory),
+            tree=tree,
+            master=master,
+            on_request=on_request,
         )
 
     def trainable_copy(self) -> DraftHead:
@@ -138,12 +151,28 @@ class DraftHeadDrafter(BaseDrafter):
             self.head.load_state_dict(offered)  # copies into the same parameter tensors
             self.num_swaps += 1
 
+    @property
+    def drafts_trees(self) -> bool:
+        return self.tree is not None
+
     @torch.no_grad()
     def propose(self, queries: Sequence[DraftQuery]) -> list[Draft]:
         self._swap_offered()
         ready = [q for q in queries if self._is_current(q)]
-        if self.tree is not None:
+        trees = [q for q in ready if self._drafts_tree(q)]
+        if not trees:
+            return self._propose_chains(queries, ready)
+        if len(trees) == len(ready):
             return self._propose_trees(queries, ready)
+        chains = [q for q in ready if not self._drafts_tree(q)]
+        drafts = {d.request_id: d for d in self._propose_trees(trees, trees)}
+        drafts.update((d.request_id, d) for d in self._propose_chains(chains, chains))
+        return [drafts.get(q.request_id) or Draft(q.request_id, source=self.name) for q in queries]
+
+    def _drafts_tree(self, query: DraftQuery) -> bool:
+        return self.tree is not None and (query.tree or not self.on_request)
+
+    def _propose_chains(self, queries: Sequence[DraftQuery], ready: list[DraftQuery]) -> list[Draft]:
         tokens: dict[int, list[int]] = {q.request_id: [] for q in queries}
         probs: dict[int, list] = {q.request_id: [] for q in queries}
         scores: dict[int, list[float]] = {q.request_id: [] for q in queries}  # path probabilities
@@ -235,10 +264,11 @@ class DraftHeadDrafter(BaseDrafter):
     def draft_cost(self, batch_sizes: tuple[int, int] = (1, 32)) -> tuple[float, float]:
         """(intercept, slope) of seconds per draft token against batch size on this machine now, for
         the speculation policy's cost model: one head step, its logits and a draw, timed (best of 3)
-        at two batch sizes; for trees, a whole tree of `TREE_COST_NODES` nodes a request over its
-        nodes (a tree's steps run over several rows a request, and fewer steps than nodes). Measured
-        where the engine is built, in well under a second."""
-        seconds = self._step_seconds if self.tree is None else self._tree_node_seconds
+        at two batch sizes; for a head that always drafts trees, a whole tree of `TREE_COST_NODES`
+        nodes a request over its nodes (a tree's steps run over several rows a request, and fewer
+        steps than nodes). Measured where the engine is built, in well under a second."""
+        always_trees = self.tree is not None and not self.on_request
+        seconds = self._tree_node_seconds if always_trees else self._step_seconds
         small, large = (seconds(b) for b in batch_sizes)
         slope = max((large - small) / (batch_sizes[1] - batch_sizes[0]), 0.0)
         return max(small - slope * batch_sizes[0], 0.0), slope

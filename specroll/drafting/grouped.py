@@ -20,6 +20,7 @@ class GroupedDrafter(BaseDrafter):
     """Drafts each request from the outputs of all requests of its group, its own included."""
 
     name = "grouped"
+    drafts_trees = True  # best-first trees from the suffix index, when a query asks
 
     def __init__(self, shape: DraftShape = DraftShape(), max_depth: int = DEFAULT_MAX_DEPTH) -> None:
         self.shape = shape
@@ -43,7 +44,7 @@ class GroupedDrafter(BaseDrafter):
     def _propose_one(self, query: DraftQuery) -> Draft:
         index = self._indexes[self._group_of[query.request_id]]
         node = index.followed_suffix(query.request_id)
-        return draft_from_match(index, node, query.request_id, query.budget, self.shape)
+        return draft_from_match(index, node, query, self.shape)
 
     def finish(self, request_id: int) -> None:
         del self._group_of[request_id]  # its output stays in the group's index

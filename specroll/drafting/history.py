@@ -46,6 +46,7 @@ class HistoryDrafter(BaseDrafter):
     """Drafts each request from its problem's responses at the previous `window` training steps."""
 
     name = "history"
+    drafts_trees = True  # best-first trees from the suffix index, when a query asks
 
     def __init__(
         self,
@@ -82,7 +83,7 @@ class HistoryDrafter(BaseDrafter):
         if problem is None:
             return Draft(query.request_id, scores=[])
         self._catch_up(request, problem.index)
-        return draft_from_match(problem.index, request.match, query.request_id, query.budget, self.shape)
+        return draft_from_match(problem.index, request.match, query, self.shape)
 
     def finish(self, request_id: int) -> None:
         request = self._live.pop(request_id)

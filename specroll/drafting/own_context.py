@@ -15,6 +15,7 @@ class OwnContextDrafter(BaseDrafter):
     """One suffix index per live request, over prompt + output; dropped when the request finishes."""
 
     name = "own_context"
+    drafts_trees = True  # best-first trees from the suffix index, when a query asks
 
     def __init__(self, shape: DraftShape = DraftShape(), max_depth: int = DEFAULT_MAX_DEPTH) -> None:
         self.shape = shape
@@ -34,9 +35,7 @@ class OwnContextDrafter(BaseDrafter):
 
     def _propose_one(self, query: DraftQuery) -> Draft:
         index = self._indexes[query.request_id]
-        return draft_from_match(
-            index, index.followed_suffix(_SEQUENCE), query.request_id, query.budget, self.shape
-        )
+        return draft_from_match(index, index.followed_suffix(_SEQUENCE), query, self.shape)
 
     def finish(self, request_id: int) -> None:
         del self._indexes[request_id]

@@ -46,6 +46,7 @@ class DraftQuery:
     top_k: int = 0
     top_p: float = 1.0
     noise_key: int | None = None  # the request's noise key (`Request.noise_key`); None: request_id
+    tree: bool = False  # the policy asks for a tree of up to `budget` nodes (`drafts_trees`), not a chain
 
     @property
     def noise_id(self) -> int:
@@ -116,6 +117,7 @@ class Drafter(Protocol):
     needs_features: bool  # True: the engine calls observe_features after every forward
     feature_layers: tuple[int, ...]  # the target's decoder layers the features must also carry
     member_names: frozenset[str]  # a set of drafters' members by name (empty for a single drafter)
+    drafts_trees: bool  # True: answers a query asking for a tree (`DraftQuery.tree`) with one
 
     def begin(self, info: RequestInfo) -> None: ...
 
@@ -147,6 +149,7 @@ class BaseDrafter:
     needs_features = False
     feature_layers: tuple[int, ...] = ()
     member_names: frozenset[str] = frozenset()
+    drafts_trees = False
 
     def observe_features(self, features: TargetFeatures) -> None:
         pass

@@ -56,7 +56,8 @@ def _draft_head(
     ctx: DrafterContext, draw: str = "coupled", with_scores: bool = False, tree: bool = False
 ) -> Drafter:
     """A draft head on the target's features: coupled draws in exact mode, sampled (with q) in
-    rejection; `tree`: best-first trees of its ranked candidates in exact mode (chains in rejection)."""
+    rejection. In exact mode it drafts best-first trees of its ranked candidates where the policy
+    asks for one, and always with `tree` (chains in rejection mode)."""
     from specroll.drafting.draft_head import DraftHeadDrafter
     from specroll.drafting.draft_tree import TreeShape
 
@@ -72,7 +73,8 @@ def _draft_head(
         seed=ctx.seed,
         rule=ctx.sampling_rule,
         with_scores=with_scores,
-        tree=TreeShape() if tree and ctx.verify == "exact" else None,
+        tree=TreeShape() if ctx.verify == "exact" else None,
+        on_request=not tree,
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specroll.drafting.protocol import Draft
+from specroll.drafting.protocol import Draft, DraftQuery
 from specroll.drafting.suffix_index import DEFAULT_SHORT_MATCH_DISCOUNT, Node, Scoring, SuffixIndex
 
 RESPONSE_START = -1  # marks where a response begins in group and history indexes; never drafted
@@ -15,8 +15,9 @@ class DraftShape:
     """How a suffix drafter shapes its proposals.
 
     min_prob:        stop a path once its estimated probability falls below this (0 keeps the budget).
-    max_tree_tokens: 0 for linear drafts; otherwise best-first trees of at most this many tokens,
-                     as deep as the query's budget.
+    max_tree_tokens: 0 for linear drafts, unless a query asks for a tree (then as many nodes as its
+                     budget); otherwise best-first trees of at most this many tokens, as deep as the
+                     query's budget.
     min_match:       shortest matched context (in tokens) a draft may start from.
     short_match_discount: a continuation found after a match of d tokens has its frequency scaled by
                      d / (d + short_match_discount) in the scores (0: frequencies alone). Scores rank
@@ -48,15 +49,15 @@ class DraftShape:
         return self.max_tree_tokens > 0
 
 
-def draft_from_match(
-    index: SuffixIndex, node: Node | None, request_id: int, budget: int, shape: DraftShape
-) -> Draft:
-    """Draft up to `budget` tokens deep after the context whose longest indexed suffix is `node`."""
+def draft_from_match(index: SuffixIndex, node: Node | None, query: DraftQuery, shape: DraftShape) -> Draft:
+    """Draft up to the query's budget deep after the context whose longest indexed suffix is `node`:
+    a tree where the shape or the query asks for one."""
+    request_id, budget = query.request_id, query.budget
     start = None if node is None else index.continuation_point(node, shape.min_match)
     if start is None:
         return Draft(request_id, scores=[])
-    if shape.is_tree:
-        tree = index.propose_tree(start, budget, shape.max_tree_tokens, shape.scoring)
+    if shape.is_tree or query.tree:
+        tree = index.propose_tree(start, budget, shape.max_tree_tokens or budget, shape.scoring)
         return Draft(request_id, tree.token_ids, tree.parents, tree.scores)
     chain = index.propose(start, budget, shape.scoring)
     return Draft(request_id, chain.token_ids, None, chain.scores)

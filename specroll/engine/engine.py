@@ -170,7 +170,8 @@ class Engine:
         policy never files one drafter's acceptance under another's name."""
         view = self._batch_view(requests)
         decision = self.policy.decide(view)
-        used = replace(decision, drafter=self._member_name(decision.drafter))
+        name = self._member_name(decision.drafter)
+        used = replace(decision, drafter=name, tree=decision.tree and self._offers_trees(name))
         budgets = view.clip(decision.draft_lengths)
         if self.drafter is None or not any(budgets):
             return used, [Draft(r.request_id) for r in requests]
@@ -180,6 +181,7 @@ class Engine:
             budgets,
             self.runner.config.vocab_size,
             allow_trees=self.allows_trees,
+            tree=used.tree,
         )
         return used, drafts
 
@@ -193,6 +195,10 @@ class Engine:
         numerics each tree node reads its path's keys in chain order (`model.chain_order`), so its
         tokens are plain decoding's to the bit."""
         return self.config.verify == "exact"
+
+    def _offers_trees(self, member: str | None = None) -> bool:
+        """Whether a decision may ask the drafter (or its member) for trees."""
+        return self.allows_trees and self.drafter is not None and self.drafter.member(member).drafts_trees
 
     def _batch_view(self, requests: list[Request]) -> BatchView:
         views = [
@@ -208,7 +214,7 @@ class Engine:
             )
             for r in requests
         ]
-        return BatchView(views, self.config.max_draft)
+        return BatchView(views, self.config.max_draft, trees=self._offers_trees())
 
     def _verify(self, requests: list[Request], drafts: list[Draft]) -> VerifyResult:
         inputs = [
@@ -322,6 +328,7 @@ class Engine:
             accepted=tuple(result.num_accepted),
             drafter=decision.drafter,
             sources=tuple(d.source for d in drafts),
+            tree=decision.tree,
         )
         self.policy.observe(stats)
         self.telemetry.record_decode(stats)

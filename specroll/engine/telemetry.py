@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from typing import Iterable, Mapping
 
 from specroll.policies.base import ForwardStats
+from specroll.policies.calibration import batch_bucket
 
 
 @dataclass
@@ -59,3 +61,40 @@ class Telemetry:
 
     def as_rows(self) -> list[dict]:
         return [asdict(s) for s in self.decode_forwards]
+
+    def drafts_by_batch(self) -> dict[str, dict[str, int]]:
+        return drafts_by_batch(self.decode_forwards)
+
+
+def forward_from_row(row: Mapping) -> ForwardStats:
+    """A forward back from its telemetry row (`as_rows`); keys a row gained on its way (the worker
+    that ran it, in a rollout over several) are left out."""
+    return ForwardStats(**{f.name: row[f.name] for f in fields(ForwardStats) if f.name in row})
+
+
+def batch_label(batch_size: int) -> str:
+    """A batch size's bucket as the policies bucket it (powers of two): `1`, `2-3`, `4-7`, ..."""
+    low = 1 << batch_bucket(batch_size)
+    return str(low) if low == 1 else f"{low}-{2 * low - 1}"
+
+
+def drafts_by_batch(forwards: Iterable[ForwardStats]) -> dict[str, dict[str, int]]:
+    """Decode forwards by batch-size bucket, then by what they verified (`none`, `chain-K`,
+    `tree-N`): where a policy drafted what."""
+    counts: dict[int, dict[str, int]] = {}
+    for s in forwards:
+        shapes = counts.setdefault(batch_bucket(s.batch_size), {})
+        shapes[s.shape] = shapes.get(s.shape, 0) + 1
+    return {batch_label(1 << b): dict(sorted(counts[b].items())) for b in sorted(counts)}
+
+
+def describe_drafts(counts: Mapping[str, Mapping[str, int]]) -> str:
+    """`1: tree-8 90%, 2-3: chain-2 75%, ...`: each batch bucket's most frequent draft and its share
+    ('' where nothing was drafted)."""
+    if all(set(shapes) <= {"none"} for shapes in counts.values()):
+        return ""
+    parts = []
+    for label, shapes in counts.items():
+        shape, n = max(shapes.items(), key=lambda item: item[1])
+        parts.append(f"{label}: {shape} {n / sum(shapes.values()):.0%}")
+    return ", ".join(parts)

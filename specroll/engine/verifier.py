@@ -49,8 +49,14 @@ class VerifyResult:
 
 
 def build_drafts(
-    drafter: Drafter, requests: Sequence[Request], budgets: Sequence[int], vocab_size: int, allow_trees: bool
+    drafter: Drafter,
+    requests: Sequence[Request],
+    budgets: Sequence[int],
+    vocab_size: int,
+    allow_trees: bool,
+    tree: bool = False,
 ) -> list[Draft]:
+    """Each request's draft of at most its budget (`tree`: the policy asks for trees)."""
     queries = [
         DraftQuery(
             r.request_id,
@@ -60,6 +66,7 @@ def build_drafts(
             k,
             *_sampling(r.params),
             noise_key=r.noise_key,
+            tree=tree,
         )
         for r, k in zip(requests, budgets)
         if k > 0

@@ -46,10 +46,11 @@ class AcceptanceTracker:
         if self.prior_strength < 0:
             raise ValueError(f"prior_strength must be >= 0, got {self.prior_strength}")
 
-    def update(self, batch: BatchView) -> None:
-        """Fold in what happened since the last call; requests no longer running are finished."""
+    def update(self, batch: BatchView, fold: bool = True) -> None:
+        """Fold in what happened since the last call (`fold`; else only note the counters: the last
+        forward's drafts were not chains); requests no longer running are finished."""
         for view in batch.requests:
-            self._update_one(view)
+            self._update_one(view, fold)
         running = {v.request_id for v in batch.requests}
         for request_id in [r for r in self._requests if r not in running]:
             del self._requests[request_id]
@@ -62,7 +63,7 @@ class AcceptanceTracker:
         self._requests, self._last_lengths = {}, {}
         self._pooled_successes = self._pooled_trials = 0.0
 
-    def _update_one(self, view: RequestView) -> None:
+    def _update_one(self, view: RequestView, fold: bool = True) -> None:
         counts = self._requests.get(view.request_id)
         if counts is None:
             counts = _Counts(view.num_drafted, view.num_accepted, view.num_accepted, view.num_drafted)
@@ -71,7 +72,7 @@ class AcceptanceTracker:
             return
         drafted = view.num_drafted - counts.num_drafted
         accepted = view.num_accepted - counts.num_accepted
-        if drafted > 0:
+        if drafted > 0 and fold:
             trials = num_trials(drafted, accepted)
             counts.successes += accepted
             counts.trials += trials

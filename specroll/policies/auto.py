@@ -10,6 +10,14 @@ Every row of a forward is as wide as the widest draft, and a draft model drafts 
 rounds as the longest draft, so the forward's time depends only on the cap c = max_i k_i. For a fixed c
 each E_i grows with k_i, so k_i = min(c, limit_i) is optimal, and the search is over c alone (c = 0,
 plain decoding, included: large batches with low acceptance fall back to it).
+
+Trees: where the drafter drafts them (`BatchView.trees`), `auto` weighs beside the chains a tree of n
+nodes for every request, n in `tree_budgets`: it emits 1 + A(n) tokens a request, A(n) the accepted
+draft tokens measured for trees of n nodes (`TreeAcceptance`), and costs a forward n + 1 wide plus
+as many drafting steps as the tree is deep. Whichever of no draft, the best chain cap and the best
+tree has the highest expected tokens a second runs; so where width is cheap (one request, a forward
+that reads the weights once) trees win, and where width costs its arithmetic (a full batch on a CPU)
+chains or nothing do, forward by forward as the batch shrinks.
 """
 
 from __future__ import annotations
@@ -25,6 +33,23 @@ from specroll.policies.calibration import ForwardTimeCalibration
 from specroll.policies.base import BatchView, DraftDecision, ForwardStats
 from specroll.policies.cost_model import CostModel
 from specroll.policies.speculation_math import expected_tokens
+from specroll.policies.tree_acceptance import TreeAcceptance
+
+
+TREE_DRAFT_STEPS = 4  # drafting steps a tree takes (its depth: `drafting.draft_tree.TreeShape`'s)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One forward's drafts as `auto` chose them, and the expected tokens a second it predicted."""
+
+    lengths: list[int]  # per request: chain tokens, or tree nodes
+    tree: bool
+    rate: float
+
+    @property
+    def cap(self) -> int:
+        return max(self.lengths, default=0)
 
 
 def padded_draft_lengths(
@@ -36,6 +61,17 @@ def padded_draft_lengths(
 ) -> list[int]:
     """The best common cap c; request i drafts min(c, limits[i]). Ties go to the shorter cap.
     time_scale(c) corrects the model's forward time for cap c (`ForwardTimeCalibration`)."""
+    return best_chain(model, alphas, limits, context_length, time_scale).lengths
+
+
+def best_chain(
+    model: CostModel,
+    alphas: Sequence[float],
+    limits: Sequence[int],
+    context_length: float = 0.0,
+    time_scale: Callable[[int], float] = lambda cap: 1.0,
+) -> Plan:
+    """`padded_draft_lengths` with the rate it predicts."""
     limit = np.asarray(limits, dtype=np.int64)
     top = int(limit.max(initial=0))
     # emitted[i, k]: expected tokens of request i drafting k
@@ -50,7 +86,29 @@ def padded_draft_lengths(
 
     rates = [rate(cap) for cap in range(top + 1)]
     best = max(range(top + 1), key=lambda cap: (rates[cap], -cap))
-    return [min(best, k) for k in limits]
+    return Plan([min(best, k) for k in limits], False, rates[best])
+
+
+def tree_seconds(model: CostModel, batch_size: int, nodes: int, context_length: float = 0.0) -> float:
+    """A forward verifying a tree of `nodes` nodes a row, after drafting it."""
+    drafting = model.draft_seconds(batch_size, min(nodes, TREE_DRAFT_STEPS))
+    return drafting + model.forward_seconds(batch_size, nodes + 1, context_length)
+
+
+def tree_plan(
+    model: CostModel,
+    accepted: Callable[[int], float],
+    limits: Sequence[int],
+    nodes: int,
+    context_length: float = 0.0,
+    time_scale: float = 1.0,
+) -> Plan:
+    """Every request a tree of min(nodes, its limit) nodes; accepted(n): draft tokens a tree of n
+    nodes gets accepted (0 for n = 0)."""
+    lengths = [min(nodes, k) for k in limits]
+    emitted = sum(1.0 + (accepted(n) if n else 0.0) for n in lengths)
+    seconds = tree_seconds(model, len(lengths), max(lengths, default=0), context_length) * time_scale
+    return Plan(lengths, True, emitted / seconds)
 
 
 @dataclass
@@ -83,7 +141,11 @@ class AutoPolicy:
     would otherwise keep auto below a longer draft that pays, never measuring it. Measured, the caps
     next to the chosen one are re-measured on one probe step in four each (one forward in 64), so a
     measurement taken while the machine was busier (or a shape's first, slower forwards) does not
-    settle the choice for good."""
+    settle the choice for good.
+
+    Trees are explored alike: on a probe step, a tree budget not yet measured (its acceptance, or its
+    forwards' time in this batch-size bucket) is drafted if, accepted as deep as it grows, it could
+    beat `tree_probe_margin` of the chosen plan's rate; measured, it competes on its measurements."""
 
     cost_model: CostModel
     tracker: AcceptanceTracker = field(default_factory=AcceptanceTracker)
@@ -94,53 +156,99 @@ class AutoPolicy:
     max_probe_overhead: float = 0.01
     seed: int = 0
     calibration: ForwardTimeCalibration = field(default_factory=ForwardTimeCalibration)
+    tree_budgets: tuple[int, ...] = (4, 8, 16)  # node budgets a tree is weighed at (up to max_draft)
+    trees: TreeAcceptance = field(default_factory=TreeAcceptance)
+    tree_warmup_requests: int = 8  # request-forwards a tree budget is measured over before it settles
+    tree_probe_margin: float = 0.8
     _rng: random.Random = field(init=False, repr=False)
-    _decided: tuple[int, int, float] | None = field(default=None, init=False, repr=False)  # b, cap, predicted
+    _decided: tuple[int, int, float, bool] | None = field(default=None, init=False, repr=False)
     _context: float = field(default=0.0, init=False, repr=False)  # mean context of the last decision
     _probe_plain: float | None = field(
         default=None, init=False, repr=False
     )  # a probe's seconds had it run plain
     _probe_extra_seconds: float = field(default=0.0, init=False, repr=False)  # measured, over all probes
     _plain_seconds: float = field(default=0.0, init=False, repr=False)  # measured, over plain forwards
+    _last_tree: bool = field(default=False, init=False, repr=False)  # the last forward drafted trees
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
+        if any(n < 1 for n in self.tree_budgets):
+            raise ValueError(f"tree budgets must be >= 1 node, got {self.tree_budgets}")
 
     def decide(self, batch: BatchView) -> DraftDecision:
-        return DraftDecision(tuple(self._draft_lengths(batch)))
+        plan = self._plan(batch)
+        return DraftDecision(tuple(plan.lengths), tree=plan.tree)
 
     def new_target(self) -> None:
         """Acceptance is measured again from a warm-up; forward times still hold and are kept."""
         self.tracker.new_target()
+        self.trees.new_target()
 
-    def _draft_lengths(self, batch: BatchView) -> list[int]:
-        lengths = self._best_lengths(batch)
+    def _plan(self, batch: BatchView) -> Plan:
+        best = self._best_plan(batch)
         self._decided, self._probe_plain = None, None
         draw = self._rng.random()
         is_probe_step = draw * self.probe_every < 1.0
         b = batch.batch_size
-        if not any(lengths) and (
-            self.tracker.pooled_trials < self.warmup_trials
-            or (draw < self._probe_rate(b) and self._within_probe_budget())
+        plan = self._tree_probe(batch, best) if is_probe_step else None
+        if (
+            plan is None
+            and not any(best.lengths)
+            and (
+                self.tracker.pooled_trials < self.warmup_trials
+                or (draw < self._probe_rate(b) and self._within_probe_budget())
+            )
         ):
             self._probe_plain = self.cost_model.step_seconds(b, 0, self._context) * self.calibration.scale(
                 b, 0
             )
-            return batch.clip([self.probe_length] * b)
-        if any(lengths) and is_probe_step:
-            if not self.calibration.is_measured(b, is_drafting=False):
-                lengths = [0] * len(lengths)
-            else:
-                limits = batch.draft_limits()
-                neighbour = self._neighbour_cap(b, max(lengths), limits, draw * self.probe_every)
-                lengths = lengths if neighbour is None else [min(neighbour, k) for k in limits]
-        cap = max(lengths, default=0)
-        self._decided = (
-            batch.batch_size,
-            cap,
-            self.cost_model.step_seconds(batch.batch_size, cap, self._context),
-        )
-        return lengths
+            return Plan(batch.clip([self.probe_length] * b), False, 0.0)
+        if plan is None:
+            plan = self._chain_probe(batch, best, draw * self.probe_every) if is_probe_step else best
+        self._decided = (b, plan.cap, self._predicted_seconds(b, plan.cap, plan.tree), plan.tree)
+        return plan
+
+    def _predicted_seconds(self, batch_size: int, cap: int, tree: bool) -> float:
+        if tree and cap:
+            return tree_seconds(self.cost_model, batch_size, cap, self._context)
+        return self.cost_model.step_seconds(batch_size, cap, self._context)
+
+    def _chain_probe(self, batch: BatchView, best: Plan, u: float) -> Plan:
+        """A probe step's chains (`_neighbour_cap`), or the best plan where it drafts trees."""
+        if not any(best.lengths) or best.tree:
+            return best
+        if not self.calibration.is_measured(batch.batch_size, is_drafting=False):
+            return Plan([0] * batch.batch_size, False, 0.0)
+        limits = batch.draft_limits()
+        neighbour = self._neighbour_cap(batch.batch_size, best.cap, limits, u)
+        return best if neighbour is None else Plan([min(neighbour, k) for k in limits], False, 0.0)
+
+    def _tree_probe(self, batch: BatchView, best: Plan) -> Plan | None:
+        """The smallest unmeasured tree budget that could beat `tree_probe_margin` of `best`, if any."""
+        if not batch.trees:
+            return None
+        b, limits = batch.batch_size, batch.draft_limits()
+        for nodes in self._budgets(limits):
+            measured = self.trees.trials(nodes) >= self.tree_warmup_requests and (
+                self.calibration.is_measured_cap(b, nodes, tree=True)
+            )
+            if measured:
+                continue
+            hopeful = tree_plan(
+                self.cost_model,
+                lambda n: float(min(n, TREE_DRAFT_STEPS)),  # every node on its path accepted
+                limits,
+                nodes,
+                self._context,
+                self.calibration.scale(b, nodes, tree=True),
+            )
+            if hopeful.rate >= self.tree_probe_margin * best.rate:
+                return hopeful
+        return None
+
+    def _budgets(self, limits: list[int]) -> list[int]:
+        top = max(limits, default=0)
+        return [n for n in self.tree_budgets if n <= top]
 
     def _neighbour_cap(self, batch_size: int, cap: int, limits: list[int], u: float) -> int | None:
         """The cap a probe step drafts to instead of `cap`, if any: the next cap up while it is
@@ -166,23 +274,38 @@ class AutoPolicy:
             else 1.0 / self.probe_every
         )
 
-    def _best_lengths(self, batch: BatchView) -> list[int]:
-        self.tracker.update(batch)
+    def _best_plan(self, batch: BatchView) -> Plan:
+        """The best chains, or trees where they are on offer and predicted faster (ties: chains)."""
+        self.tracker.update(batch, fold=not self._last_tree)  # a tree's acceptance is not a chain's
         alphas = [self.tracker.alpha(v.request_id) for v in batch.requests]
         limits = batch.draft_limits()
         contexts = [float(v.num_context_tokens or v.num_output_tokens) for v in batch.requests]
         self._context = sum(contexts) / len(contexts) if contexts else 0.0
         b = batch.batch_size
-        return padded_draft_lengths(
+        best = best_chain(
             self.cost_model, alphas, limits, self._context, lambda cap: self.calibration.scale(b, cap)
         )
+        if not batch.trees:
+            return best
+        pooled = self.tracker.pooled_alpha
+        for nodes in self._budgets(limits):
+            scale = self.calibration.scale(b, nodes, tree=True)
+            tree = tree_plan(
+                self.cost_model, lambda n: self.trees.expected_accepted(n, pooled), limits, nodes,
+                self._context, scale,
+            )  # fmt: skip
+            best = tree if tree.rate > best.rate else best
+        return best
 
     def observe(self, stats: ForwardStats) -> None:
         seconds = stats.forward_seconds + stats.draft_seconds
+        self._last_tree = stats.tree
         if self._probe_plain is not None:
             self._probe_extra_seconds += max(0.0, seconds - self._probe_plain)
         elif self._decided is not None and self._decided[1] == 0:
             self._plain_seconds += seconds
         if self._decided is not None:
-            batch_size, cap, predicted = self._decided
-            self.calibration.record(batch_size, cap, predicted, stats.forward_seconds + stats.draft_seconds)
+            batch_size, cap, predicted, tree = self._decided
+            self.calibration.record(batch_size, cap, predicted, seconds, tree=tree and stats.tree)
+            if tree and stats.tree:
+                self.trees.record(cap, stats.drafted, stats.accepted)

@@ -27,7 +27,8 @@ class RequestView:
 @dataclass(frozen=True)
 class BatchView:
     requests: Sequence[RequestView]
-    max_draft: int  # the engine's cap on any request's draft
+    max_draft: int  # the engine's cap on any request's draft (tokens of a chain, nodes of a tree)
+    trees: bool = False  # whether a decision may ask for trees (the drafter drafts them, exact mode)
 
     @property
     def batch_size(self) -> int:
@@ -49,10 +50,22 @@ class DraftDecision:
 
     draft_lengths: tuple[int, ...]  # per request, in batch order; 0 = plain decoding
     drafter: str | None = None  # the member of a drafter set that proposes; None = the engine's drafter
+    tree: bool = False  # drafts are trees of up to draft_lengths[i] nodes, not chains (`BatchView.trees`)
 
     @classmethod
     def uniform(cls, k: int, batch_size: int, drafter: str | None = None) -> "DraftDecision":
         return cls((k,) * batch_size, drafter)
+
+    @property
+    def shape(self) -> str:
+        """What the forward verifies, as telemetry names it: `none`, `chain-K` or `tree-N` (K, N the
+        widest request's)."""
+        return draft_shape(max(self.draft_lengths, default=0), self.tree)
+
+
+def draft_shape(width: int, tree: bool) -> str:
+    """`none`, `chain-K` or `tree-N`: a forward's drafts, by its widest request's draft."""
+    return "none" if width == 0 else f"{'tree' if tree else 'chain'}-{width}"
 
 
 @dataclass(frozen=True)
@@ -70,6 +83,12 @@ class ForwardStats:
     accepted: tuple[int, ...] = ()  # of those, accepted, per request
     sources: tuple[str, ...] = ()  # which drafter proposed each request's draft ('' if not named)
     drafter: str | None = None  # the drafter the decision named
+    tree: bool = False  # the decision asked for trees
+
+    @property
+    def shape(self) -> str:
+        """`none`, `chain-K` or `tree-N` (`draft_shape`), by the widest draft verified."""
+        return draft_shape(max(self.drafted, default=0), self.tree)
 
 
 @runtime_checkable

@@ -5,7 +5,8 @@ verification math, the drafter's own bookkeeping and the scheduler, and the mach
 that trusts the profile alone can keep speculating where it loses.
 
 So every forward that ran as a policy decided is folded in as measured / predicted seconds, per
-(batch-size bucket, draft cap); a policy multiplies its predictions by `scale(batch_size, cap)`,
+(batch-size bucket, draft cap, tree or chain); a policy multiplies its predictions by
+`scale(batch_size, cap, tree)`,
 the median of the last `window` ratios once `min_samples` are in (a median, because a shared
 machine has spikes of 5x and more that a mean would follow). Buckets are powers of two (as TLT
 buckets its bandit by batch size), because the error depends on the batch: small batches are
@@ -31,7 +32,7 @@ def batch_bucket(batch_size: int) -> int:
 class ForwardTimeCalibration:
     window: int = 16
     min_samples: int = 3
-    _ratios: dict[tuple[int, int], deque] = field(default_factory=dict)
+    _ratios: dict[tuple[int, int, bool], deque] = field(default_factory=dict)  # (bucket, cap, tree)
 
     def __post_init__(self) -> None:
         if self.window < 1 or not 1 <= self.min_samples <= self.window:
@@ -39,30 +40,34 @@ class ForwardTimeCalibration:
                 f"need window >= 1 and 1 <= min_samples <= window, got {self.window}, {self.min_samples}"
             )
 
-    def record(self, batch_size: int, cap: int, predicted_seconds: float, measured_seconds: float) -> None:
+    def record(
+        self, batch_size: int, cap: int, predicted_seconds: float, measured_seconds: float, tree: bool = False
+    ) -> None:
         if predicted_seconds <= 0 or measured_seconds <= 0:
             return
-        key = (batch_bucket(batch_size), cap)
+        key = (batch_bucket(batch_size), cap, tree and cap > 0)
         self._ratios.setdefault(key, deque(maxlen=self.window)).append(measured_seconds / predicted_seconds)
 
     def is_measured(self, batch_size: int, is_drafting: bool) -> bool:
         """Whether forwards of this kind (drafting or plain) have been measured in this bucket."""
         return bool(self._measured(batch_bucket(batch_size), is_drafting))
 
-    def is_measured_cap(self, batch_size: int, cap: int) -> bool:
-        """Whether forwards with this draft cap have been measured in this batch size's bucket."""
-        return len(self._ratios.get((batch_bucket(batch_size), cap), ())) >= self.min_samples
+    def is_measured_cap(self, batch_size: int, cap: int, tree: bool = False) -> bool:
+        """Whether forwards with this draft cap (of trees or chains) have been measured in this batch
+        size's bucket."""
+        key = (batch_bucket(batch_size), cap, tree and cap > 0)
+        return len(self._ratios.get(key, ())) >= self.min_samples
 
-    def scale(self, batch_size: int, cap: int) -> float:
+    def scale(self, batch_size: int, cap: int, tree: bool = False) -> float:
         bucket = batch_bucket(batch_size)
-        if self.is_measured_cap(batch_size, cap):
-            return statistics.median(self._ratios[(bucket, cap)])
+        if self.is_measured_cap(batch_size, cap, tree):
+            return statistics.median(self._ratios[(bucket, cap, tree and cap > 0)])
         borrowed = self._measured(bucket, cap > 0) or self._measured(bucket, cap == 0)
         return statistics.mean(borrowed) if borrowed else 1.0
 
     def _measured(self, bucket: int, is_drafting: bool) -> list[float]:
         return [
             statistics.median(r)
-            for (b, c), r in self._ratios.items()
+            for (b, c, _), r in self._ratios.items()
             if b == bucket and (c > 0) == is_drafting and len(r) >= self.min_samples
         ]

@@ -18,6 +18,13 @@ Speculation math uses one per-token acceptance probability alpha (acceptance of 
 independent given the ones before it were accepted, Leviathan et al. 2023): a draft of k tokens
 emits `speculation_math.expected_tokens(alpha, k)` tokens in expectation.
 
+A profile's fit also keeps, at every (batch size, width) of its grid, the ratio of the measured
+seconds to the fitted (`prices`, the median over contexts), and prices a forward as the fit times
+that ratio, read at the nearest measured batch size at or below and interpolated between widths: the
+fit's one cost a token cannot hold both ends of a CPU, where at batch 1 a forward reads the weights
+once and a 17-token row costs little more than a 1-token one, while at batch 64 every token costs its
+arithmetic. So policies see width as cheap where it was measured cheap (trees at small batch).
+
 A fit holds the device type its forwards were measured on (`device`: cpu, cuda, ...), and prices
 forwards there only: a CPU's figures would misprice every step on a GPU (`check_profile_device`).
 """
@@ -75,8 +82,13 @@ class CostModel:
     fit_error: float | None = None  # mean relative error on the samples it was fitted to
     source: str = ""  # what was measured, where
     device: str = "cpu"  # the device type the forwards were measured on (the in-code fits are a CPU's)
+    prices: tuple[tuple[int, int, float], ...] = ()  # (batch size, width, measured / fitted) on the grid
 
     def __post_init__(self) -> None:
+        prices = tuple(sorted((int(b), int(n), float(r)) for b, n, r in self.prices))
+        object.__setattr__(self, "prices", prices)  # a loaded profile's lists, as tuples
+        if any(r <= 0 for _, _, r in self.prices):
+            raise ValueError("a cost model's price ratios must be positive")
         if not self.device:
             raise ValueError("a cost model needs the device type it was measured on, got ''")
         for name in ("c_base", "c_tok", "c_ctx", "c_row", "c_row_ctx", "draft_base", "draft_row"):
@@ -88,7 +100,30 @@ class CostModel:
     def forward_seconds(self, batch_size: int, num_tokens: int, context_length: float = 0.0) -> float:
         tokens = batch_size * num_tokens
         rows = self.c_row * batch_size + self.c_row_ctx * batch_size * context_length
-        return self.c_base + rows + self.c_tok * tokens + self.c_ctx * tokens * context_length
+        fitted = self.c_base + rows + self.c_tok * tokens + self.c_ctx * tokens * context_length
+        return fitted * self.price_ratio(batch_size, num_tokens)
+
+    def price_ratio(self, batch_size: int, num_tokens: int) -> float:
+        """Measured over fitted seconds at the nearest measured batch size at or below `batch_size`
+        (the smallest measured above it, below the grid), linear between its measured widths and
+        held beyond them; 1 without prices."""
+        if not self.prices:
+            return 1.0
+        batches = sorted({b for b, _, _ in self.prices})
+        below = [b for b in batches if b <= batch_size]
+        batch = below[-1] if below else batches[0]
+        widths = [(n, r) for b, n, r in self.prices if b == batch]
+        return float(np.interp(num_tokens, [n for n, _ in widths], [r for _, r in widths]))
+
+    def with_prices(self, samples: Sequence[LatencySample]) -> "CostModel":
+        """This fit with `prices` taken from the samples it was fitted to."""
+        bare = CostModel(**{**asdict(self), "prices": ()})
+        ratios: dict[tuple[int, int], list[float]] = {}
+        for s in samples:
+            fitted = bare.forward_seconds(s.batch_size, s.num_tokens, s.context_length)
+            ratios.setdefault((s.batch_size, s.num_tokens), []).append(s.seconds / fitted)
+        prices = tuple((b, n, float(np.median(r))) for (b, n), r in sorted(ratios.items()))
+        return CostModel(**{**asdict(self), "prices": prices})
 
     def draft_seconds(self, batch_size: int, draft_length: int) -> float:
         """A draft model proposes sequentially: k forwards at batch b."""
@@ -184,7 +219,8 @@ def _nonnegative_least_squares(X: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def fit(samples: Sequence[LatencySample], source: str = "") -> CostModel:
     """Least-squares fit of DAS eq. 1 (with the context term), weighted by 1/t so that every sample's
-    relative error counts alike: small batches are as important to policies as large ones."""
+    relative error counts alike: small batches are as important to policies as large ones; then the
+    grid's `prices`. `fit_error` is the fit's own, before the prices correct it."""
     if len(samples) < len(_FEATURES):
         raise ValueError(f"need at least {len(_FEATURES)} samples to fit, got {len(samples)}")
     y = np.asarray([s.seconds for s in samples])
@@ -194,7 +230,8 @@ def fit(samples: Sequence[LatencySample], source: str = "") -> CostModel:
         coef = np.zeros(len(_FEATURES))  # and per-token terms alone then (positive, as every timing is)
         coef[:2] = _nonnegative_least_squares(X[:, :2] / y[:, None], np.ones_like(y))
     model = CostModel(**dict(zip(_FEATURES, map(float, coef))), source=source)
-    return CostModel(**{**asdict(model), "fit_error": mean_relative_error(model, samples)})
+    fitted = CostModel(**{**asdict(model), "fit_error": mean_relative_error(model, samples)})
+    return fitted.with_prices(samples)
 
 
 def fit_affine(xs: Sequence[float], ys: Sequence[float]) -> Affine:

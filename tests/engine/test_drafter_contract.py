@@ -18,6 +18,7 @@ class ReplayingDrafter:
     needs_features = False
     feature_layers: tuple[int, ...] = ()
     member_names: frozenset[str] = frozenset()
+    drafts_trees = False
 
     def __init__(self, outputs: dict[int, list[int]]) -> None:
         self.outputs, self.done, self.calls = outputs, {}, []

@@ -14,6 +14,8 @@ import pytest
 from helpers import assert_speculated, rollout, workload
 
 from specroll.drafting.oracle import OracleDrafter
+from specroll.engine.telemetry import forward_from_row
+from specroll.policies.cost_model import CostModel
 from specroll.policies.fixed import FixedDraftLength
 from specroll.rollout import RolloutConfig, run_rollout
 
@@ -76,4 +78,30 @@ def test_smollm2_gsm8k_tokens_do_not_depend_on_batch_or_drafts(smollm2_dir):
     assert static.summary.mean_acceptance_length > 3  # static shapes (CUDA graphs' path, eager here), 5 wide
     assert [(r.token_ids, r.logprobs) for r in plain.records] == [
         (r.token_ids, r.logprobs) for r in static.records
+    ]
+
+
+def test_smollm2_trees_chosen_by_auto_change_no_bit(smollm2_dir, tmp_path):
+    """`auto` on a profile where width is free at small batch drafts suffix trees among chains, forward
+    by forward; the records are plain decoding's to the bit."""
+    free_width = CostModel(c_base=0.05, c_tok=1e-3, prices=[(1, 1, 1.0), (1, 17, 0.05 / 0.067)])
+    free_width.save(tmp_path / "free-width.cost.json")
+    config = RolloutConfig(
+        model_dir=smollm2_dir,
+        task="gsm8k",
+        num_prompts=1,
+        n=4,
+        max_tokens=48,
+        max_batch_size=2,
+        speculate="off",
+    )
+    plain = run_rollout(config)
+    auto = run_rollout(
+        replace(config, speculate="suffix", max_draft=16, cost_model=tmp_path / "free-width.cost.json")
+    )
+    shapes = {forward_from_row(row).shape for row in auto.telemetry}
+    assert any(s.startswith("tree") for s in shapes), shapes  # auto chose trees ...
+    assert sum(row["num_accepted"] for row in auto.telemetry if row["tree"]) > 0  # ... that were accepted
+    assert [(r.token_ids, r.logprobs) for r in plain.records] == [
+        (r.token_ids, r.logprobs) for r in auto.records
     ]

@@ -174,3 +174,22 @@ def test_an_engine_without_a_profile_of_the_gpu_measures_its_prices_there(qwen2_
     assert prices.device == "cuda" and prices.c_base + prices.c_tok > 0
     assert prices.source.endswith("on cuda, measured by the engine")
     assert "no cuda cost profile for" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cuda_graphs", [False, True])
+def test_trees_chosen_by_auto_equal_plain_in_fp32_on_cuda(qwen2_dir, cuda_graphs):
+    """`auto` on prices where width is free asks the suffix drafters for trees, forward by forward;
+    verified on CUDA (eager and under recorded graphs) they keep plain's tokens, as on the CPU."""
+    from specroll.drafting.registry import DrafterContext, make_drafter
+    from specroll.policies.auto import AutoPolicy
+    from specroll.policies.cost_model import CostModel
+
+    free_width = CostModel(c_base=0.05, c_tok=1e-3, prices=[(1, 1, 1.0), (1, 9, 0.05 / 0.059)], device="cuda")
+    plain = rollout(qwen2_dir, workload(), **GPU, cuda_graphs=cuda_graphs, max_draft=8)
+    drafter = make_drafter("suffix", DrafterContext(vocab_size=97))
+    spec = rollout(
+        qwen2_dir, workload(), drafter, AutoPolicy(free_width), **GPU, cuda_graphs=cuda_graphs, max_draft=8
+    )
+    assert_lossless(plain, spec, rollout.last_engine, logprob_tolerance=1e-4)
+    trees = [f for f in rollout.last_engine.telemetry.decode_forwards if f.tree and f.num_drafted]
+    assert trees and sum(f.num_accepted for f in trees) > 0

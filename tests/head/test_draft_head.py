@@ -342,6 +342,29 @@ def test_head_trees_change_no_token_and_under_the_gumbel_rule_keep_more_than_cha
         assert lengths["tree"] > lengths["chain"], lengths
 
 
+def test_the_head_drafts_trees_where_auto_asks_and_chains_where_it_does_not(trained, qwen2_dir):
+    """`draft-head`'s trees on request: auto, on prices where width is free at batch 1, asks for trees
+    (after chains in its warm-up); both kinds verify and keep plain's tokens to the bit."""
+    from specroll.drafting.draft_tree import TreeShape
+    from specroll.policies.auto import AutoPolicy
+    from specroll.policies.cost_model import CostModel
+
+    directory, *_ = trained
+    plain = rollout(qwen2_dir, workload(), max_batch_size=1)
+    embedding = rollout.last_engine.runner.model.model.embed_tokens.weight
+    drafter = DraftHeadDrafter.from_dir(
+        directory, embedding, seed=7, tree=TreeShape(3, 3, 3), on_request=True
+    )
+    free_width = CostModel(c_base=0.05, c_tok=1e-3, prices=[(1, 1, 1.0), (1, 9, 0.05 / 0.059)])
+    spec = rollout(qwen2_dir, workload(), drafter, AutoPolicy(free_width), max_batch_size=1, max_draft=8)
+    assert_same_rollout(plain, spec)
+    forwards = [f for f in rollout.last_engine.telemetry.decode_forwards if f.num_drafted]
+    trees = [f for f in forwards if f.tree]
+    assert trees and len(trees) < len(forwards)  # both kinds ran
+    assert sum(f.num_accepted for f in trees) > 0
+    assert any(f.num_drafted > 3 for f in trees)  # wider than the head's three-deep chains could be
+
+
 @pytest.mark.parametrize("tree, budget", [(None, 3), ((3, 3, 3), 9)])
 def test_a_replay_of_the_rollout_gives_the_engines_tokens_a_forward(trained, qwen2_dir, tree, budget):
     """Replaying the rollout's responses through the head (teacher-forced states, no verification)
