@@ -21,6 +21,7 @@ from specroll.model.loader import read_config
 from specroll.policies.cost_model import CostModel, check_profile_device
 from specroll.policies.registry import DEFAULT_POLICY
 from specroll.placement import check_placement
+from specroll.sampling_rules import DEFAULT_SAMPLING_RULE
 from specroll.tail import tail_seconds
 from specroll.tasks import DEFAULT_TASK, JsonlTask, Problem, Task, get_reward, get_task
 from specroll.tasks.rewards import DEFAULT_REWARD
@@ -64,7 +65,7 @@ class RolloutConfig:
     device: str = "cpu"  # cpu | cuda (resolved: `specroll.model.device.resolve_device`)
     dtype: str = "float32"  # float32 | bfloat16 | float16
     cuda_graphs: bool = False  # decode/verify forwards as CUDA graphs (`--cuda-graphs`; eager on the CPU)
-    sampling_rule: str = "inverse-cdf"  # exact mode's draw: inverse-cdf | gumbel (`specroll.sampling`)
+    sampling_rule: str = DEFAULT_SAMPLING_RULE  # exact mode's draw (`specroll.sampling_rules`)
     prompts: Path | None = None  # a JSONL file of prompts: the task, in place of `task` (see JsonlTask)
     prompt_field: str = "prompt"  # the fields of `prompts` records to read
     answer_field: str = "answer"

@@ -6,7 +6,7 @@ mass reaches top-p (the nucleus of Holtzman et al. 2020), renormalised; temperat
 one-hot on the argmax. A token's reported log-probability is the policy's, untruncated
 (`policy_logprobs`).
 
-Two rules draw a token from a distribution and explicit keyed noise (`engine.config.SAMPLING_RULES`),
+Two rules draw a token from a distribution and explicit keyed noise (`specroll.sampling_rules`),
 so that the same noise and the same distribution always give the same token:
 - inverse-cdf: invert the CDF, in vocabulary order, at one uniform (`sample_from`);
 - gumbel: a two-stage draw (`sample_two_stage`). The uniform first decides whether the token is among

@@ -16,29 +16,30 @@ ALLOWED = {  # part -> the parts it may import (a part is a subpackage or a top-
     # the command line, the server, the adapters and side-by-side runs
     "cli": {"commands"},  # each command's module, by name, at run time
     "commands": {"bench", "drafteval", "drafting", "engine", "head", "model", "placement", "policies",
-                 "profiling", "provenance", "rollout", "scheduling", "serve", "sim", "tasks", "tokenizer",
-                 "train"},
+                 "profiling", "provenance", "rollout", "sampling_rules", "scheduling", "serve", "sim",
+                 "tasks", "tokenizer", "train"},
     "serve": {"engine", "model", "tokenizer", "train"},
     "integrations": {"engine", "model", "placement", "policies", "rollout", "tokenizer"},
     "bench": {"baselines", "drafting", "engine", "policies", "rollout", "scheduling", "sim", "tokenizer"},
     # training, one rollout, many workers
     "train": {"drafting", "engine", "head", "model", "rollout", "sampling", "tokenizer"},
-    "rollout": {"cluster", "drafting", "engine", "model", "placement", "policies", "tail", "tasks",
-                "tokenizer"},
+    "rollout": {"cluster", "drafting", "engine", "model", "placement", "policies", "sampling_rules", "tail",
+                "tasks", "tokenizer"},
     "cluster": {"engine", "scheduling"},
     "provenance": {"model"},
     "baselines": {"model"},
     # the engine, drafters, the draft head's training, timing forwards
     "engine": {"drafting", "model", "noise", "placement", "policies", "profiling", "sampling",
-               "verification"},
-    "head": {"drafting", "model"},
+               "sampling_rules", "verification"},
+    "head": {"drafting", "model", "sampling_rules"},
     "drafteval": {"drafting"},
-    "drafting": {"model", "noise", "sampling"},
+    "drafting": {"model", "noise", "sampling", "sampling_rules"},
     "profiling": {"model", "placement", "policies"},
     # the model and the pure math
     "model": {"placement"},
     "verification": {"sampling"},
     "sampling": set(),
+    "sampling_rules": set(),
     "noise": set(),
     "tokenizer": set(),
     # torch-free: decisions, tasks, the simulator (which reuses three torch-free engine and model

@@ -11,7 +11,7 @@ from specroll.commands.tables import TextTable, print_table
 
 from specroll.model.catalog import resolve_model_dir
 from specroll.model.device import DEVICES, GRAPH_CHOICES, resolve_cuda_graphs, resolve_device
-from specroll.engine.config import SAMPLING_RULES
+from specroll.sampling_rules import SAMPLING_RULES
 from specroll.placement import DTYPES, is_batch_invariant
 from specroll.rollout import RolloutConfig, RolloutResult, load_problems, run_rollout
 from specroll.scheduling.dispatch import DISPATCHES

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Sequence
 
-from specroll.drafting.protocol import Draft, Drafter, DraftQuery, RequestInfo
+from specroll.drafting.protocol import Drafter, DraftQuery, RequestInfo
 
 
 @dataclass
@@ -64,20 +64,6 @@ class ReplayStats:
         }
 
 
-def accepted_length(draft: Draft, target: Sequence[int], position: int) -> int:
-    """Depth of the deepest drafted path equal to target[position:]; linear drafts are one path."""
-    depths: list[int] = []  # depth of each drafted token that lies on a matching path, else 0
-    best = 0
-    for i, token in enumerate(draft.token_ids):
-        parent = (i - 1) if draft.parents is None else draft.parents[i]
-        parent_depth = 0 if parent < 0 else depths[parent]
-        on_path = (parent < 0 or parent_depth > 0) and position + parent_depth < len(target)
-        depth = parent_depth + 1 if on_path and target[position + parent_depth] == token else 0
-        depths.append(depth)
-        best = max(best, depth)
-    return best
-
-
 def replay(drafter: Drafter, info: RequestInfo, response: Sequence[int], max_draft: int) -> ReplayStats:
     """Run one recorded response through `drafter` from `begin` to `finish`."""
     stats = ReplayStats(target_tokens=len(response))
@@ -89,7 +75,7 @@ def replay(drafter: Drafter, info: RequestInfo, response: Sequence[int], max_dra
         started = time.perf_counter()
         draft = drafter.propose([query])[0]
         stats.propose_seconds += time.perf_counter() - started
-        accepted = accepted_length(draft, response, position)
+        accepted = draft.kept_in_exact_mode(response[position:])
         advance = min(accepted + 1, len(response) - position)
         committed = response[position : position + advance]
         context.extend(committed)

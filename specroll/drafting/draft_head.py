@@ -28,10 +28,11 @@ from typing import Mapping, Sequence
 import torch
 
 from specroll.drafting.draft_tree import GrownTree, TreeShape
-from specroll.drafting.draws import check_draw, draw_tokens, ranked_candidates
+from specroll.drafting.draws import check_draw, draw_tokens, ranked_candidates, tempered_probs
 from specroll.drafting.protocol import BaseDrafter, Draft, DraftQuery, TargetFeatures
 from specroll.drafting.head_model import DraftHead, check_compatible, load_head
 from specroll.model.device import fast_bf16
+from specroll.sampling_rules import DEFAULT_SAMPLING_RULE
 
 
 TREE_COST_NODES = 16  # the tree size whose drafting time, per node, prices a tree's nodes
@@ -57,7 +58,7 @@ class DraftHeadDrafter(BaseDrafter):
         embedding: torch.Tensor,
         draw: str = "coupled",
         seed: int = 0,
-        rule: str = "inverse-cdf",
+        rule: str = DEFAULT_SAMPLING_RULE,
         with_scores: bool = False,
         where: str = "",
         tree: TreeShape | None = None,
@@ -94,7 +95,7 @@ class DraftHeadDrafter(BaseDrafter):
         embedding: torch.Tensor,
         draw: str = "coupled",
         seed: int = 0,
-        rule: str = "inverse-cdf",
+        rule: str = DEFAULT_SAMPLING_RULE,
         with_scores: bool = False,
         tree: TreeShape | None = None,
         on_request: bool = False,
@@ -320,10 +321,8 @@ class DraftHeadDrafter(BaseDrafter):
     ) -> list[float]:
         """q of each drawn token at its request's temperature: a draft's score, for a combination of
         drafters to weigh it against others (`CombinedDrafter`)."""
-        temperature = torch.tensor([max(q.temperature, 1e-5) for q in queries], device=logits.device)
         index = self._target_to_draft[torch.tensor(drawn, device=logits.device)]
-        q_probs = torch.softmax(logits / temperature[:, None], -1)
-        return q_probs.gather(1, index[:, None]).squeeze(1).tolist()
+        return tempered_probs(logits, queries).gather(1, index[:, None]).squeeze(1).tolist()
 
     def _draft(self, request_id: int, tokens: list[int], probs: list, scores: list[float]) -> Draft:
         stacked = torch.stack(probs) if probs and probs[0] is not None else None

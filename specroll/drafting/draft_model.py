@@ -22,6 +22,7 @@ from specroll.drafting.protocol import BaseDrafter, Draft, DraftQuery, RequestIn
 from specroll.model.attention_chunks import plan_chunks
 from specroll.model.runner import ModelRunner, SequenceInput
 from specroll.drafting.draws import DRAWS, check_draw, draw_tokens
+from specroll.sampling_rules import DEFAULT_SAMPLING_RULE
 
 __all__ = ["DRAWS", "DraftModelDrafter"]
 
@@ -35,7 +36,7 @@ class DraftModelDrafter(BaseDrafter):
         draw: str = "argmax",
         seed: int = 0,
         min_split_saving: int = 1024,
-        rule: str = "inverse-cdf",
+        rule: str = DEFAULT_SAMPLING_RULE,
     ) -> None:
         check_draw(draw)
         self.runner = runner
@@ -58,7 +59,7 @@ class DraftModelDrafter(BaseDrafter):
         seed: int = 0,
         device: str = "cpu",
         dtype: torch.dtype = torch.float32,
-        rule: str = "inverse-cdf",
+        rule: str = DEFAULT_SAMPLING_RULE,
     ) -> "DraftModelDrafter":
         # one attention chunk: a draft model's attention is too small for a cut to repay its extra call
         # (1-layer bundled draft at batch 32: 2.2 ms a forward unchunked, 2.3-2.4 ms in 2-4 chunks)

@@ -39,6 +39,7 @@ from specroll.sampling import (
     sampling_probs,
     top_candidates,
 )
+from specroll.sampling_rules import DEFAULT_SAMPLING_RULE, INVERSE_CDF
 
 DRAWS = ("argmax", "coupled", "sample")
 
@@ -56,7 +57,7 @@ def draw_tokens(
     seed: int,
     vocab_map: torch.Tensor | None = None,
     vocab_size: int | None = None,
-    rule: str = "inverse-cdf",
+    rule: str = DEFAULT_SAMPLING_RULE,
 ) -> tuple[list[int], list[torch.Tensor | None]]:
     """Each query's draft token at `depth` (0 = the token after its context) from logits (B, V'), and
     q (V,) per row where the draw reports it (sample), else None."""
@@ -101,7 +102,7 @@ def _coupling(
     ids = torch.tensor([q.noise_id for q in queries], device=device)
     positions = torch.tensor([len(q.context) - q.num_prompt_tokens + depth for q in queries], device=device)
     u = uniforms(seed, ids, positions, STREAM_SAMPLE)
-    if rule == "inverse-cdf":
+    if rule == INVERSE_CDF:
         return _Coupling(probs, sample_from(probs, u))
     top_ids, top_probs = top_candidates(probs)
     target_ids = top_ids if vocab_map is None else vocab_map[top_ids]  # the noise is keyed by target id
@@ -122,11 +123,17 @@ def _sampled(
     logits: torch.Tensor, queries: Sequence[DraftQuery], depth: int, seed: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     device = logits.device
-    temperature = torch.tensor([max(q.temperature, 1e-5) for q in queries], device=device)[:, None]
-    q_probs = torch.softmax(logits.float() / temperature, -1)  # (B, V')
+    q_probs = tempered_probs(logits, queries)  # (B, V')
     ids = torch.tensor([q.noise_id for q in queries], device=device)
     positions = torch.tensor([len(q.context) + depth for q in queries], device=device)
     return sample_from(q_probs, uniforms(seed, ids, positions, STREAM_DRAFT)), q_probs
+
+
+def tempered_probs(logits: torch.Tensor, queries: Sequence[DraftQuery]) -> torch.Tensor:
+    """(B, V') the drafter's softmax at each query's temperature (a greedy request's at 1e-5: one-hot
+    to rounding), in float32: the q a sampled draft reports, and the score a drawn token is given."""
+    temperature = torch.tensor([max(q.temperature, 1e-5) for q in queries], device=logits.device)
+    return torch.softmax(logits.float() / temperature[:, None], -1)
 
 
 def ranked_candidates(
@@ -137,7 +144,7 @@ def ranked_candidates(
     seed: int,
     width: int,
     vocab_map: torch.Tensor | None = None,
-    rule: str = "inverse-cdf",
+    rule: str = DEFAULT_SAMPLING_RULE,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Each row's `width` best candidates for a tree node at `depth`: target ids (B, width), the
     row's `draw_tokens` token first, then the runners-up; and their scores (B, width) in [0, 1].

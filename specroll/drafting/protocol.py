@@ -83,6 +83,19 @@ class Draft:
     def is_tree(self) -> bool:
         return self.parents is not None and any(p != i - 1 for i, p in enumerate(self.parents))
 
+    def kept_in_exact_mode(self, following: Sequence[int]) -> int:
+        """How many of its tokens exact verification keeps where the target's own tokens after the
+        context are `following` (a recorded response, replayed): the depth of the deepest drafted path
+        spelling its start; a chain keeps its matching prefix (`verification.verify_exact_tree` for
+        a live forward, whose target tokens are drawn per node)."""
+        parents = range(-1, self.num_tokens - 1) if self.parents is None else self.parents
+        depth = {-1: 0}
+        for i, (token, parent) in enumerate(zip(self.token_ids, parents)):
+            d = depth.get(parent)
+            if d is not None and d < len(following) and token == following[d]:
+                depth[i] = d + 1
+        return max(depth.values())
+
 
 @dataclass(frozen=True)
 class TargetFeatures:

@@ -13,6 +13,7 @@ from specroll.drafting.own_context import OwnContextDrafter
 from specroll.drafting.prompt_lookup import PromptLookupDrafter
 from specroll.drafting.suffix_draft import DraftShape
 from specroll.drafting.protocol import Drafter
+from specroll.sampling_rules import DEFAULT_SAMPLING_RULE
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ class DrafterContext:
     max_model_len: int = 1024
     max_draft: int = 8
     verify: str = "exact"  # rejection mode gets sampling drafters that report q
-    sampling_rule: str = "inverse-cdf"  # exact mode's draw, which coupled drafters follow
+    sampling_rule: str = DEFAULT_SAMPLING_RULE  # exact mode's draw, which coupled drafters follow
     draft_head_dir: Path | None = None  # a trained draft head (`specroll head train`)
     target: Any = None  # the target's ModelRunner, for drafters that read its weights (a draft head)
 

@@ -5,14 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specroll.placement import DTYPES
+from specroll.sampling_rules import DEFAULT_SAMPLING_RULE, check_rule
 
 VERIFY_MODES = ("exact", "rejection")
-SAMPLING_RULES = ("inverse-cdf", "gumbel")  # exact mode's draw (`specroll.sampling`)
-
-
-def check_rule(rule: str) -> None:
-    if rule not in SAMPLING_RULES:
-        raise ValueError(f"sampling rule must be one of {', '.join(SAMPLING_RULES)}, got {rule!r}")
 
 
 @dataclass(frozen=True)
@@ -28,7 +23,7 @@ class EngineConfig:
     device: str = "cpu"
     dtype: str = "float32"
     batch_invariant: bool = True  # target logits independent of batch shape (`model.batch_invariant`)
-    sampling_rule: str = "inverse-cdf"  # exact mode's draw (SAMPLING_RULES)
+    sampling_rule: str = DEFAULT_SAMPLING_RULE  # exact mode's draw (`specroll.sampling_rules`)
     cuda_graphs: bool = False  # decode and verification forwards at static shapes (`model.static_forward`)
 
     def __post_init__(self) -> None:

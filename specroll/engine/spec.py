@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specroll.drafting.registry import known_drafters
-from specroll.engine.config import VERIFY_MODES, check_rule
+from specroll.engine.config import VERIFY_MODES
 from specroll.placement import check_placement
 from specroll.policies.registry import DEFAULT_POLICY, make_policy
+from specroll.sampling_rules import DEFAULT_SAMPLING_RULE, check_rule
 
 DRAFT_MODEL_DRAFTERS = ("draft-model", "ladder")  # the drafters that run a draft model
 
@@ -33,7 +34,7 @@ class EngineSpec:
     threads: int = 0  # CPU threads for torch; 0 = auto (`factory.cpu_threads`)
     device: str = "cpu"  # cpu | cuda, resolved (`specroll.model.device.resolve_device`)
     dtype: str = "float32"  # float32 | bfloat16 | float16
-    sampling_rule: str = "inverse-cdf"  # exact mode's draw (`engine.config.SAMPLING_RULES`)
+    sampling_rule: str = DEFAULT_SAMPLING_RULE  # exact mode's draw (`specroll.sampling_rules`)
     cuda_graphs: bool = False  # decode and verification forwards replayed as CUDA graphs (eager on the CPU)
 
     def __post_init__(self) -> None:

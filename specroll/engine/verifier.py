@@ -15,6 +15,7 @@ import torch
 
 from specroll.drafting.protocol import Draft, Drafter, DraftQuery
 from specroll.engine.request import Request
+from specroll.model.masks import depths
 from specroll.noise import STREAM_ACCEPT, STREAM_SAMPLE, gumbels, uniforms
 from specroll.sampling import (
     SamplingRows,
@@ -27,6 +28,7 @@ from specroll.sampling import (
     truncated,
 )
 from specroll.verification import verify_exact, verify_exact_tree, verify_rejection
+from specroll.sampling_rules import DEFAULT_SAMPLING_RULE, INVERSE_CDF
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +162,7 @@ def verify_batch(
     logits: torch.Tensor,
     seed: int,
     mode: str,
-    rule: str = "inverse-cdf",
+    rule: str = DEFAULT_SAMPLING_RULE,
 ) -> VerifyResult:
     """logits (B, Tl, V): row 0 follows the fed token, row i + 1 follows draft node i."""
     inputs = verify_inputs(requests, drafts, logits.shape[1], logits.shape[2], logits.device)
@@ -188,10 +190,10 @@ def verify_inputs(
 
 
 def verify_on_device(
-    logits: torch.Tensor, inputs: VerifyInputs, seed: int, mode: str, rule: str = "inverse-cdf"
+    logits: torch.Tensor, inputs: VerifyInputs, seed: int, mode: str, rule: str = DEFAULT_SAMPLING_RULE
 ) -> torch.Tensor:
     """The device part of verification: no host synchronisation, so it can be captured in a graph.
-    In exact mode the target's samples follow `rule` (`engine.config.SAMPLING_RULES`).
+    In exact mode the target's samples follow `rule` (`specroll.sampling_rules`).
 
     logits (B, Tl, V) -> (B, 2 Tl + 1) float64 packing each row's emitted token (exact in float64),
     its log-probability and the number of accepted drafts (`unpack`)."""
@@ -217,7 +219,7 @@ def _exact_samples(
     probs: torch.Tensor, u: torch.Tensor, inputs: VerifyInputs, seed: int, rule: str
 ) -> torch.Tensor:
     """probs (B*Tl, V), u (B*Tl,) -> the target's token at each row's output position (B*Tl,)."""
-    if rule == "inverse-cdf":
+    if rule == INVERSE_CDF:
         return sample_from(probs, u)
     top_ids, top_probs = top_candidates(probs)  # (B*Tl, k)
     Tl = inputs.positions.shape[1]
@@ -244,12 +246,9 @@ def output_positions(request: Request, draft: Draft, Tl: int) -> list[int]:
 
 def _row_depths(draft: Draft, Tl: int) -> list[int]:
     """Depth of each of the Tl rows' context below the fed token: a chain's row i is at depth i."""
-    if not draft.is_tree:
-        return list(range(Tl))
-    depths = [0]
-    for p in draft.parents:
-        depths.append(depths[p + 1] + 1)
-    return depths + list(range(len(depths), Tl))
+    parents = row_parents(draft)
+    rows = [] if parents is None else depths(parents)
+    return rows + list(range(len(rows), Tl))
 
 
 def _draft_probs(

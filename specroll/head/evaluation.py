@@ -19,13 +19,14 @@ from specroll.drafting.coupling_rates import (
 )
 from specroll.head.features import FeatureSequence
 from specroll.drafting.head_model import DraftHead
+from specroll.sampling_rules import GUMBEL, INVERSE_CDF
 
 RATES = {
     "argmax": argmax_rate,
-    "inverse-cdf": inverse_cdf_rate,
+    INVERSE_CDF: inverse_cdf_rate,
     "ranked-64": ranked_rate,
     "gumbel-64 (--sampling-rule gumbel)": two_stage_rate,
-    "gumbel": lambda p, q: gumbel_rate(p, q, 16),
+    GUMBEL: lambda p, q: gumbel_rate(p, q, 16),
     "maximal": maximal_rate,
 }
 

@@ -43,23 +43,6 @@ class ReplayResult:
         return self.emitted / self.rows if self.rows else 0.0
 
 
-def kept_tokens(draft: Draft, following: Sequence[int]) -> int:
-    """How many of a draft's tokens exact verification keeps, given the target's next samples: the
-    longest path of the tree (or prefix of the chain) that spells `following`."""
-    parents = draft.parents if draft.parents is not None else list(range(-1, draft.num_tokens - 1))
-    children: dict[int, list[int]] = {}
-    for i, parent in enumerate(parents):
-        children.setdefault(parent, []).append(i)
-
-    def longest(node: int, depth: int) -> int:
-        if depth == len(following):
-            return 0
-        matches = [c for c in children.get(node, []) if draft.token_ids[c] == following[depth]]
-        return max((1 + longest(c, depth + 1) for c in matches), default=0)
-
-    return longest(-1, 0)
-
-
 @torch.no_grad()
 def replay(
     drafter: DraftHeadDrafter, responses: Sequence[ReplayedResponse], budget: int, temperature: float = 1.0
@@ -79,7 +62,7 @@ def replay(
         for i, query in zip(active, queries):
             r, k = responses[i], done[i]
             draft = by_id.get(r.request_id, Draft(r.request_id))
-            step = min(kept_tokens(draft, r.response[k:]) + 1, len(r.response) - k)
+            step = min(draft.kept_in_exact_mode(r.response[k:]) + 1, len(r.response) - k)
             done[i] += step
             rows, emitted = rows + 1, emitted + step
         for i in active:

@@ -1,15 +1,15 @@
 """The shape a warm start gives a head, by the device it will draft on.
 
 How many tokens a forward can verify at little cost decides the shape. On a CPU, every extra
-verified row costs its arithmetic (BENCHMARKS.md, "Where a verification's width goes on this
-CPU"): width 2 costs 1.13x width 1 at batch 8, width 3 1.30x. So `auto` drafts one token a forward,
-sometimes two. A head trained one draft deep, with one block and a 4,096-token draft vocabulary, takes
-5x the steps of the three-deep head in the same budget and drafts in less time. In `bench` at batch 8
-it gave 1.16-1.21x plain (medians over 8 to 13 rounds), against 1.09-1.14x for the three-deep
-head.
-On a GPU a wider verification costs little more than one token (memory-bound forwards), so trees of
-drafts pay there, and the head is trained three deep for them. That default is reasoned, not measured:
-no GPU run has compared the two shapes.
+verified row costs its arithmetic at the batch sizes a rollout mostly runs at, so `auto` drafts one
+token a forward there, sometimes two; a head trained one draft deep, with one block and a
+4,096-token draft vocabulary, takes several times the training steps of a three-deep head in the
+same budget and drafts in less time. In the tail, where one request is left and width is nearly
+free, the same head grows trees from its ranked candidates, and `auto` asks for them there. On a GPU
+a wider verification costs little more than one token at every batch size (memory-bound forwards),
+so the head is trained three deep, for trees. The measurements behind both choices, and the GPU's
+not yet made with a trained head, are in BENCHMARKS.md ("The head's loss aims at the match; the warm
+start's shape follows the device", "Trees where they pay").
 """
 
 from __future__ import annotations

@@ -9,18 +9,28 @@ from typing import Sequence
 import torch
 
 
+def depths(parents: Sequence[int]) -> list[int]:
+    """Each new token's depth below the first (parents[i] indexes token i's parent, -1 for the cached
+    context, parents before children): its position past the context is the context's length plus it."""
+    depth: list[int] = []
+    for parent in parents:
+        depth.append(0 if parent < 0 else depth[parent] + 1)
+    return depth
+
+
 def tree_layout(parents: Sequence[int], T: int, slot: int) -> tuple[torch.Tensor, torch.Tensor]:
     """A tree of new tokens (parents[i] indexes token i's parent, -1 for the cached context) as
-    depth (T,) below the context and relation (T, T): token t sees token u. Walked on the host."""
-    depth = torch.zeros(T, dtype=torch.long, device="cpu")
+    depth (T,) below the context (`depths`) and relation (T, T): token t sees token u. Walked on the
+    host."""
     relation = torch.zeros(T, T, dtype=torch.bool, device="cpu")
     for i, parent in enumerate(parents):
         if not -1 <= parent < i:
             raise ValueError(f"slot {slot}: parent {parent} of draft token {i} must precede it")
         if parent >= 0:
             relation[i] = relation[parent]
-            depth[i] = depth[parent] + 1
         relation[i, i] = True
+    depth = torch.zeros(T, dtype=torch.long, device="cpu")
+    depth[: len(parents)] = torch.tensor(depths(parents), dtype=torch.long)
     return depth, relation
 
 

@@ -143,9 +143,11 @@ class AutoPolicy:
     measurement taken while the machine was busier (or a shape's first, slower forwards) does not
     settle the choice for good.
 
-    Trees are explored alike: on a probe step, a tree budget not yet measured (its acceptance, or its
-    forwards' time in this batch-size bucket) is drafted if, accepted as deep as it grows, it could
-    beat `tree_probe_margin` of the chosen plan's rate; measured, it competes on its measurements."""
+    Trees are explored too: a tree budget whose acceptance is not yet measured (over
+    `tree_warmup_requests` request-forwards) is drafted on any forward where its estimate (at first
+    the prior: the chain as deep as the tree grows) reaches `tree_probe_margin` of the chosen plan's
+    rate; once all are measured, the best tree is drafted on a probe step where the plan is no tree,
+    so that its acceptance stays current. Measured, trees compete on their measurements."""
 
     cost_model: CostModel
     tracker: AcceptanceTracker = field(default_factory=AcceptanceTracker)
@@ -190,7 +192,7 @@ class AutoPolicy:
         draw = self._rng.random()
         is_probe_step = draw * self.probe_every < 1.0
         b = batch.batch_size
-        plan = self._tree_probe(batch, best) if is_probe_step else None
+        plan = self._tree_probe(batch, best, is_probe_step)
         if (
             plan is None
             and not any(best.lengths)
@@ -223,27 +225,26 @@ class AutoPolicy:
         neighbour = self._neighbour_cap(batch.batch_size, best.cap, limits, u)
         return best if neighbour is None else Plan([min(neighbour, k) for k in limits], False, 0.0)
 
-    def _tree_probe(self, batch: BatchView, best: Plan) -> Plan | None:
-        """The smallest unmeasured tree budget that could beat `tree_probe_margin` of `best`, if any."""
+    def _tree_probe(self, batch: BatchView, best: Plan, is_probe_step: bool) -> Plan | None:
+        """A tree budget to measure instead of `best`, if one could reach `tree_probe_margin` of its
+        rate on the current estimates: the smallest whose acceptance is not yet measured, on any
+        forward; once all are, the best tree on a probe step (where `best` is no tree)."""
         if not batch.trees:
             return None
-        b, limits = batch.batch_size, batch.draft_limits()
-        for nodes in self._budgets(limits):
-            measured = self.trees.trials(nodes) >= self.tree_warmup_requests and (
-                self.calibration.is_measured_cap(b, nodes, tree=True)
+        b, limits, pooled = batch.batch_size, batch.draft_limits(), self.tracker.pooled_alpha
+        plans = [
+            tree_plan(
+                self.cost_model, lambda n: self.trees.expected_accepted(n, pooled), limits, nodes,
+                self._context, self.calibration.scale(b, nodes, tree=True),
             )
-            if measured:
-                continue
-            hopeful = tree_plan(
-                self.cost_model,
-                lambda n: float(min(n, TREE_DRAFT_STEPS)),  # every node on its path accepted
-                limits,
-                nodes,
-                self._context,
-                self.calibration.scale(b, nodes, tree=True),
-            )
-            if hopeful.rate >= self.tree_probe_margin * best.rate:
-                return hopeful
+            for nodes in self._budgets(limits)
+        ]  # fmt: skip
+        hopeful = [p for p in plans if p.rate >= self.tree_probe_margin * best.rate]
+        unmeasured = [p for p in hopeful if self.trees.trials(p.cap) < self.tree_warmup_requests]
+        if unmeasured:
+            return unmeasured[0]
+        if is_probe_step and not best.tree and hopeful:
+            return max(hopeful, key=lambda p: p.rate)
         return None
 
     def _budgets(self, limits: list[int]) -> list[int]:

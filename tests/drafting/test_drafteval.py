@@ -7,7 +7,7 @@ import pytest
 
 from specroll.cli import main
 from specroll.drafteval.protocols import TokenizedGroup, TokenizedHistory, evaluate_grouped, evaluate_history
-from specroll.drafteval.replay import accepted_length, replay
+from specroll.drafteval.replay import replay
 from specroll.drafting.grouped import GroupedDrafter
 from specroll.drafting.history import HistoryDrafter
 from specroll.drafting.protocol import BaseDrafter, Draft, RequestInfo
@@ -15,21 +15,21 @@ from specroll.drafting.protocol import BaseDrafter, Draft, RequestInfo
 TOKENIZER = Path(__file__).resolve().parents[3] / "shared/data/tokenizers/qwen2"
 
 
-def test_accepted_length_of_a_linear_draft_is_its_matching_prefix():
+def test_a_linear_draft_keeps_its_matching_prefix():
     draft = Draft(0, [5, 6, 9, 8])
-    assert accepted_length(draft, [1, 5, 6, 7, 8], position=1) == 2
-    assert accepted_length(draft, [5, 6, 9, 8], position=0) == 4
-    assert accepted_length(Draft(0, [5, 6, 9]), [5, 6], position=0) == 2
+    assert draft.kept_in_exact_mode([5, 6, 7, 8]) == 2
+    assert draft.kept_in_exact_mode([5, 6, 9, 8]) == 4
+    assert Draft(0, [5, 6, 9]).kept_in_exact_mode([5, 6]) == 2
 
 
-def test_accepted_length_of_a_tree_is_its_deepest_matching_path():
+def test_a_tree_keeps_its_deepest_matching_path():
     #        -> 5 -> 6
     # root -> 7 -> 8 -> 9
     draft = Draft(0, [5, 7, 6, 8, 9], parents=[-1, -1, 0, 1, 3])
-    assert accepted_length(draft, [7, 8, 9, 1], position=0) == 3
-    assert accepted_length(draft, [5, 6, 1], position=0) == 2
-    assert accepted_length(draft, [7, 2], position=0) == 1
-    assert accepted_length(draft, [3], position=0) == 0
+    assert draft.kept_in_exact_mode([7, 8, 9, 1]) == 3
+    assert draft.kept_in_exact_mode([5, 6, 1]) == 2
+    assert draft.kept_in_exact_mode([7, 2]) == 1
+    assert draft.kept_in_exact_mode([3]) == 0
 
 
 class _Oracle(BaseDrafter):

@@ -83,11 +83,14 @@ def test_under_the_gumbel_rule_more_candidates_hold_the_targets_sample_more_ofte
 
 def test_verification_keeps_the_longest_path_that_spells_the_targets_tokens():
     from specroll.drafting.protocol import Draft
-    from specroll.head.replay import kept_tokens
 
     tree = Draft(0, [5, 6, 7, 8, 9], parents=[-1, -1, 0, 1, 3])  # 5 -> 7; 6 -> 8 -> 9
-    assert kept_tokens(tree, [6, 8, 9, 1]) == 3
-    assert kept_tokens(tree, [5, 7]) == 2 and kept_tokens(tree, [5, 8]) == 1 and kept_tokens(tree, [4]) == 0
+    assert tree.kept_in_exact_mode([6, 8, 9, 1]) == 3
+    assert (
+        tree.kept_in_exact_mode([5, 7]) == 2
+        and tree.kept_in_exact_mode([5, 8]) == 1
+        and tree.kept_in_exact_mode([4]) == 0
+    )
     twins = Draft(0, [5, 5, 7], parents=[-1, -1, 1])  # the same token twice: the deeper match counts
-    assert kept_tokens(twins, [5, 7]) == 2
-    assert kept_tokens(Draft(0, [1, 2, 3]), [1, 2, 4]) == 2  # a chain
+    assert twins.kept_in_exact_mode([5, 7]) == 2
+    assert Draft(0, [1, 2, 3]).kept_in_exact_mode([1, 2, 4]) == 2  # a chain
