@@ -328,7 +328,7 @@ class Engine:
             accepted=tuple(result.num_accepted),
             drafter=decision.drafter,
             sources=tuple(d.source for d in drafts),
-            tree=decision.tree,
+            tree=decision.tree or any(d.is_tree for d in drafts),  # asked for, or a drafter's own
         )
         self.policy.observe(stats)
         self.telemetry.record_decode(stats)

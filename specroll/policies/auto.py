@@ -171,6 +171,7 @@ class AutoPolicy:
     _probe_extra_seconds: float = field(default=0.0, init=False, repr=False)  # measured, over all probes
     _plain_seconds: float = field(default=0.0, init=False, repr=False)  # measured, over plain forwards
     _last_tree: bool = field(default=False, init=False, repr=False)  # the last forward drafted trees
+    _best_chain: Plan = field(default=Plan([], False, 0.0), init=False, repr=False)  # of the last decision
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
@@ -216,8 +217,11 @@ class AutoPolicy:
         return self.cost_model.step_seconds(batch_size, cap, self._context)
 
     def _chain_probe(self, batch: BatchView, best: Plan, u: float) -> Plan:
-        """A probe step's chains (`_neighbour_cap`), or the best plan where it drafts trees."""
-        if not any(best.lengths) or best.tree:
+        """A probe step's chains (`_neighbour_cap`); where the plan is a tree, the best chain one
+        probe step in two, so that chains stay measured beside trees."""
+        if best.tree:
+            return self._best_chain if u < 0.5 and any(self._best_chain.lengths) else best
+        if not any(best.lengths):
             return best
         if not self.calibration.is_measured(batch.batch_size, is_drafting=False):
             return Plan([0] * batch.batch_size, False, 0.0)
@@ -283,7 +287,7 @@ class AutoPolicy:
         contexts = [float(v.num_context_tokens or v.num_output_tokens) for v in batch.requests]
         self._context = sum(contexts) / len(contexts) if contexts else 0.0
         b = batch.batch_size
-        best = best_chain(
+        best = self._best_chain = best_chain(
             self.cost_model, alphas, limits, self._context, lambda cap: self.calibration.scale(b, cap)
         )
         if not batch.trees:

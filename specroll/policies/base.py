@@ -83,7 +83,7 @@ class ForwardStats:
     accepted: tuple[int, ...] = ()  # of those, accepted, per request
     sources: tuple[str, ...] = ()  # which drafter proposed each request's draft ('' if not named)
     drafter: str | None = None  # the drafter the decision named
-    tree: bool = False  # the decision asked for trees
+    tree: bool = False  # the decision asked for trees, or the drafter drafted some
 
     @property
     def shape(self) -> str:

@@ -11,9 +11,10 @@ the median of the last `window` ratios once `min_samples` are in (a median, beca
 machine has spikes of 5x and more that a mean would follow). Buckets are powers of two (as TLT
 buckets its bandit by batch size), because the error depends on the batch: small batches are
 dominated by per-forward costs the profile does not see. A (bucket, cap) not yet measured borrows
-from the same bucket: the same kind (plain or drafting) first, then the other kind, so that both
-sides of a comparison are corrected alike until each is measured; with nothing in the bucket the
-profile's own word stands (1).
+from the same bucket: the same kind (plain, chains or trees) first, then the nearest kind, so that
+both sides of a comparison are corrected alike until each is measured, and a tree's costs (its
+drafting, its wider verification) never price a chain while chains of the bucket are measured; with
+nothing in the bucket the profile's own word stands (1).
 """
 
 from __future__ import annotations
@@ -59,15 +60,35 @@ class ForwardTimeCalibration:
         return len(self._ratios.get(key, ())) >= self.min_samples
 
     def scale(self, batch_size: int, cap: int, tree: bool = False) -> float:
-        bucket = batch_bucket(batch_size)
+        bucket, kind = batch_bucket(batch_size), _kind(cap, tree)
         if self.is_measured_cap(batch_size, cap, tree):
-            return statistics.median(self._ratios[(bucket, cap, tree and cap > 0)])
-        borrowed = self._measured(bucket, cap > 0) or self._measured(bucket, cap == 0)
-        return statistics.mean(borrowed) if borrowed else 1.0
+            return statistics.median(self._ratios[(bucket, cap, kind == "tree")])
+        for other in _BORROWS[kind]:  # the same kind first, then the nearest
+            borrowed = self._measured_kind(bucket, other)
+            if borrowed:
+                return statistics.mean(borrowed)
+        return 1.0
 
     def _measured(self, bucket: int, is_drafting: bool) -> list[float]:
+        kinds = ("chain", "tree") if is_drafting else ("plain",)
+        return [ratio for kind in kinds for ratio in self._measured_kind(bucket, kind)]
+
+    def _measured_kind(self, bucket: int, kind: str) -> list[float]:
         return [
             statistics.median(r)
-            for (b, c, _), r in self._ratios.items()
-            if b == bucket and (c > 0) == is_drafting and len(r) >= self.min_samples
+            for (b, c, t), r in self._ratios.items()
+            if b == bucket and _kind(c, t) == kind and len(r) >= self.min_samples
         ]
+
+
+def _kind(cap: int, tree: bool) -> str:
+    return "plain" if cap == 0 else "tree" if tree else "chain"
+
+
+# an unmeasured kind's correction: its own kind's in the bucket, else the nearest kind's (a tree's
+# drafting and verification differ from a chain's more than a chain's from a plain forward's)
+_BORROWS = {
+    "plain": ("plain", "chain", "tree"),
+    "chain": ("chain", "plain", "tree"),
+    "tree": ("tree", "chain", "plain"),
+}

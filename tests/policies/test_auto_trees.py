@@ -36,6 +36,7 @@ class World:
         self.rng = random.Random(seed)
         self.counts = [[0, 0] for _ in range(batch_size)]  # per request: drafted, accepted
         self.shapes: list[str] = []
+        self.chain_trials = 0  # Bernoulli trials of chain drafts: accepted, and a first rejection
 
     def view(self, trees: bool = True) -> BatchView:
         requests = [RequestView(i, 0, 50, 400, d, a, 1, 300) for i, (d, a) in enumerate(self.counts)]
@@ -48,6 +49,7 @@ class World:
         for counts, k, a in zip(self.counts, lengths, accepted):
             counts[0] += k
             counts[1] += a
+            self.chain_trials += 0 if decision.tree or k == 0 else a + (a < k)
         width = max(lengths) + 1
         policy.observe(
             ForwardStats(
@@ -100,6 +102,7 @@ def test_trees_win_at_batch_one():
     # tree-16: 2.6 tokens in 0.101 s, tree-8 2.3 in 0.1 s, the best chain (4) 1.94 in 0.1 s
     world, _ = run(1, 400)
     assert world.share("tree-16", 200) > 0.8, world.shapes[-200:]
+    assert 0 < world.share("chain", 200) < 0.1  # probe steps keep the chains measured
 
 
 def test_no_trees_at_full_batch_where_width_costs_its_arithmetic():
@@ -120,8 +123,9 @@ def test_a_batch_that_shrinks_moves_from_chains_or_nothing_to_trees():
 
 
 def test_trees_leave_the_chains_acceptance_alone():
-    _, policy = run(1, 400)
-    assert abs(policy.tracker.pooled_alpha - ALPHA) < 0.1  # a tree's deep acceptance is not a chain's
+    world, policy = run(1, 400)
+    # the chains' trials are the chain forwards' alone: a tree's deep acceptance is not a chain's
+    assert policy.tracker.pooled_trials == world.chain_trials > 0
     assert policy.trees.expected_accepted(16, ALPHA) == pytest.approx(TREE_ACCEPTED[16], abs=0.2)
 
 
