@@ -30,7 +30,7 @@ def tree_layout(parents: Sequence[int], T: int, slot: int) -> tuple[torch.Tensor
             relation[i] = relation[parent]
         relation[i, i] = True
     depth = torch.zeros(T, dtype=torch.long, device="cpu")
-    depth[: len(parents)] = torch.tensor(depths(parents), dtype=torch.long)
+    depth[: len(parents)] = torch.tensor(depths(parents), dtype=torch.long, device="cpu")
     return depth, relation
 
 
