@@ -52,18 +52,6 @@ class Plan:
         return max(self.lengths, default=0)
 
 
-def padded_draft_lengths(
-    model: CostModel,
-    alphas: Sequence[float],
-    limits: Sequence[int],
-    context_length: float = 0.0,
-    time_scale: Callable[[int], float] = lambda cap: 1.0,
-) -> list[int]:
-    """The best common cap c; request i drafts min(c, limits[i]). Ties go to the shorter cap.
-    time_scale(c) corrects the model's forward time for cap c (`ForwardTimeCalibration`)."""
-    return best_chain(model, alphas, limits, context_length, time_scale).lengths
-
-
 def best_chain(
     model: CostModel,
     alphas: Sequence[float],
@@ -71,7 +59,9 @@ def best_chain(
     context_length: float = 0.0,
     time_scale: Callable[[int], float] = lambda cap: 1.0,
 ) -> Plan:
-    """`padded_draft_lengths` with the rate it predicts."""
+    """The best common cap c, request i drafting min(c, limits[i]), and the rate it predicts. Ties go
+    to the shorter cap. time_scale(c) corrects the model's forward time for cap c
+    (`ForwardTimeCalibration`)."""
     limit = np.asarray(limits, dtype=np.int64)
     top = int(limit.max(initial=0))
     # emitted[i, k]: expected tokens of request i drafting k

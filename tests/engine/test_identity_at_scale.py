@@ -51,16 +51,13 @@ def test_static_shape_forwards_change_no_bit(large_vocab_dir, one_thread):
     assert _outputs(plain) == _outputs(static) == _outputs(spec)
 
 
+def _gsm8k(smollm2_dir, **workload) -> RolloutConfig:
+    """Plain decoding of SmolLM2 on GSM8K's chat prompts, 4 samples a prompt."""
+    return RolloutConfig(model_dir=smollm2_dir, task="gsm8k", n=4, speculate="off", **workload)
+
+
 def test_smollm2_gsm8k_tokens_do_not_depend_on_batch_or_drafts(smollm2_dir):
-    config = RolloutConfig(
-        model_dir=smollm2_dir,
-        task="gsm8k",
-        num_prompts=2,
-        n=4,
-        max_tokens=40,
-        max_batch_size=8,
-        speculate="off",
-    )
+    config = _gsm8k(smollm2_dir, num_prompts=2, max_tokens=40, max_batch_size=8)
     plain = run_rollout(config)
     drafts = OracleDrafter({r.request_id: r.token_ids for r in plain.records})
     alone = run_rollout(
@@ -86,15 +83,7 @@ def test_smollm2_trees_chosen_by_auto_change_no_bit(smollm2_dir, tmp_path):
     by forward; the records are plain decoding's to the bit."""
     free_width = CostModel(c_base=0.05, c_tok=1e-3, prices=[(1, 1, 1.0), (1, 17, 0.05 / 0.067)])
     free_width.save(tmp_path / "free-width.cost.json")
-    config = RolloutConfig(
-        model_dir=smollm2_dir,
-        task="gsm8k",
-        num_prompts=1,
-        n=4,
-        max_tokens=48,
-        max_batch_size=2,
-        speculate="off",
-    )
+    config = _gsm8k(smollm2_dir, num_prompts=1, max_tokens=48, max_batch_size=2)
     plain = run_rollout(config)
     auto = run_rollout(
         replace(config, speculate="suffix", max_draft=16, cost_model=tmp_path / "free-width.cost.json")

@@ -2,7 +2,7 @@ import itertools
 
 import pytest
 
-from specroll.policies.auto import AutoPolicy, padded_draft_lengths
+from specroll.policies.auto import AutoPolicy, best_chain
 from specroll.policies.base import BatchView, RequestView
 from specroll.policies.cost_model import CostModel
 from specroll.policies.speculation_math import expected_tokens
@@ -20,15 +20,15 @@ def rate_padded(lengths, alphas, model=MODEL):
 def test_padded_cap_matches_brute_force(alphas):
     limits = [5, 5, 2]
     brute = max(rate_padded(ks, alphas) for ks in itertools.product(*(range(l + 1) for l in limits)))
-    assert rate_padded(padded_draft_lengths(MODEL, alphas, limits), alphas) == pytest.approx(brute)
+    assert rate_padded(best_chain(MODEL, alphas, limits).lengths, alphas) == pytest.approx(brute)
 
 
 def test_high_acceptance_small_batch_drafts_to_the_cap():
-    assert padded_draft_lengths(MODEL, [0.95], [8]) == [8]
+    assert best_chain(MODEL, [0.95], [8]).lengths == [8]
 
 
 def test_large_batch_low_acceptance_falls_back_to_plain_decoding():
-    assert padded_draft_lengths(MODEL, [0.2] * 128, [8] * 128) == [0] * 128
+    assert best_chain(MODEL, [0.2] * 128, [8] * 128).lengths == [0] * 128
 
 
 def test_policy_uses_each_requests_live_acceptance_and_remaining_tokens():
