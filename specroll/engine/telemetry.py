@@ -62,9 +62,6 @@ class Telemetry:
     def as_rows(self) -> list[dict]:
         return [asdict(s) for s in self.decode_forwards]
 
-    def drafts_by_batch(self) -> dict[str, dict[str, int]]:
-        return drafts_by_batch(self.decode_forwards)
-
 
 def forward_from_row(row: Mapping) -> ForwardStats:
     """A forward back from its telemetry row (`as_rows`); keys a row gained on its way (the worker

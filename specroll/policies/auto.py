@@ -161,7 +161,6 @@ class AutoPolicy:
     _probe_extra_seconds: float = field(default=0.0, init=False, repr=False)  # measured, over all probes
     _plain_seconds: float = field(default=0.0, init=False, repr=False)  # measured, over plain forwards
     _last_tree: bool = field(default=False, init=False, repr=False)  # the last forward drafted trees
-    _best_chain: Plan = field(default=Plan([], False, 0.0), init=False, repr=False)  # of the last decision
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
@@ -178,12 +177,13 @@ class AutoPolicy:
         self.trees.new_target()
 
     def _plan(self, batch: BatchView) -> Plan:
-        best = self._best_plan(batch)
+        chain, trees = self._candidates(batch)
+        best = max([chain, *trees], key=lambda p: p.rate)  # ties: the chains (listed first)
         self._decided, self._probe_plain = None, None
         draw = self._rng.random()
         is_probe_step = draw * self.probe_every < 1.0
         b = batch.batch_size
-        plan = self._tree_probe(batch, best, is_probe_step)
+        plan = self._tree_probe(trees, best, is_probe_step)
         if (
             plan is None
             and not any(best.lengths)
@@ -197,7 +197,7 @@ class AutoPolicy:
             )
             return Plan(batch.clip([self.probe_length] * b), False, 0.0)
         if plan is None:
-            plan = self._chain_probe(batch, best, draw * self.probe_every) if is_probe_step else best
+            plan = self._chain_probe(batch, best, chain, draw * self.probe_every) if is_probe_step else best
         self._decided = (b, plan.cap, self._predicted_seconds(b, plan.cap, plan.tree), plan.tree)
         return plan
 
@@ -206,11 +206,11 @@ class AutoPolicy:
             return tree_seconds(self.cost_model, batch_size, cap, self._context)
         return self.cost_model.step_seconds(batch_size, cap, self._context)
 
-    def _chain_probe(self, batch: BatchView, best: Plan, u: float) -> Plan:
+    def _chain_probe(self, batch: BatchView, best: Plan, chain: Plan, u: float) -> Plan:
         """A probe step's chains (`_neighbour_cap`); where the plan is a tree, the best chain one
         probe step in two, so that chains stay measured beside trees."""
         if best.tree:
-            return self._best_chain if u < 0.5 and any(self._best_chain.lengths) else best
+            return chain if u < 0.5 and any(chain.lengths) else best
         if not any(best.lengths):
             return best
         if not self.calibration.is_measured(batch.batch_size, is_drafting=False):
@@ -219,21 +219,11 @@ class AutoPolicy:
         neighbour = self._neighbour_cap(batch.batch_size, best.cap, limits, u)
         return best if neighbour is None else Plan([min(neighbour, k) for k in limits], False, 0.0)
 
-    def _tree_probe(self, batch: BatchView, best: Plan, is_probe_step: bool) -> Plan | None:
+    def _tree_probe(self, trees: list[Plan], best: Plan, is_probe_step: bool) -> Plan | None:
         """A tree budget to measure instead of `best`, if one could reach `tree_probe_margin` of its
         rate on the current estimates: the smallest whose acceptance is not yet measured, on any
         forward; once all are, the best tree on a probe step (where `best` is no tree)."""
-        if not batch.trees:
-            return None
-        b, limits, pooled = batch.batch_size, batch.draft_limits(), self.tracker.pooled_alpha
-        plans = [
-            tree_plan(
-                self.cost_model, lambda n: self.trees.expected_accepted(n, pooled), limits, nodes,
-                self._context, self.calibration.scale(b, nodes, tree=True),
-            )
-            for nodes in self._budgets(limits)
-        ]  # fmt: skip
-        hopeful = [p for p in plans if p.rate >= self.tree_probe_margin * best.rate]
+        hopeful = [p for p in trees if p.rate >= self.tree_probe_margin * best.rate]
         unmeasured = [p for p in hopeful if self.trees.trials(p.cap) < self.tree_warmup_requests]
         if unmeasured:
             return unmeasured[0]
@@ -269,28 +259,28 @@ class AutoPolicy:
             else 1.0 / self.probe_every
         )
 
-    def _best_plan(self, batch: BatchView) -> Plan:
-        """The best chains, or trees where they are on offer and predicted faster (ties: chains)."""
+    def _candidates(self, batch: BatchView) -> tuple[Plan, list[Plan]]:
+        """This forward's best chains and its tree plans (one a budget, where trees are on offer)."""
         self.tracker.update(batch, fold=not self._last_tree)  # a tree's acceptance is not a chain's
         alphas = [self.tracker.alpha(v.request_id) for v in batch.requests]
         limits = batch.draft_limits()
         contexts = [float(v.num_context_tokens or v.num_output_tokens) for v in batch.requests]
         self._context = sum(contexts) / len(contexts) if contexts else 0.0
         b = batch.batch_size
-        best = self._best_chain = best_chain(
+        chain = best_chain(
             self.cost_model, alphas, limits, self._context, lambda cap: self.calibration.scale(b, cap)
         )
         if not batch.trees:
-            return best
+            return chain, []
         pooled = self.tracker.pooled_alpha
-        for nodes in self._budgets(limits):
-            scale = self.calibration.scale(b, nodes, tree=True)
-            tree = tree_plan(
+        trees = [
+            tree_plan(
                 self.cost_model, lambda n: self.trees.expected_accepted(n, pooled), limits, nodes,
-                self._context, scale,
-            )  # fmt: skip
-            best = tree if tree.rate > best.rate else best
-        return best
+                self._context, self.calibration.scale(b, nodes, tree=True),
+            )
+            for nodes in self._budgets(limits)
+        ]  # fmt: skip
+        return chain, trees
 
     def observe(self, stats: ForwardStats) -> None:
         seconds = stats.forward_seconds + stats.draft_seconds

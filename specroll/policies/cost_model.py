@@ -31,8 +31,10 @@ forwards there only: a CPU's figures would misprice every step on a GPU (`check_
 
 from __future__ import annotations
 
+import bisect
 import json
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Sequence
 
@@ -109,11 +111,21 @@ class CostModel:
         held beyond them; 1 without prices."""
         if not self.prices:
             return 1.0
-        batches = sorted({b for b, _, _ in self.prices})
-        below = [b for b in batches if b <= batch_size]
-        batch = below[-1] if below else batches[0]
-        widths = [(n, r) for b, n, r in self.prices if b == batch]
-        return float(np.interp(num_tokens, [n for n, _ in widths], [r for _, r in widths]))
+        batches, rows = self._price_rows
+        batch = batches[max(0, bisect.bisect_right(batches, batch_size) - 1)]
+        widths, ratios = rows[batch]
+        return float(np.interp(num_tokens, widths, ratios))
+
+    @cached_property
+    def _price_rows(self) -> tuple[list[int], dict[int, tuple[list[int], list[float]]]]:
+        """`prices` by batch size, once: (measured batch sizes ascending, batch -> (widths, ratios));
+        every forward a policy prices reads it."""
+        rows: dict[int, tuple[list[int], list[float]]] = {}
+        for b, n, r in self.prices:  # sorted by batch, then width
+            widths, ratios = rows.setdefault(b, ([], []))
+            widths.append(n)
+            ratios.append(r)
+        return sorted(rows), rows
 
     def with_prices(self, samples: Sequence[LatencySample]) -> "CostModel":
         """This fit with `prices` taken from the samples it was fitted to."""
