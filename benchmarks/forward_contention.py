@@ -4,7 +4,7 @@
 
 Times a decode forward of the bundled policy (one torch thread, batch-invariant numerics, as `bench
 --workers 2 --threads 1` runs it) in one process alone, then in `--processes` processes at once, and
-prints the median forward of each and their ratio: the `contention` of `sim.replay` (the profile was
+prints the median forward of each and their ratio: the `contention` of `sim.prediction` (the profile was
 fitted on one process alone). Measured apart from any rollout, so no dispatch's makespan enters it.
 """
 

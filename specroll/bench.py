@@ -33,7 +33,7 @@ from specroll.rollout import (
     run_rollout,
 )
 from specroll.scheduling.dispatch import DISPATCHES
-from specroll.sim.replay import MeasuredRollout, predict_engine_makespan, predict_makespan, scaled
+from specroll.sim.prediction import MeasuredRollout, predict_engine_makespan, predict_makespan, scaled
 from specroll.tokenizer import load_tokenizer
 
 DEFAULT_SYSTEMS = ("plain", "speculative", "hf-generate")

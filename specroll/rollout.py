@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
-from specroll.cluster.rollout import ClusterConfig, run_cluster
+from specroll.cluster.multi_worker import ClusterConfig, run_cluster
 from specroll.drafting.head_files import head_matches
 from specroll.drafting.protocol import Drafter
 from specroll.drafting.registry import DEFAULT_DRAFTER

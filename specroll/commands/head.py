@@ -340,12 +340,12 @@ def run_eval(args: argparse.Namespace) -> int:
 
 
 def run_replay(args: argparse.Namespace) -> int:
-    """Replay a rollout through the head (`specroll.head.replay`) at each chain and tree budget."""
+    """Replay a rollout through the head (`specroll.head.head_replay`) at each chain and tree budget."""
     import torch
 
     from specroll.drafting.draft_head import DraftHeadDrafter
     from specroll.head.features import teacher_forced
-    from specroll.head.replay import ReplayedResponse, replay
+    from specroll.head.head_replay import ReplayedResponse, replay
     from specroll.commands.head_data import read_responses
     from specroll.model.runner import ModelRunner
 

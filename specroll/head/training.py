@@ -83,7 +83,9 @@ class Batch:
 
 
 @dataclass
-class StepMetrics:
+class HeadMetrics:
+    """The head's loss and its per-depth overlap with the target on one batch."""
+
     loss: float
     overlap: list[float] = field(default_factory=list)  # per depth: mean sum_v min(p_v, q_v)
 
@@ -137,7 +139,7 @@ class HeadTrainer:
             config.precision == "auto" and fast_bf16(self.embedding.device)
         )
 
-    def step(self, batch: Batch, lr: float | None = None) -> StepMetrics:
+    def step(self, batch: Batch, lr: float | None = None) -> HeadMetrics:
         self.head.train()
         for group in self.optimizer.param_groups:
             group["lr"] = self.config.lr if lr is None else lr
@@ -149,15 +151,15 @@ class HeadTrainer:
         self.optimizer.step()
         self.head.eval()
         self.num_steps += 1
-        return StepMetrics(float(loss.detach()), overlap)
+        return HeadMetrics(float(loss.detach()), overlap)
 
     @torch.no_grad()
-    def evaluate(self, batch: Batch) -> StepMetrics:
+    def evaluate(self, batch: Batch) -> HeadMetrics:
         """Loss and overlap at full precision, whatever the training's: heads trained either way
         are measured alike."""
         self.head.eval()
         loss, overlap = self.loss(batch)
-        return StepMetrics(float(loss), overlap)
+        return HeadMetrics(float(loss), overlap)
 
     def _autocast(self) -> torch.autocast:
         return torch.autocast(self.embedding.device.type, dtype=torch.bfloat16, enabled=self.bf16)

@@ -17,7 +17,7 @@ from specroll.head.features import FeatureSequence
 from specroll.drafting.head_model import DraftHead, HeadConfig
 from specroll.head.training import (
     HeadTrainer,
-    StepMetrics,
+    HeadMetrics,
     HeadTrainConfig,
     cosine_lr,
     draft_vocabulary,
@@ -26,7 +26,7 @@ from specroll.head.training import (
     windows,
 )
 
-ProgressFn = Callable[[float, StepMetrics], None]  # fraction of the budget spent, the last step's metrics
+ProgressFn = Callable[[float, HeadMetrics], None]  # fraction of the budget spent, the last step's metrics
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class WarmStartResult:
     num_steps: int
     num_epochs: float
     num_train_positions: int
-    held_out: StepMetrics | None  # loss and overlap per depth on the held-out sequences
+    held_out: HeadMetrics | None  # loss and overlap per depth on the held-out sequences
 
 
 def new_head(
@@ -104,7 +104,7 @@ def warm_start(
     started = time.perf_counter()
     per_epoch = max(len(windows(train, config.train.window, config.train.depth)), 1)
     steps_per_epoch = -(-per_epoch // config.train.windows_per_batch)
-    metrics = StepMetrics(float("nan"))
+    metrics = HeadMetrics(float("nan"))
     epoch = 0
     while epoch < config.max_epochs and time.perf_counter() - started < config.seconds:
         spans = shuffled_windows(train, config.train, epoch)
@@ -132,7 +132,7 @@ def warm_start(
 
 def evaluate(
     trainer: HeadTrainer, sequences: Sequence[FeatureSequence], config: HeadTrainConfig
-) -> StepMetrics:
+) -> HeadMetrics:
     """Mean loss and overlap per depth over every window of `sequences`, weighted by batch."""
     spans = windows(sequences, config.window, config.depth)
     results = [
@@ -140,7 +140,7 @@ def evaluate(
         for i in range(0, len(spans), config.windows_per_batch)
     ]
     depth = len(results[0].overlap)
-    return StepMetrics(
+    return HeadMetrics(
         sum(r.loss for r in results) / len(results),
         [sum(r.overlap[d] for r in results) / len(results) for d in range(depth)],
     )

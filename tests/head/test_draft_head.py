@@ -370,7 +370,7 @@ def test_a_replay_of_the_rollout_gives_the_engines_tokens_a_forward(trained, qwe
     """Replaying the rollout's responses through the head (teacher-forced states, no verification)
     keeps, forward by forward, what the engine's verification kept: the same tokens a forward."""
     from specroll.drafting.draft_tree import TreeShape
-    from specroll.head.replay import ReplayedResponse, replay
+    from specroll.head.head_replay import ReplayedResponse, replay
 
     directory, *_ = trained
     shape = TreeShape(*tree) if tree else None

@@ -1,4 +1,4 @@
-"""The simulator's prediction of a measured rollout (`sim.replay`) and the engine rules its workers follow."""
+"""The simulator's prediction of a measured rollout (`sim.prediction`) and its workers' engine rules."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from specroll.policies.cost_model import CostModel
 from specroll.rollout import PROFILES
 from specroll.sim.cost_model import prefill_seconds
 from specroll.sim.profiled_cost import ProfiledCost
-from specroll.sim.replay import MeasuredRollout, predict_engine_makespan, predict_makespan, scaled
+from specroll.sim.prediction import MeasuredRollout, predict_engine_makespan, predict_makespan, scaled
 from specroll.sim.worker import EngineRules, Worker
 
 COST = CostModel.load(PROFILES / "policy.cost.json")
