@@ -12,7 +12,7 @@ import statistics
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
@@ -89,17 +89,14 @@ def profile_checkpoint(
     draft = None
     if draft_model_dir is not None:
         draft = forward_timer(build_runner(draft_model_dir, grid, dtype, device), grid)
-    return profile_runner(runner, grid, draft, source, on_sample)
+    return profile_runner(runner, grid, draft=draft, source=source, on_sample=on_sample)
 
 
 def profile_runner(
-    runner: ModelRunner,
-    grid: ProfileGrid,
-    draft: ForwardTimer | None = None,
-    source: str = "",
-    on_sample: Callable[[LatencySample], None] | None = None,
+    runner: ModelRunner, grid: ProfileGrid, **fit: Any
 ) -> tuple[CostModel, list[LatencySample]]:
     """The cost model of `runner`'s forwards on the grid, marked with the device type it was measured
-    on (and the samples it was fitted to); `draft` times the draft model's forwards for D(b)."""
-    model, samples = fit_on_grid(grid, forward_timer(runner, grid), draft, source, on_sample)
+    on (and the samples it was fitted to); `fit` is `fit_on_grid`'s draft (the draft model's timer,
+    for D(b)), source and on_sample."""
+    model, samples = fit_on_grid(grid, forward_timer(runner, grid), **fit)
     return replace(model, device=runner.device.type), samples

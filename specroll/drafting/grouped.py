@@ -11,20 +11,18 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from specroll.drafting.protocol import BaseDrafter, Draft, DraftQuery, RequestInfo
-from specroll.drafting.suffix_draft import RESPONSE_START, DraftShape, draft_from_match
+from specroll.drafting.protocol import Draft, DraftQuery, RequestInfo
+from specroll.drafting.suffix_draft import RESPONSE_START, DraftShape, SuffixDrafter, draft_from_match
 from specroll.drafting.suffix_index import DEFAULT_MAX_DEPTH, SuffixIndex
 
 
-class GroupedDrafter(BaseDrafter):
+class GroupedDrafter(SuffixDrafter):
     """Drafts each request from the outputs of all requests of its group, its own included."""
 
     name = "grouped"
-    drafts_trees = True  # best-first trees from the suffix index, when a query asks
 
     def __init__(self, shape: DraftShape = DraftShape(), max_depth: int = DEFAULT_MAX_DEPTH) -> None:
-        self.shape = shape
-        self.max_depth = max_depth
+        super().__init__(shape, max_depth)
         self._indexes: dict[int, SuffixIndex] = {}  # group id -> index
         self._group_of: dict[int, int] = {}  # live request id -> group id
 
@@ -37,9 +35,6 @@ class GroupedDrafter(BaseDrafter):
 
     def observe(self, request_id: int, token_ids: Sequence[int]) -> None:
         self._indexes[self._group_of[request_id]].extend(request_id, token_ids)
-
-    def propose(self, queries: Sequence[DraftQuery]) -> list[Draft]:
-        return [self._propose_one(q) for q in queries]
 
     def _propose_one(self, query: DraftQuery) -> Draft:
         index = self._indexes[self._group_of[query.request_id]]

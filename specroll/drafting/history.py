@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from specroll.drafting.protocol import BaseDrafter, Draft, DraftQuery, RequestInfo
-from specroll.drafting.suffix_draft import RESPONSE_START, DraftShape, draft_from_match
+from specroll.drafting.protocol import Draft, DraftQuery, RequestInfo
+from specroll.drafting.suffix_draft import RESPONSE_START, DraftShape, SuffixDrafter, draft_from_match
 from specroll.drafting.suffix_index import DEFAULT_MAX_DEPTH, Node, SuffixIndex
 
 _MAX_WEIGHT_EXPONENT = 400  # rebuild before decay^-s could overflow a float
@@ -42,11 +42,10 @@ class _LiveRequest:
     num_matched: int = -1  # -1: `match` must be found afresh (the index changed since)
 
 
-class HistoryDrafter(BaseDrafter):
+class HistoryDrafter(SuffixDrafter):
     """Drafts each request from its problem's responses at the previous `window` training steps."""
 
     name = "history"
-    drafts_trees = True  # best-first trees from the suffix index, when a query asks
 
     def __init__(
         self,
@@ -59,7 +58,8 @@ class HistoryDrafter(BaseDrafter):
             raise ValueError(f"window must be >= 1, got {window}")
         if not 0.0 < decay <= 1.0:
             raise ValueError(f"decay must lie in (0, 1], got {decay}")
-        self.window, self.decay, self.shape, self.max_depth = window, decay, shape, max_depth
+        super().__init__(shape, max_depth)
+        self.window, self.decay = window, decay
         self.step = 0
         self._problems: dict[int, _ProblemHistory] = {}
         self._live: dict[int, _LiveRequest] = {}
@@ -73,9 +73,6 @@ class HistoryDrafter(BaseDrafter):
 
     def observe(self, request_id: int, token_ids: Sequence[int]) -> None:
         self._live[request_id].token_ids.extend(token_ids)
-
-    def propose(self, queries: Sequence[DraftQuery]) -> list[Draft]:
-        return [self._propose_one(q) for q in queries]
 
     def _propose_one(self, query: DraftQuery) -> Draft:
         request = self._live[query.request_id]

@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
-from specroll.drafting.protocol import Draft, DraftQuery
-from specroll.drafting.suffix_index import DEFAULT_SHORT_MATCH_DISCOUNT, Node, Scoring, SuffixIndex
+from specroll.drafting.protocol import BaseDrafter, Draft, DraftQuery
+from specroll.drafting.suffix_index import (
+    DEFAULT_MAX_DEPTH,
+    DEFAULT_SHORT_MATCH_DISCOUNT,
+    Node,
+    Scoring,
+    SuffixIndex,
+)
 
 RESPONSE_START = -1  # marks where a response begins in group and history indexes; never drafted
 
@@ -66,3 +73,20 @@ def draft_from_match(index: SuffixIndex, node: Node | None, query: DraftQuery, s
 def expected_accepted(draft: Draft) -> float:
     """The draft's estimated number of accepted tokens: the sum of its path probabilities."""
     return sum(draft.scores) if draft.scores else 0.0
+
+
+class SuffixDrafter(BaseDrafter):
+    """A drafter over suffix indexes: each query drafted on its own from its request's match
+    (`_propose_one`, then `draft_from_match`), chains or, when a query asks, best-first trees."""
+
+    drafts_trees = True
+
+    def __init__(self, shape: DraftShape = DraftShape(), max_depth: int = DEFAULT_MAX_DEPTH) -> None:
+        self.shape = shape
+        self.max_depth = max_depth  # the longest context an index matches
+
+    def propose(self, queries: Sequence[DraftQuery]) -> list[Draft]:
+        return [self._propose_one(q) for q in queries]
+
+    def _propose_one(self, query: DraftQuery) -> Draft:
+        raise NotImplementedError

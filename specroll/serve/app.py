@@ -8,6 +8,7 @@ import asyncio
 import itertools
 import json
 import logging
+from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable
 
 from fastapi import FastAPI, Request
@@ -114,50 +115,8 @@ def _add_data_routes(app: FastAPI) -> None:
         version = loop.weight_version if loop is not None else 0
         return PlainTextResponse(state.metrics.render(running, waiting, version))
 
-    @app.post("/v1/completions")
-    async def completions(request: Request) -> Response:
-        return await _generate(
-            request,
-            state,
-            lambda b: parse_completion(b, state.limits, state.service.codec),
-            responses.completion,
-            "cmpl",
-            "text_completion",
-        )
-
-    @app.post("/v1/chat/completions")
-    async def chat(request: Request) -> Response:
-        return await _generate(
-            request,
-            state,
-            lambda b: parse_chat(b, state.limits, state.service.codec),
-            responses.chat,
-            "chatcmpl",
-            "chat.completion.chunk",
-        )
-
-    @app.post("/inference/v1/generate")
-    async def skyrl_generate(request: Request) -> Response:
-        return await _generate(
-            request,
-            state,
-            lambda b: parse_skyrl_generate(b, state.limits),
-            responses.skyrl_generate,
-            "gen",
-            "generate.chunk",
-        )
-
-    @app.post("/generate")
-    async def sglang_generate(request: Request) -> Response:
-        render = lambda rid, model, call, choices, codec: responses.sglang_generate(rid, call, choices)
-        return await _generate(
-            request,
-            state,
-            lambda b: parse_sglang_generate(b, state.limits, state.service.codec),
-            render,
-            "sgl",
-            "",
-        )
+    for route in _GENERATE_ROUTES:
+        _add_generate_route(app, state, route)
 
     @app.post("/tokenize")
     async def tokenize(request: Request) -> dict:
@@ -182,6 +141,59 @@ def _add_data_routes(app: FastAPI) -> None:
         if not isinstance(tokens, list) or not all(isinstance(t, int) and 0 <= t < vocab for t in tokens):
             raise ApiError(f"tokens: must be a list of token ids in 0..{vocab - 1}", "tokens")
         return {"prompt": service.codec.decode(tokens)}
+
+
+@dataclass(frozen=True)
+class GenerateRoute:
+    """One generation endpoint: its path, how a body is parsed, how finished choices are rendered,
+    its response ids' prefix and its stream chunks' `object`."""
+
+    path: str
+    parse: Callable[[Any, ServeState], GenerateCall]
+    render: Callable
+    prefix: str
+    chunk_kind: str
+
+
+_GENERATE_ROUTES = (
+    GenerateRoute(
+        "/v1/completions",
+        lambda b, s: parse_completion(b, s.limits, s.service.codec),
+        responses.completion,
+        "cmpl",
+        "text_completion",
+    ),
+    GenerateRoute(
+        "/v1/chat/completions",
+        lambda b, s: parse_chat(b, s.limits, s.service.codec),
+        responses.chat,
+        "chatcmpl",
+        "chat.completion.chunk",
+    ),
+    GenerateRoute(
+        "/inference/v1/generate",
+        lambda b, s: parse_skyrl_generate(b, s.limits),
+        responses.skyrl_generate,
+        "gen",
+        "generate.chunk",
+    ),
+    GenerateRoute(
+        "/generate",
+        lambda b, s: parse_sglang_generate(b, s.limits, s.service.codec),
+        lambda rid, model, call, choices, codec: responses.sglang_generate(rid, call, choices),
+        "sgl",
+        "",
+    ),
+)
+
+
+def _add_generate_route(app: FastAPI, state: ServeState, route: GenerateRoute) -> None:
+    async def generate(request: Request) -> Response:
+        return await _generate(
+            request, state, lambda b: route.parse(b, state), route.render, route.prefix, route.chunk_kind
+        )
+
+    app.post(route.path)(generate)
 
 
 async def _generate(

@@ -200,16 +200,23 @@ async def weight_update_bracket(request: Request) -> dict:
     return {"success": True}
 
 
-@router.post("/init_weight_transfer_engine")
-@router.post("/collective_rpc")
-@router.post("/areal_init_weights_update_group")
-@router.post("/areal_update_weights_xccl")
-async def transfer_engine(request: Request) -> dict:
-    raise ApiError(
-        f"{request.url.path}: specroll serve takes weights from disk only: POST /update_weights with "
-        '{"update_info": {"path": DIR}} or /areal_update_weights with {"model_path": DIR} (safetensors)',
-        "update_info.path",
-    )
+def _refused(paths: tuple[str, ...], reason: str, field: str) -> None:
+    """Routes clients call that specroll serve does not offer: each answers 400 with the reason."""
+
+    async def refuse(request: Request) -> dict:
+        raise ApiError(f"{request.url.path}: {reason}", field)
+
+    for path in paths:
+        router.post(path)(refuse)
+
+
+_refused(
+    ("/init_weight_transfer_engine", "/collective_rpc", "/areal_init_weights_update_group",
+     "/areal_update_weights_xccl"),
+    'specroll serve takes weights from disk only: POST /update_weights with {"update_info": {"path": DIR}} '
+    'or /areal_update_weights with {"model_path": DIR} (safetensors)',
+    "update_info.path",
+)  # fmt: skip
 
 
 @router.post("/finish_session")
@@ -219,9 +226,9 @@ async def finish_session(request: Request) -> dict:
     return {"success": True}
 
 
-@router.post("/v1/load_lora_adapter")
-@router.post("/v1/unload_lora_adapter")
-@router.post("/skyrl/v1/load_lora_adapter")
-@router.post("/areal_update_weights_lora")
-async def lora(request: Request) -> dict:
-    raise ApiError(f"{request.url.path}: LoRA adapters are not supported by specroll serve", "lora_name")
+_refused(
+    ("/v1/load_lora_adapter", "/v1/unload_lora_adapter", "/skyrl/v1/load_lora_adapter",
+     "/areal_update_weights_lora"),
+    "LoRA adapters are not supported by specroll serve",
+    "lora_name",
+)  # fmt: skip

@@ -115,19 +115,17 @@ class Fields:
         return float(value)
 
     def bool(self, name: str, default: bool = False) -> bool:
-        value = self.values.pop(name, None)
-        if value is None:
-            return default
-        if not isinstance(value, bool):
-            raise self.fail(name, f"must be true or false, got {value!r}")
-        return value
+        return self._of_type(name, bool, default, "true or false")
 
     def str(self, name: str, default: str | None = None) -> str | None:
+        return self._of_type(name, str, default, "a string")
+
+    def _of_type(self, name: str, kind: type, default, what: str):
         value = self.values.pop(name, None)
         if value is None:
             return default
-        if not isinstance(value, str):
-            raise self.fail(name, f"must be a string, got {value!r}")
+        if not isinstance(value, kind):
+            raise self.fail(name, f"must be {what}, got {value!r}")
         return value
 
     def strings(self, name: str) -> tuple[str, ...]:

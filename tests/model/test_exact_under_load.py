@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 CHILD = Path(__file__).with_name("exact_rollout_child.py")
+SMOLLM2_CONFIG = Path(__file__).resolve().parents[2] / "scripts" / "gpu_check" / "smollm2" / "config.json"
 THREADS = min(2, os.cpu_count() or 1)
 LOAD = """
 import torch
@@ -32,17 +33,8 @@ def smollm2_shaped_dir(tmp_path_factory):
     import transformers
 
     torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        vocab_size=49152,
-        hidden_size=576,
-        intermediate_size=1536,
-        num_hidden_layers=1,
-        num_attention_heads=9,
-        num_key_value_heads=3,
-        max_position_embeddings=512,
-        tie_word_embeddings=True,
-        eos_token_id=0,
-    )
+    config = transformers.LlamaConfig.from_json_file(SMOLLM2_CONFIG)  # SmolLM2's own, as gpu-check builds it
+    config.num_hidden_layers, config.max_position_embeddings, config.eos_token_id = 1, 512, 0
     directory = tmp_path_factory.mktemp("smollm2-shaped")
     transformers.AutoModelForCausalLM.from_config(config).save_pretrained(directory)
     return directory

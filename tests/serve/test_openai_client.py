@@ -14,16 +14,19 @@ def client(server):
     return openai.OpenAI(base_url=server.url + "/v1", api_key="none")
 
 
-def test_completion_with_token_ids_n_seed_and_logprobs(client):
-    out = client.completions.create(
+def complete(client, max_tokens: int, extra: dict | None = None, **settings):
+    """A completion of PROMPT by the policy, its token ids returned (vLLM's `return_token_ids`)."""
+    return client.completions.create(
         model="policy",
         prompt=PROMPT,
-        max_tokens=12,
-        n=3,
-        seed=7,
-        logprobs=0,
-        extra_body={"return_token_ids": True},
+        max_tokens=max_tokens,
+        extra_body={"return_token_ids": True, **(extra or {})},
+        **settings,
     )
+
+
+def test_completion_with_token_ids_n_seed_and_logprobs(client):
+    out = complete(client, 12, n=3, seed=7, logprobs=0)
     assert len(out.choices) == 3
     for i, choice in enumerate(out.choices):
         extra = choice.model_extra
@@ -34,51 +37,27 @@ def test_completion_with_token_ids_n_seed_and_logprobs(client):
         assert (extra["seed"], extra["sample_index"], extra["weight_version"]) == (7, i, 0)
         assert choice.finish_reason in ("stop", "length")
     assert len({c.model_extra["group_id"] for c in out.choices}) == 1  # the n choices form one group
-    again = client.completions.create(
-        model="policy", prompt=PROMPT, max_tokens=12, n=3, seed=7, extra_body={"return_token_ids": True}
-    )
+    again = complete(client, 12, n=3, seed=7)
     assert [c.model_extra["token_ids"] for c in again.choices] == [
         c.model_extra["token_ids"] for c in out.choices
     ]
 
 
 def test_a_request_without_seed_gets_one_that_replays_it(client):
-    out = client.completions.create(
-        model="policy", prompt=PROMPT, max_tokens=10, extra_body={"return_token_ids": True}
-    )
-    seed = out.model_extra["seed"]
-    replay = client.completions.create(
-        model="policy", prompt=PROMPT, max_tokens=10, seed=seed, extra_body={"return_token_ids": True}
-    )
+    out = complete(client, 10)
+    replay = complete(client, 10, seed=out.model_extra["seed"])
     assert replay.choices[0].model_extra["token_ids"] == out.choices[0].model_extra["token_ids"]
 
 
 def test_tokens_as_token_ids(client):
-    out = client.completions.create(
-        model="policy",
-        prompt=PROMPT,
-        max_tokens=5,
-        seed=1,
-        logprobs=1,
-        extra_body={"return_tokens_as_token_ids": True, "return_token_ids": True},
-    )
+    out = complete(client, 5, {"return_tokens_as_token_ids": True}, seed=1, logprobs=1)
     ids = out.choices[0].model_extra["token_ids"]
     assert out.choices[0].logprobs.tokens == [f"token_id:{t}" for t in ids]
 
 
 def test_streaming_gives_the_same_tokens_and_ends_with_done(client, server):
-    whole = client.completions.create(
-        model="policy", prompt=PROMPT, max_tokens=16, n=2, seed=3, extra_body={"return_token_ids": True}
-    )
-    stream = client.completions.create(
-        model="policy",
-        prompt=PROMPT,
-        max_tokens=16,
-        n=2,
-        seed=3,
-        stream=True,
-        extra_body={"return_token_ids": True},
-    )
+    whole = complete(client, 16, n=2, seed=3)
+    stream = complete(client, 16, n=2, seed=3, stream=True)
     tokens, text, finish = {0: [], 1: []}, {0: "", 1: ""}, {}
     for chunk in stream:
         for c in chunk.choices:
