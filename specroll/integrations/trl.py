@@ -36,6 +36,7 @@ from specroll.engine.engine import Engine, add_requests
 from specroll.engine.factory import apply_threads, build_engine
 from specroll.engine.request import Request, SamplingParams
 from specroll.engine.spec import EngineSpec
+from specroll.engine_config import EngineConfig
 from specroll.model.catalog import resolve_model_dir
 from specroll.model.device import check_graph_choice, resolve_cuda_graphs
 from specroll.placement import is_batch_invariant
@@ -253,15 +254,17 @@ def rollout_config(
         temperature=params.temperature,
         top_k=params.top_k,
         top_p=params.top_p,
-        seed=seed,
+        engine=EngineConfig(
+            max_batch_size=config.max_batch_size,
+            seed=seed,
+            device=device,
+            batch_invariant=is_batch_invariant(device, fast_numerics=not config.batch_invariant),
+            cuda_graphs=resolve_cuda_graphs(config.cuda_graphs, device),
+        ),
         speculate=config.speculate,
         policy=config.policy,
-        max_batch_size=config.max_batch_size,
         step=trainer.state.global_step,
         threads=config.threads,
-        device=device,
-        batch_invariant=is_batch_invariant(device, fast_numerics=not config.batch_invariant),
-        cuda_graphs=resolve_cuda_graphs(config.cuda_graphs, device),
     )
 
 
