@@ -9,6 +9,7 @@ from pathlib import Path
 from specroll.commands.progress import ProgressLines
 from specroll.commands.tables import TextTable, print_table
 
+from specroll.engine_config import VERIFY_MODES
 from specroll.model.catalog import resolve_model_dir
 from specroll.model.device import DEVICES, GRAPH_CHOICES, resolve_cuda_graphs, resolve_device
 from specroll.sampling_rules import SAMPLING_RULES
@@ -74,7 +75,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=DEFAULTS.engine.seed)
     parser.add_argument("--policy", default=DEFAULTS.policy, help="speculation policy (none, fixed-K, ...)")
-    parser.add_argument("--verify", choices=("exact", "rejection"), default=DEFAULTS.engine.verify)
+    parser.add_argument("--verify", choices=VERIFY_MODES, default=DEFAULTS.engine.verify)
     parser.add_argument(
         "--sampling-rule",
         choices=SAMPLING_RULES,

@@ -69,7 +69,7 @@ class TrlRolloutConfig:
     model_dir: Path | None = None  # the checkpoint the engine loads; None = the trainer model's name_or_path
     speculate: str = "on"  # off | on (the default drafter) | a drafter's name
     policy: str = DEFAULT_POLICY
-    max_batch_size: int = 256
+    max_batch_size: int = EngineConfig().max_batch_size  # the engine's default
     seed: int | None = None  # None = the trainer's `args.seed`
     threads: int = 0  # torch threads while rolling out (restored afterwards); 0 = auto
     batch_invariant: bool = True  # on the CPU; off it they are not proven, and not used
