@@ -135,7 +135,7 @@ def make_bodies(config: RolloutConfig, split: bool) -> tuple[list[dict], int]:
     }
     bodies = []
     for prompt_id, ids in prompts.items():
-        seed = config.seed * 1_000_003 + prompt_id
+        seed = config.engine.seed * 1_000_003 + prompt_id
         if split:
             for s in range(config.n):
                 bodies.append({"prompt": list(ids), "n": 1, "seed": seed, "sample_index": s, **common})
@@ -147,17 +147,18 @@ def make_bodies(config: RolloutConfig, split: bool) -> tuple[list[dict], int]:
 def server_args(config: RolloutConfig, args: argparse.Namespace, longest: int, speculate: str) -> list[str]:
     """The rollout's engine settings as `specroll serve` flags; the context is the rollout engine's
     (longest prompt + max tokens), so both caches are the same size."""
+    engine = config.engine
     out = [
         "--model", str(config.model_dir),
-        "--seed", str(config.seed),
+        "--seed", str(engine.seed),
         "--speculate", speculate,
         "--policy", config.policy,
-        "--verify", config.verify,
-        "--max-batch-size", str(config.max_batch_size),
-        "--max-draft", str(config.max_draft),
+        "--verify", engine.verify,
+        "--max-batch-size", str(engine.max_batch_size),
+        "--max-draft", str(engine.max_draft),
         "--threads", str(config.threads),
-        "--device", config.device,
-        "--dtype", config.dtype,
+        "--device", engine.device,
+        "--dtype", engine.dtype,
         "--max-model-len", str(longest + config.max_tokens),
         "--max-tokens", str(config.max_tokens),
         "--max-n", str(max(config.n, 1)),
@@ -216,9 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=DEFAULTS.n, help="samples per prompt")
     parser.add_argument("--max-tokens", type=int, default=DEFAULTS.max_tokens)
     parser.add_argument("--temperature", type=float, default=DEFAULTS.temperature)
-    parser.add_argument("--seed", type=int, default=DEFAULTS.seed)
+    parser.add_argument("--seed", type=int, default=DEFAULTS.engine.seed)
     parser.add_argument("--threads", type=int, default=DEFAULTS.threads, help="CPU threads (0 = auto)")
-    parser.add_argument("--max-batch-size", type=int, default=DEFAULTS.max_batch_size)
+    parser.add_argument("--max-batch-size", type=int, default=DEFAULTS.engine.max_batch_size)
     parser.add_argument(
         "--speculate", default="on", help="the speculation of both sides (on | off | a drafter)"
     )
@@ -244,16 +245,13 @@ def main(argv: list[str] | None = None) -> int:
         n=args.n,
         max_tokens=args.max_tokens,
         temperature=args.temperature,
-        seed=args.seed,
         threads=args.threads,
-        max_batch_size=args.max_batch_size,
         speculate=args.speculate,
-        batch_invariant=not args.fast_numerics,
-    )
+    ).with_engine(seed=args.seed, max_batch_size=args.max_batch_size, batch_invariant=not args.fast_numerics)
     bodies, longest = make_bodies(config, args.split)
     shape = f"{len(bodies)} requests x n={bodies[0]['n']}"
     workload = f"{config.task} {config.num_prompts} x {config.n} ({shape})"
-    sampling = f"max_tokens {config.max_tokens}, temperature {config.temperature}, seed {config.seed}"
+    sampling = f"max_tokens {config.max_tokens}, temperature {config.temperature}, seed {config.engine.seed}"
     print(f"workload: {workload}, {sampling}, longest prompt {longest}", flush=True)
 
     report: dict = {

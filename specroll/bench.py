@@ -131,10 +131,12 @@ class Bench:
             )
         if name == "plain-fast":
             return _engine_row(
-                system, run_rollout(replace(self.config, speculate="off", batch_invariant=False))
+                system, run_rollout(replace(self.config, speculate="off").with_engine(batch_invariant=False))
             )
         if name == "plain-eager":
-            return _engine_row(system, run_rollout(replace(self.config, speculate="off", cuda_graphs=False)))
+            return _engine_row(
+                system, run_rollout(replace(self.config, speculate="off").with_engine(cuda_graphs=False))
+            )
         return self._plain_row() if name == "plain" else self._hf_generate_row()
 
     def _plain_row(self) -> BenchRow:
@@ -142,7 +144,9 @@ class Bench:
         predicted = (
             None
             if cost is None
-            else predict_engine_makespan(self._measured(self.plain()), self.config.max_batch_size, cost)
+            else predict_engine_makespan(
+                self._measured(self.plain()), self.config.engine.max_batch_size, cost
+            )
         )
         return replace(_engine_row("plain", self.plain()), predicted_makespan_seconds=predicted)
 
@@ -192,10 +196,10 @@ class Bench:
             measured,
             dispatch,
             self.num_workers,
-            self.config.max_batch_size,
+            self.config.engine.max_batch_size,
             cluster.chunk_size(self.config.max_tokens),
             cost,
-            self.config.seed,
+            self.config.engine.seed,
         )
 
     def _measured(self, result: RolloutResult) -> MeasuredRollout:
@@ -230,10 +234,10 @@ class Bench:
             config.temperature,
             config.top_k,
             config.top_p,
-            config.max_batch_size,
-            config.seed,
-            config.device,
-            config.dtype,
+            config.engine.max_batch_size,
+            config.engine.seed,
+            config.engine.device,
+            config.engine.dtype,
         )
         return BenchRow(
             "hf-generate", run.makespan_seconds, run.output_tokens, run.output_tokens / run.makespan_seconds

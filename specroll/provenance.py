@@ -62,9 +62,9 @@ class RolloutProvenance:
         prompts = None if config.prompts is None else file_sha256(Path(config.prompts))
         return cls(
             Path(config.model_dir).resolve().name, weights_sha256(config.model_dir), config.task, prompts,
-            config.num_prompts, config.n, config.seed, config.max_tokens, config.temperature, config.top_k,
-            config.top_p, config.sampling_rule, config.verify, config.speculate, config.drafter_name,
-            config.policy,
+            config.num_prompts, config.n, config.engine.seed, config.max_tokens, config.temperature,
+            config.top_k, config.top_p, config.engine.sampling_rule, config.engine.verify, config.speculate,
+            config.drafter_name, config.policy,
         )  # fmt: skip
 
     def write_beside(self, rollout: str | Path) -> Path:

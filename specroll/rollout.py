@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -16,12 +16,11 @@ from specroll.engine.engine import Engine, add_requests
 from specroll.engine.factory import apply_threads, build_engine
 from specroll.engine.request import Request, RequestOutput, SamplingParams
 from specroll.engine.spec import EngineSpec
+from specroll.engine_config import EngineConfig
 from specroll.model.catalog import resolve_model_dir
 from specroll.model.loader import read_config
 from specroll.policies.cost_model import CostModel, check_profile_device
 from specroll.policies.registry import DEFAULT_POLICY
-from specroll.placement import check_placement
-from specroll.sampling_rules import DEFAULT_SAMPLING_RULE
 from specroll.tail import tail_seconds
 from specroll.tasks import DEFAULT_TASK, JsonlTask, Problem, Task, get_reward, get_task
 from specroll.tasks.rewards import DEFAULT_REWARD
@@ -31,17 +30,15 @@ CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
 DEFAULT_MODEL = CHECKPOINTS / "policy"
 DEFAULT_DRAFT_MODEL = CHECKPOINTS / "draft"
 PROFILES = CHECKPOINTS.parent / "profiles"
-
-
-_SPEC_FIELDS = (  # fields of both RolloutConfig and EngineSpec, carried over by name
-    "max_tokens max_batch_size max_draft verify seed batch_invariant draft_model_dir policy step threads "
-    "device dtype sampling_rule cuda_graphs"
-).split()
 HEAD_DIR_NAME = "draft-head"  # where `specroll head train` saves a checkpoint's head by default
 
 
 @dataclass(frozen=True)
 class RolloutConfig:
+    """A rollout: the workload, its sampling, how it speculates, its workers, and the engine's settings
+    (`engine`, the one value every engine of the rollout is built with; its max_model_len is set from
+    the prompts and max_tokens when the engine is built)."""
+
     model_dir: Path = DEFAULT_MODEL
     task: str = DEFAULT_TASK
     num_prompts: int = 64
@@ -50,22 +47,14 @@ class RolloutConfig:
     temperature: float = 1.0
     top_k: int = 0
     top_p: float = 1.0
-    seed: int = 0
+    engine: EngineConfig = field(default_factory=EngineConfig)  # batch, draft limit, verify, seed, numerics
     speculate: str = "on"  # off | on (the default drafter) | a drafter's name
     policy: str = DEFAULT_POLICY
-    verify: str = "exact"
-    max_batch_size: int = 256
-    max_draft: int = 8
     draft_model_dir: Path = DEFAULT_DRAFT_MODEL
     draft_head_dir: Path | None = None  # None: <model_dir>/draft-head, where `specroll head train` saves
     step: int = 0  # the RL training step this rollout belongs to
     threads: int = 0  # CPU threads for torch; 0 = auto (`specroll.engine.factory.cpu_threads`)
-    cost_model: Path | None = None  # a profile fit; None = one of `device`, by name (cost_model_path)
-    batch_invariant: bool = True  # False: faster forwards whose logits vary with the batch by ~1e-5
-    device: str = "cpu"  # cpu | cuda (resolved: `specroll.model.device.resolve_device`)
-    dtype: str = "float32"  # float32 | bfloat16 | float16
-    cuda_graphs: bool = False  # decode/verify forwards as CUDA graphs (`--cuda-graphs`; eager on the CPU)
-    sampling_rule: str = DEFAULT_SAMPLING_RULE  # exact mode's draw (`specroll.sampling_rules`)
+    cost_model: Path | None = None  # a profile fit; None = one of the engine's device (cost_model_path)
     prompts: Path | None = None  # a JSONL file of prompts: the task, in place of `task` (see JsonlTask)
     prompt_field: str = "prompt"  # the fields of `prompts` records to read
     answer_field: str = "answer"
@@ -83,9 +72,8 @@ class RolloutConfig:
         if self.prompts is not None and self.task != DEFAULT_TASK:
             raise ValueError(f"give a task ({self.task!r}) or a prompts file ({self.prompts}), not both")
         get_reward(self.reward_name)  # validates
-        check_placement(self.device, self.dtype, self.batch_invariant)
         self.cluster  # validates
-        if self.fastest_of_n and (self.verify != "exact" or not self.batch_invariant):
+        if self.fastest_of_n and not self.engine.is_lossless:
             raise ValueError(
                 "fastest_of_n runs copies that must make the same tokens: it needs verify 'exact' "
                 "and batch-invariant numerics"
@@ -105,8 +93,9 @@ class RolloutConfig:
 
     @property
     def cluster(self) -> ClusterConfig:
+        seed = self.engine.seed
         return ClusterConfig(
-            self.workers, self.dispatch, self.chunk_tokens, self.worker_backend, self.seed, self.fastest_of_n
+            self.workers, self.dispatch, self.chunk_tokens, self.worker_backend, seed, self.fastest_of_n
         )
 
     @property
@@ -128,14 +117,43 @@ class RolloutConfig:
 
     def engine_spec(self) -> EngineSpec:
         """What building this rollout's engine needs, here or in a worker (`specroll.engine.factory`)."""
-        same = {name: getattr(self, name) for name in _SPEC_FIELDS}
         return EngineSpec(
             model_dir=Path(self.model_dir),
+            max_tokens=self.max_tokens,
+            engine=self.engine,
             drafter=self.drafter_name,
+            draft_model_dir=self.draft_model_dir,
             draft_head_dir=self.head_dir,
+            policy=self.policy,
             cost_model=cost_model_path(self),
-            **same,
+            step=self.step,
+            threads=self.threads,
         )
+
+    def with_engine(self, **changes) -> RolloutConfig:
+        """This rollout with some of the engine's settings changed (`dataclasses.replace` on `engine`)."""
+        return replace(self, engine=replace(self.engine, **changes))
+
+    @classmethod
+    def from_flat(cls, values: dict) -> RolloutConfig:
+        """A config from one flat mapping of field names, the engine's beside the rollout's, as the
+        command line's flags and a training run's saved config name them (`as_flat`'s inverse)."""
+        engine = {name: value for name, value in values.items() if name in _ENGINE_NAMES}
+        own = {name: value for name, value in values.items() if name not in _ENGINE_NAMES}
+        return cls(**own, engine=EngineConfig(**engine))
+
+    @classmethod
+    def flat_names(cls) -> frozenset[str]:
+        """The keys of `as_flat`."""
+        return frozenset(f.name for f in fields(cls) if f.name != "engine") | _ENGINE_NAMES
+
+    def as_flat(self) -> dict:
+        """The fields as one flat mapping, the engine's beside the rollout's (their names do not overlap)."""
+        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "engine"}
+        return own | asdict(self.engine)
+
+
+_ENGINE_NAMES = frozenset(f.name for f in fields(EngineConfig))
 
 
 @dataclass
@@ -193,17 +211,17 @@ ProgressFn = Callable[[Engine, int, int], None]  # engine, finished requests, ou
 
 
 def cost_model_path(config: RolloutConfig) -> Path | None:
-    """The profiled cost model for this checkpoint on the rollout's device (`config.device`, resolved):
+    """The profiled cost model for this checkpoint on the rollout's device (`config.engine.device`):
     the one given, refused (ValueError) if measured on another device type; else the first
     profiles/<model>.cost.json here or beside the checkout measured on this device type (a profile of
     another device is passed over); None without one (on the CPU the policies then use their default;
     elsewhere the engine measures its own prices, `engine.device_prices`)."""
     if config.cost_model is not None:
-        check_profile_device(CostModel.load(config.cost_model), config.device, config.cost_model)
+        check_profile_device(CostModel.load(config.cost_model), config.engine.device, config.cost_model)
         return Path(config.cost_model)
     name = f"{Path(config.model_dir).resolve().name}.cost.json"
     for path in (Path("profiles") / name, PROFILES / name):
-        if path.is_file() and CostModel.load(path).device == config.device:
+        if path.is_file() and CostModel.load(path).device == config.engine.device:
             return path.resolve()
     return None
 
@@ -225,7 +243,7 @@ def make_task(config: RolloutConfig) -> Task:
 def load_problems(config: RolloutConfig) -> tuple[Task, dict[int, Problem]]:
     """The task and its problems for this rollout, by prompt_id (which must be unique)."""
     task = make_task(config)
-    problems = task.problems(config.num_prompts, config.seed)
+    problems = task.problems(config.num_prompts, config.engine.seed)
     by_id = {p.prompt_id: p for p in problems}
     if len(by_id) != len(problems):
         raise ValueError(f"task {task.name!r} returned problems with repeated prompt_ids")

@@ -15,25 +15,25 @@ ROOT = Path(specroll.__file__).parent
 ALLOWED = {  # part -> the parts it may import (a part is a subpackage or a top-level module)
     # the command line, the server, the adapters and side-by-side runs
     "cli": {"commands"},  # each command's module, by name, at run time
-    "commands": {"bench", "drafteval", "drafting", "engine", "head", "model", "placement", "policies",
-                 "profiling", "provenance", "rollout", "sampling_rules", "scheduling", "serve", "sim",
-                 "tasks", "tokenizer", "train"},
+    "commands": {"bench", "drafteval", "drafting", "engine", "engine_config", "head", "model", "placement",
+                 "policies", "profiling", "provenance", "rollout", "sampling_rules", "scheduling", "serve",
+                 "sim", "tasks", "tokenizer", "train"},
     "serve": {"engine", "model", "tokenizer", "train"},
-    "integrations": {"engine", "model", "placement", "policies", "rollout", "tokenizer"},
+    "integrations": {"engine", "engine_config", "model", "placement", "policies", "rollout", "tokenizer"},
     "bench": {"baselines", "drafting", "engine", "policies", "rollout", "scheduling", "sim", "tokenizer"},
     # training, one rollout, many workers
     "train": {"drafting", "engine", "head", "model", "rollout", "sampling", "tokenizer"},
-    "rollout": {"cluster", "drafting", "engine", "model", "placement", "policies", "sampling_rules", "tail",
-                "tasks", "tokenizer"},
+    "rollout": {"cluster", "drafting", "engine", "engine_config", "model", "placement", "policies",
+                "sampling_rules", "tail", "tasks", "tokenizer"},
     "cluster": {"engine", "scheduling"},
     "provenance": {"model"},
     "baselines": {"model"},
     # the engine, drafters, the draft head's training, timing forwards
-    "engine": {"drafting", "model", "noise", "placement", "policies", "profiling", "sampling",
-               "sampling_rules", "verification"},
+    "engine": {"drafting", "engine_config", "model", "noise", "placement", "policies", "profiling",
+               "sampling", "sampling_rules", "verification"},
     "head": {"drafting", "model", "sampling_rules"},
     "drafteval": {"drafting"},
-    "drafting": {"model", "noise", "sampling", "sampling_rules"},
+    "drafting": {"engine_config", "model", "noise", "sampling", "sampling_rules"},
     "profiling": {"model", "placement", "policies"},
     # the model and the pure math
     "model": {"placement"},
@@ -42,14 +42,15 @@ ALLOWED = {  # part -> the parts it may import (a part is a subpackage or a top-
     "sampling_rules": set(),
     "noise": set(),
     "tokenizer": set(),
-    # torch-free: decisions, tasks, the simulator (which reuses three torch-free engine and model
-    # modules: admission, config, attention chunks)
-    "sim": {"engine", "model", "policies", "scheduling", "tail"},
+    # torch-free: decisions, tasks, the simulator (which reuses two torch-free engine and model
+    # modules, admission and attention chunks, and the engine's settings), the engine's settings
+    "sim": {"engine", "engine_config", "model", "policies", "scheduling", "tail"},
     "scheduling": {"policies"},
     "policies": set(),
     "tasks": set(),
     "tail": set(),
     "placement": set(),
+    "engine_config": {"placement", "sampling_rules"},
 }  # fmt: skip
 
 

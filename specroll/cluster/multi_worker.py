@@ -86,8 +86,8 @@ def run_cluster(
             requests,
             make_cluster_dispatcher(cluster, requests, spec.max_tokens),
             pool,
-            kv_capacity=float(spec.max_batch_size * (longest_prompt + spec.max_tokens)),
-            max_num_seqs=spec.max_batch_size,
+            kv_capacity=float(spec.engine.max_batch_size * (longest_prompt + spec.max_tokens)),
+            max_num_seqs=spec.engine.max_batch_size,
             on_report=(lambda c, w: [h(c, w) for h in hooks]) if hooks else None,
             fastest_of_n=cluster.fastest_of_n,
         )

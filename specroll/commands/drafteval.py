@@ -23,6 +23,7 @@ from specroll.drafting.own_context import OwnContextDrafter
 from specroll.drafting.protocol import Drafter
 from specroll.drafting.suffix_draft import DraftShape
 from specroll.drafting.suffix_index import DEFAULT_MAX_DEPTH, DEFAULT_SHORT_MATCH_DISCOUNT
+from specroll.engine_config import EngineConfig
 
 DEFAULT_MAX_GROUPS = {"grouped": 20, "history": 10}
 
@@ -36,7 +37,12 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--refs", type=int, default=0, help="grouped: references per target (N)")
     p.add_argument("--window", type=int, default=0, help="history: training steps of history (W)")
     p.add_argument("--decay", type=float, default=0.5, help="history: weight ratio of a step to the next")
-    p.add_argument("--max-draft", type=int, default=8, help="draft budget (tree depth) per forward")
+    p.add_argument(  # the engine's default, which is the reference protocol's 8
+        "--max-draft",
+        type=int,
+        default=EngineConfig().max_draft,
+        help="draft budget (tree depth) per forward",
+    )
     p.add_argument("--tree", action="store_true", help="multi-path drafts")
     p.add_argument("--max-verify", type=int, default=16, help="tree: at most this many drafted tokens")
     p.add_argument("--min-prob", type=float, default=0.0, help="cut paths below this estimated probability")

@@ -159,7 +159,7 @@ def run_train(args: argparse.Namespace) -> int:
         )
     config = config_from_args(args, speculate="off", head_is_output=True)
     out = head_destination(args.out, args.draft_head, config.head_dir, args.force)
-    shape = chosen_shape(config.device, args.depth, args.num_blocks, args.draft_vocab)
+    shape = chosen_shape(config.engine.device, args.depth, args.num_blocks, args.draft_vocab)
     warm = WarmStartConfig(  # built, and so checked, before the rollout and the features, the slow part
         seconds=args.minutes * 60,
         max_epochs=args.max_epochs,
@@ -169,25 +169,25 @@ def run_train(args: argparse.Namespace) -> int:
             depth=shape.depth,
             lr=args.lr,
             acceptance_weight=args.acceptance_weight,
-            seed=config.seed,
+            seed=config.engine.seed,
             precision=args.precision,
         ),
     )
-    print(f"head shape: {shape.describe()} (for drafting on {config.device})")
+    print(f"head shape: {shape.describe()} (for drafting on {config.engine.device})")
     torch.set_num_threads(config.threads or torch.get_num_threads())
     if args.rollouts is not None:
         check_provenance(args.rollouts, RolloutProvenance.of(config), TRAINING_FIELDS)
     rollouts = args.rollouts or _run_rollout(config, args)
     excluded = frozenset()
     if args.exclude_seed is not None:
-        held = replace(config, seed=args.exclude_seed, num_prompts=args.exclude_prompts)
+        held = replace(config, num_prompts=args.exclude_prompts).with_engine(seed=args.exclude_seed)
         excluded = frozenset(load_problems(held)[1])
     data = read_responses(rollouts, config, excluded)
     if args.exclude_seed is not None:
         print(_exclusion_line(excluded, frozenset(load_problems(config)[1]), args, len(data.responses)))
     longest = max(len(p) + len(r) for p, r in zip(data.prompts, data.responses))
     runner = ModelRunner.from_pretrained(
-        config.model_dir, 8, longest, torch_dtype(config.dtype), config.device
+        config.model_dir, 8, longest, torch_dtype(config.engine.dtype), config.engine.device
     )
     layers = parse_feature_layers(args.feature_layers, runner.model.config.num_layers)
     started = time.perf_counter()
@@ -358,7 +358,9 @@ def run_replay(args: argparse.Namespace) -> int:
     if min(data.request_ids) < 0:
         raise ValueError(f"{args.rollouts}: every record needs its request_id (the noise is keyed by it)")
     longest = max(len(p) + len(r) for p, r in zip(data.prompts, data.responses))
-    runner = ModelRunner.from_pretrained(config.model_dir, 8, longest, batch_invariant=config.batch_invariant)
+    runner = ModelRunner.from_pretrained(
+        config.model_dir, 8, longest, batch_invariant=config.engine.batch_invariant
+    )
     head_dir = args.head or config.head_dir
     embedding = runner.model.model.embed_tokens.weight
     head = DraftHeadDrafter.from_dir(head_dir, embedding).head  # loaded once, in its drafting dtype
@@ -370,10 +372,10 @@ def run_replay(args: argparse.Namespace) -> int:
     ]
     print("| draft | budget | tokens a forward | request-forwards |")
     print("|---|---|---|---|")
-    rule = config.sampling_rule
+    rule = config.engine.sampling_rule
     for kind, budgets, tree in (("chain", chains, None), ("tree", trees, shape)):
         for budget in budgets:
-            drafter = DraftHeadDrafter(head, embedding, seed=config.seed, rule=rule, tree=tree)
+            drafter = DraftHeadDrafter(head, embedding, seed=config.engine.seed, rule=rule, tree=tree)
             result = replay(drafter, responses, budget, config.temperature)
             print(f"| {kind} | {budget} | {result.tokens_per_forward:.3f} | {result.rows} |")
     return 0

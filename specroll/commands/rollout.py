@@ -9,6 +9,7 @@ from pathlib import Path
 from specroll.commands.progress import ProgressLines
 from specroll.commands.tables import TextTable, print_table
 
+from specroll.engine_config import VERIFY_MODES
 from specroll.model.catalog import resolve_model_dir
 from specroll.model.device import DEVICES, GRAPH_CHOICES, resolve_cuda_graphs, resolve_device
 from specroll.sampling_rules import SAMPLING_RULES
@@ -72,19 +73,19 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="a draft head trained for --model (`specroll head train`; default: <model>/draft-head)",
     )
-    parser.add_argument("--seed", type=int, default=DEFAULTS.seed)
+    parser.add_argument("--seed", type=int, default=DEFAULTS.engine.seed)
     parser.add_argument("--policy", default=DEFAULTS.policy, help="speculation policy (none, fixed-K, ...)")
-    parser.add_argument("--verify", choices=("exact", "rejection"), default=DEFAULTS.verify)
+    parser.add_argument("--verify", choices=VERIFY_MODES, default=DEFAULTS.engine.verify)
     parser.add_argument(
         "--sampling-rule",
         choices=SAMPLING_RULES,
-        default=DEFAULTS.sampling_rule,
+        default=DEFAULTS.engine.sampling_rule,
         help="exact mode's draw: inverse-cdf (one uniform, vocabulary order) or gumbel (Gumbel-max over "
         "the top tokens: coupled drafts match the target's samples more often); part of what fixes "
         "the tokens, like --seed",
     )
-    parser.add_argument("--max-batch-size", type=int, default=DEFAULTS.max_batch_size)
-    parser.add_argument("--max-draft", type=int, default=DEFAULTS.max_draft)
+    parser.add_argument("--max-batch-size", type=int, default=DEFAULTS.engine.max_batch_size)
+    parser.add_argument("--max-draft", type=int, default=DEFAULTS.engine.max_draft)
     parser.add_argument("--threads", type=int, default=DEFAULTS.threads, help="CPU threads (0 = auto)")
     parser.add_argument(
         "--cost-model",
@@ -110,7 +111,9 @@ def add_device_arguments(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="where the model runs (auto: cuda where torch sees a GPU, else cpu)",
     )
-    parser.add_argument("--dtype", choices=DTYPES, default="float32", help="the model's precision")
+    parser.add_argument(
+        "--dtype", choices=DTYPES, default=DEFAULTS.engine.dtype, help="the model's precision"
+    )
     parser.add_argument(
         "--cuda-graphs",
         choices=GRAPH_CHOICES,
@@ -120,13 +123,15 @@ def add_device_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-# flags named as RolloutConfig's fields; the worker flags only where the command has them
+# flags named as RolloutConfig's fields or its engine's (`RolloutConfig.from_flat`); the worker flags
+# only where the command has them
 _SAME_NAMED = (
     "task num_prompts n max_tokens temperature top_k top_p seed policy verify max_batch_size max_draft "
     "threads dtype prompts prompt_field answer_field sampling_rule cost_model"
 ).split()
 _WORKER_FLAGS = ("workers", "dispatch", "chunk_tokens", "worker_backend", "fastest_of_n")
-# the flags whose RolloutConfig field `config_from_args` names otherwise (every other flag names its field)
+# the flags whose field (of RolloutConfig or its engine, flat) `config_from_args` names otherwise (every
+# other flag names its field)
 FLAG_FIELDS = {
     "model": "model_dir",
     "draft_model": "draft_model_dir",
@@ -154,7 +159,7 @@ def config_from_args(args: argparse.Namespace, head_is_output: bool = False, **o
         batch_invariant=is_batch_invariant(device, args.fast_numerics),
         cuda_graphs=resolve_cuda_graphs(args.cuda_graphs, device),
     )
-    return RolloutConfig(**{**values, **overrides})
+    return RolloutConfig.from_flat({**values, **overrides})
 
 
 def check_head_dir(directory: Path) -> None:
@@ -264,7 +269,7 @@ def print_summary(result: RolloutResult, config: RolloutConfig, out: Path | None
     s = result.summary
     table = TextTable(
         f"rollout: {s.num_requests // config.n} prompts x {config.n} samples, speculate={config.speculate} "
-        f"(drafter {config.drafter_name or 'none'}), policy={config.policy}, verify={config.verify}",
+        f"(drafter {config.drafter_name or 'none'}), policy={config.policy}, verify={config.engine.verify}",
         ["metric", "value"],
     )
     for name, value in [

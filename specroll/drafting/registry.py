@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -13,23 +13,18 @@ from specroll.drafting.own_context import OwnContextDrafter
 from specroll.drafting.prompt_lookup import PromptLookupDrafter
 from specroll.drafting.suffix_draft import DraftShape
 from specroll.drafting.protocol import Drafter
-from specroll.sampling_rules import DEFAULT_SAMPLING_RULE
+from specroll.engine_config import EngineConfig
 
 
 @dataclass(frozen=True)
 class DrafterContext:
-    """What a drafter may need to be built: the vocabulary, a draft checkpoint, the device."""
+    """What a drafter may need to be built: the vocabulary, the engine's settings (its device, dtype,
+    seed, batch, max_model_len, max_draft, verify mode and sampling rule, which coupled drafters
+    follow), a draft checkpoint."""
 
     vocab_size: int
+    engine: EngineConfig = field(default_factory=EngineConfig)
     draft_model_dir: Path | None = None
-    device: str = "cpu"
-    dtype: str = "float32"  # the target's: a draft model runs in it too
-    seed: int = 0
-    max_batch_size: int = 256
-    max_model_len: int = 1024
-    max_draft: int = 8
-    verify: str = "exact"  # rejection mode gets sampling drafters that report q
-    sampling_rule: str = DEFAULT_SAMPLING_RULE  # exact mode's draw, which coupled drafters follow
     draft_head_dir: Path | None = None  # a trained draft head (`specroll head train`)
     target: Any = None  # the target's ModelRunner, for drafters that read its weights (a draft head)
 
@@ -41,15 +36,16 @@ def _draft_model(ctx: DrafterContext, draw: str = "argmax") -> Drafter:
 
     if ctx.draft_model_dir is None:
         raise ValueError("the draft-model drafter needs a draft checkpoint (--draft-model DIR)")
+    engine = ctx.engine
     return DraftModelDrafter.from_pretrained(
         ctx.draft_model_dir,
-        ctx.max_batch_size,
-        ctx.max_model_len + ctx.max_draft + 1,
-        draw="sample" if ctx.verify == "rejection" else draw,
-        seed=ctx.seed,
-        device=ctx.device,
-        dtype=torch_dtype(ctx.dtype),
-        rule=ctx.sampling_rule,
+        engine.max_batch_size,
+        engine.cache_capacity,
+        draw="sample" if engine.verify == "rejection" else draw,
+        seed=engine.seed,
+        device=engine.device,
+        dtype=torch_dtype(engine.dtype),
+        rule=engine.sampling_rule,
     )
 
 
@@ -67,14 +63,15 @@ def _draft_head(
             "the draft-head drafter needs a trained head (--draft-head DIR, `specroll head train`)"
         )
     embedding = ctx.target.model.model.embed_tokens.weight
+    engine = ctx.engine
     return DraftHeadDrafter.from_dir(
         ctx.draft_head_dir,
         embedding,
-        draw="sample" if ctx.verify == "rejection" else draw,
-        seed=ctx.seed,
-        rule=ctx.sampling_rule,
+        draw="sample" if engine.verify == "rejection" else draw,
+        seed=engine.seed,
+        rule=engine.sampling_rule,
         with_scores=with_scores,
-        tree=TreeShape() if ctx.verify == "exact" else None,
+        tree=TreeShape() if engine.verify == "exact" else None,
         on_request=not tree,
     )
 

@@ -22,7 +22,7 @@ from specroll.drafting.protocol import Draft, Drafter, RequestInfo, TargetFeatur
 from specroll.engine.captured_step import CapturedStep
 from specroll.engine.admission import plan_prefill_forwards
 from specroll.engine.verifier import VerifyResult, build_drafts, row_parents, verify_batch
-from specroll.engine.config import EngineConfig
+from specroll.engine_config import EngineConfig
 from specroll.engine.request import Request
 from specroll.engine.scheduler import Scheduler, SchedulerConfig
 from specroll.engine.telemetry import Telemetry

@@ -7,32 +7,24 @@ from __future__ import annotations
 
 import os
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
 from specroll.drafting.protocol import Drafter
 from specroll.drafting.registry import DrafterContext, make_drafter
-from specroll.engine.config import EngineConfig
 from specroll.engine.device_prices import measure_device_prices, needs_device_profile
 from specroll.engine.engine import Engine
 from specroll.engine.memory import batch_that_fits
 from specroll.model.blas_mode import irreproducibility
 from specroll.model.device import torch_dtype
 from specroll.engine.spec import EngineSpec
+from specroll.engine_config import EngineConfig
 from specroll.model.loader import read_config
 from specroll.model.runner import ModelRunner, batch_invariance_available
 from specroll.policies.cost_model import Affine, CostModel, check_profile_device
 from specroll.policies.registry import make_policy
-
-
-# the spec's fields that the drafter's context and the engine's config take by the same name
-_DRAFTER_FIELDS = (
-    "draft_model_dir device dtype seed max_batch_size max_draft verify draft_head_dir sampling_rule".split()
-)
-_ENGINE_FIELDS = (
-    "max_batch_size max_draft verify seed device dtype batch_invariant sampling_rule cuda_graphs".split()
-)
 
 
 def cpu_threads(spec: EngineSpec) -> int:
@@ -60,13 +52,18 @@ def apply_threads(spec: EngineSpec) -> None:
     elif reason is not None:
         warnings.warn(f"{threads} CPU threads in exact mode: {reason}", stacklevel=2)
     torch.set_num_threads(threads)
-    if spec.batch_invariant and automatic and threads > 1 and not batch_invariance_available(spec.model_dir):
+    if (
+        spec.engine.batch_invariant
+        and automatic
+        and threads > 1
+        and not batch_invariance_available(spec.model_dir)
+    ):
         torch.set_num_threads(1)
 
 
 def _multithread_hazard(spec: EngineSpec) -> str | None:
     """Why exact mode's tokens could depend on the machine's load at more than one CPU thread, or None."""
-    if spec.device != "cpu" or spec.verify != "exact":
+    if spec.engine.device != "cpu" or spec.engine.verify != "exact":
         return None
     reason = irreproducibility()
     return None if reason is None else f"tokens may change with the machine's load, since {reason}"
@@ -79,14 +76,15 @@ def policy_cost_model(spec: EngineSpec) -> CostModel | None:
     if spec.cost_model is None:
         return None
     cost_model = CostModel.load(spec.cost_model)
-    check_profile_device(cost_model, spec.device, spec.cost_model)
+    check_profile_device(cost_model, spec.engine.device, spec.cost_model)
     return cost_model if spec.runs_draft_model else cost_model.with_draft(Affine(0.0, 0.0))
 
 
 def build_engine(spec: EngineSpec, longest_prompt: int, drafter: Drafter | None = None) -> Engine:
     """An engine whose cache fits the longest prompt plus max_tokens (within the model's positions);
     `drafter` replaces the one the spec names (an object made in this process, such as an oracle)."""
-    engine_config = _engine_config(spec, longest_prompt)
+    sized = replace(spec.engine, max_model_len=_max_model_len(spec, longest_prompt))
+    engine_config = replace(sized, max_batch_size=_batch_that_fits(spec.model_dir, sized))
     runner = ModelRunner.from_pretrained(
         spec.model_dir,
         engine_config.max_batch_size,
@@ -98,34 +96,43 @@ def build_engine(spec: EngineSpec, longest_prompt: int, drafter: Drafter | None 
     if engine_config.cuda_graphs:  # a verification forward is at most max_draft + 1 tokens a row
         runner.use_static_forwards(engine_config.max_draft + 1)
     if drafter is None and spec.drafter is not None:
-        shared = {name: getattr(spec, name) for name in _DRAFTER_FIELDS}
-        context = DrafterContext(
-            runner.config.vocab_size, max_model_len=engine_config.max_model_len, target=runner, **shared
-        )
-        drafter = make_drafter(spec.drafter, context)
+        drafter = make_drafter(spec.drafter, _drafter_context(spec, sized, runner))
     cost_model = engine_cost_model(spec, runner, drafter)
     policy = make_policy(spec.policy if drafter is not None else "none", cost_model)
     return Engine(runner, engine_config, drafter, policy, training_step=spec.step)
+
+
+def _drafter_context(spec: EngineSpec, sized: EngineConfig, runner: ModelRunner) -> DrafterContext:
+    """The drafter sees the engine's settings with the rollout's max_model_len and the batch asked for
+    (a draft model's cache has that many slots, as before the memory fit)."""
+    return DrafterContext(
+        runner.config.vocab_size,
+        sized,
+        draft_model_dir=spec.draft_model_dir,
+        draft_head_dir=spec.draft_head_dir,
+        target=runner,
+    )
 
 
 def engine_cost_model(spec: EngineSpec, runner: ModelRunner, drafter: Drafter | None) -> CostModel | None:
     """The policy's prices: the spec's profile, else, off the CPU, the engine's own measurement on its
     device (`device_prices`); None leaves the policy its default (the CPU's)."""
     cost_model = policy_cost_model(spec)
-    if needs_device_profile(spec.device, cost_model, drafter is not None and spec.max_draft > 0):
-        cost_model = measure_device_prices(runner, spec.max_draft, Path(spec.model_dir).name)
+    engine = spec.engine
+    if needs_device_profile(engine.device, cost_model, drafter is not None and engine.max_draft > 0):
+        cost_model = measure_device_prices(runner, engine.max_draft, Path(spec.model_dir).name)
     measured = drafter.draft_cost() if drafter is not None else None  # a drafter timing itself here
     if cost_model is not None and measured is not None:
         cost_model = cost_model.with_draft(Affine(*measured))
     return cost_model
 
 
-def _engine_config(spec: EngineSpec, longest_prompt: int) -> EngineConfig:
-    """The engine's limits: a cache as long as the longest prompt plus max_tokens, and as many slots
-    as asked for or as fit the memory at hand (`engine.memory`)."""
-    model = read_config(spec.model_dir)
-    max_model_len = min(model.max_position_embeddings, longest_prompt + spec.max_tokens)
-    fields = {name: getattr(spec, name) for name in _ENGINE_FIELDS}
-    positions = max_model_len + spec.max_draft + 1
-    fields["max_batch_size"] = batch_that_fits(spec.max_batch_size, model, positions, spec.dtype, spec.device)
-    return EngineConfig(max_model_len=max_model_len, **fields)
+def _max_model_len(spec: EngineSpec, longest_prompt: int) -> int:
+    """A cache as long as the longest prompt plus max_tokens, within the model's positions."""
+    return min(read_config(spec.model_dir).max_position_embeddings, longest_prompt + spec.max_tokens)
+
+
+def _batch_that_fits(model_dir: Path, config: EngineConfig) -> int:
+    """As many slots as asked for or as fit the memory at hand (`engine.memory`)."""
+    model = read_config(model_dir)
+    return batch_that_fits(config.max_batch_size, model, config.cache_capacity, config.dtype, config.device)

@@ -36,6 +36,7 @@ from specroll.engine.engine import Engine, add_requests
 from specroll.engine.factory import apply_threads, build_engine
 from specroll.engine.request import Request, SamplingParams
 from specroll.engine.spec import EngineSpec
+from specroll.engine_config import EngineConfig
 from specroll.model.catalog import resolve_model_dir
 from specroll.model.device import check_graph_choice, resolve_cuda_graphs
 from specroll.placement import is_batch_invariant
@@ -68,7 +69,7 @@ class TrlRolloutConfig:
     model_dir: Path | None = None  # the checkpoint the engine loads; None = the trainer model's name_or_path
     speculate: str = "on"  # off | on (the default drafter) | a drafter's name
     policy: str = DEFAULT_POLICY
-    max_batch_size: int = 256
+    max_batch_size: int = EngineConfig().max_batch_size  # the engine's default
     seed: int | None = None  # None = the trainer's `args.seed`
     threads: int = 0  # torch threads while rolling out (restored afterwards); 0 = auto
     batch_invariant: bool = True  # on the CPU; off it they are not proven, and not used
@@ -253,15 +254,17 @@ def rollout_config(
         temperature=params.temperature,
         top_k=params.top_k,
         top_p=params.top_p,
-        seed=seed,
+        engine=EngineConfig(
+            max_batch_size=config.max_batch_size,
+            seed=seed,
+            device=device,
+            batch_invariant=is_batch_invariant(device, fast_numerics=not config.batch_invariant),
+            cuda_graphs=resolve_cuda_graphs(config.cuda_graphs, device),
+        ),
         speculate=config.speculate,
         policy=config.policy,
-        max_batch_size=config.max_batch_size,
         step=trainer.state.global_step,
         threads=config.threads,
-        device=device,
-        batch_invariant=is_batch_invariant(device, fast_numerics=not config.batch_invariant),
-        cuda_graphs=resolve_cuda_graphs(config.cuda_graphs, device),
     )
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specroll.engine.admission import ADMIT_FRACTION, is_admission_due, num_to_admit, plan_prefill_forwards
-from specroll.engine.config import EngineConfig
+from specroll.engine_config import EngineConfig
 from specroll.model.attention_chunks import plan_chunks
 from specroll.sim.cost_model import ForwardCost, prefill_seconds
 from specroll.sim.speculation import RunningBatch, SpeculationStrategy, IterationPlan

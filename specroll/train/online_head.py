@@ -56,7 +56,7 @@ class OnlineHead:
             config.rollout.temperature,
             config.head_reward_weight,
             config.head_lr,
-            config.rollout.seed,
+            config.rollout.engine.seed,
             config.head_between_steps,
         )
 

@@ -9,9 +9,12 @@ threads (they may set the order of a matmul's sums). It may change `steps` (to e
 the speculation policy, the draft limits, the batch size, the cost model, the rollout's workers and
 CUDA graphs (static-shape forwards give the dynamic ones' bits under those numerics).
 
-The config is stored flat, one key per field, the `RolloutConfig` fields beside the `GRPOConfig` ones
-(their names do not overlap), paths as absolute strings: a run resumed from another working directory
-reads the same files, and a path given relative to it compares equal.
+The config is stored flat, one key per field, the `RolloutConfig` fields and its engine's
+(`RolloutConfig.as_flat`) beside the `GRPOConfig` ones (their names do not overlap), paths as absolute
+strings: a run resumed from another working directory reads the same files, and a path given relative
+to it compares equal. A file saved before the engine's settings were one value reads the same (the same
+flat keys); one saved before the engine's limits beyond these (max_model_len, the KV budget, the
+prefill knobs) were stored gets their defaults.
 """
 
 from __future__ import annotations
@@ -34,26 +37,25 @@ _PATHS = frozenset(f.name for f in fields(RolloutConfig) if "Path" in str(f.type
 def config_to_dict(config: GRPOConfig) -> dict:
     """The config as flat JSON values: paths as absolute strings."""
     values = {name: value for name, value in asdict(config).items() if name != "rollout"}
-    values.update(asdict(config.rollout))
+    values.update(config.rollout.as_flat())
     return {name: str(v.resolve()) if isinstance(v, Path) else v for name, v in values.items()}
 
 
 def config_from_dict(values: dict) -> GRPOConfig:
     """`config_to_dict`'s inverse; an unknown key raises ValueError naming it."""
-    rollout_names = {f.name for f in fields(RolloutConfig)}
+    rollout_names = RolloutConfig.flat_names()
     train_names = {f.name for f in fields(GRPOConfig)} - {"rollout"}
     unknown = sorted(set(values) - rollout_names - train_names)
     if unknown:
         raise ValueError(f"unknown config fields {unknown}")
     rollout = {name: _typed(name, value) for name, value in values.items() if name in rollout_names}
     train = {name: value for name, value in values.items() if name in train_names}
-    return GRPOConfig(RolloutConfig(**rollout), **train)
+    return GRPOConfig(RolloutConfig.from_flat(rollout), **train)
 
 
 def free_fields(config: GRPOConfig) -> frozenset[str]:
     """The fields a run resumed from `config` may change without changing its tokens or weights."""
-    is_lossless = config.rollout.verify == "exact" and config.rollout.batch_invariant
-    return ALWAYS_FREE | SPEED_ONLY if is_lossless else ALWAYS_FREE
+    return ALWAYS_FREE | SPEED_ONLY if config.rollout.engine.is_lossless else ALWAYS_FREE
 
 
 def future_changes(saved: GRPOConfig, requested: GRPOConfig) -> list[str]:

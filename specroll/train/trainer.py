@@ -51,10 +51,10 @@ class GRPOTrainer:
         rollout = replace(config.rollout, model_dir=resolve_model_dir(config.rollout.model_dir))
         self.config, self.rollout = config, rollout
         self.task = make_task(rollout)
-        pool = self.task.problems(config.dataset_size or rollout.num_prompts, rollout.seed)
+        pool = self.task.problems(config.dataset_size or rollout.num_prompts, rollout.engine.seed)
         self.problems = {p.prompt_id: p for p in pool}
         self.schedule = EpochSchedule(
-            tuple(sorted(self.problems)), min(rollout.num_prompts, len(pool)), rollout.seed
+            tuple(sorted(self.problems)), min(rollout.num_prompts, len(pool)), rollout.engine.seed
         )
         self.tokenizer = load_tokenizer(rollout.model_dir)
         self.prompts = encode_prompts(self.tokenizer, self.task, self.problems)
@@ -64,7 +64,7 @@ class GRPOTrainer:
         self.engine = build_engine(spec, longest)
         plain = replace(spec, drafter=None)  # the same engine without speculation
         self.plain_engine = build_engine(plain, longest) if config.shadow_plain else None
-        self.policy = load_trainable(rollout.model_dir, rollout.device)
+        self.policy = load_trainable(rollout.model_dir, rollout.engine.device)
         keeps_reference = config.kl_coef > 0 or config.track_drift
         self.reference = copy.deepcopy(self.policy).requires_grad_(False) if keeps_reference else None
         self.online_head = OnlineHead.attach(self.engine, config) if config.online_head else None
@@ -202,7 +202,7 @@ class GRPOTrainer:
         for start in range(0, len(records), size):
             chunk = records[start : start + size]
             terms, chunk_drift = self._chunk_loss(
-                chunk, advantages[start : start + size].to(self.rollout.device)
+                chunk, advantages[start : start + size].to(self.rollout.engine.device)
             )
             drift += chunk_drift
             (terms.loss / num_tokens).backward()

@@ -16,9 +16,10 @@ from specroll.rollout import (
     run_rollout,
 )
 from specroll.engine.request import Request, SamplingParams
+from specroll.engine_config import EngineConfig
 from specroll.tokenizer import load_tokenizer
 
-BASE = RolloutConfig(num_prompts=6, n=4, max_tokens=48, seed=5, max_batch_size=8)
+BASE = RolloutConfig(num_prompts=6, n=4, max_tokens=48, engine=EngineConfig(seed=5, max_batch_size=8))
 
 
 @pytest.fixture(scope="module")
@@ -97,4 +98,4 @@ def test_fastest_of_n_copies_stragglers_and_keeps_the_tokens(one_engine):
 
 def test_fastest_of_n_needs_exact_batch_invariant_decoding():
     with pytest.raises(ValueError, match="fastest_of_n .* needs verify 'exact'"):
-        replace(BASE, workers=2, fastest_of_n=True, verify="rejection")
+        replace(BASE, workers=2, fastest_of_n=True, engine=replace(BASE.engine, verify="rejection"))

@@ -12,6 +12,7 @@ import ray
 
 from specroll.cli import main
 from specroll.cluster.ray_pool import WorkerStartError
+from specroll.engine_config import EngineConfig
 from specroll.rollout import DEFAULT_MODEL, RolloutConfig, run_rollout
 
 from test_coordinator import assert_same_tokens, on_workers
@@ -57,7 +58,7 @@ def test_two_workers_write_one_processs_records(tmp_path, capsys):
 
 
 def test_a_killed_worker_loses_no_request():
-    config = RolloutConfig(num_prompts=6, n=4, max_tokens=48, seed=5, max_batch_size=8)
+    config = RolloutConfig(num_prompts=6, n=4, max_tokens=48, engine=EngineConfig(seed=5, max_batch_size=8))
     expected = run_rollout(config)
     killed = {}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from specroll.engine.config import EngineConfig
+from specroll.engine_config import EngineConfig
 from specroll.engine.engine import Engine, add_requests
 from specroll.engine.request import Request, SamplingParams
 from specroll.model.runner import ModelRunner

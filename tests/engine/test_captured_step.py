@@ -128,7 +128,7 @@ def test_a_rollout_replaying_recorded_steps_gives_plains_tokens_and_counts_its_g
     monkeypatch.setattr(
         "specroll.model.static_forward.Replayer", lambda device: made.append(ReplayedOnCpu()) or made[-1]
     )
-    graphed = run_rollout(replace(config, speculate="prompt-lookup", cuda_graphs=True))
+    graphed = run_rollout(replace(config, speculate="prompt-lookup").with_engine(cuda_graphs=True))
     assert sum(len(r.token_ids) for r in plain.records) > 0
     assert [(r.token_ids, r.logprobs) for r in graphed.records] == [
         (r.token_ids, r.logprobs) for r in plain.records

@@ -14,6 +14,7 @@ from specroll.drafting.protocol import BaseDrafter
 from specroll.engine import factory
 from specroll.engine.device_prices import measure_device_prices, needs_device_profile
 from specroll.engine.spec import EngineSpec
+from specroll.engine_config import EngineConfig
 from specroll.model.runner import ModelRunner
 from specroll.policies.cost_model import CostModel
 from specroll.rollout import RolloutConfig, cost_model_path, load_cost_model
@@ -23,7 +24,11 @@ CUDA_FIT = CostModel(c_base=1e-5, c_tok=1e-7, device="cuda")
 
 
 def config_on(device: str, **fields) -> RolloutConfig:
-    return RolloutConfig(device=device, batch_invariant=device == "cpu", **fields)
+    return RolloutConfig(engine=engine_on(device), **fields)
+
+
+def engine_on(device: str) -> EngineConfig:
+    return EngineConfig(device=device, batch_invariant=device == "cpu")
 
 
 @pytest.fixture
@@ -60,7 +65,7 @@ def test_a_given_profile_of_another_device_is_refused_by_name(tmp_path):
         cost_model_path(config)
     with pytest.raises(ValueError, match=message):
         config.engine_spec()
-    spec = EngineSpec(tmp_path, 8, device="cuda", batch_invariant=False, cost_model=path)
+    spec = EngineSpec(tmp_path, 8, engine_on("cuda"), cost_model=path)
     with pytest.raises(ValueError, match=message):  # an engine refuses it too, whoever built the spec
         factory.policy_cost_model(spec)
     assert cost_model_path(config_on("cpu", model_dir=tmp_path / "tiny", cost_model=path)) == path
@@ -111,15 +116,13 @@ def test_the_engine_measures_exactly_when_its_device_has_no_profile(
     if has_profile:
         path = tmp_path / "fit.cost.json"
         CostModel(c_base=2e-5, c_tok=3e-7, device=device).save(path)
-    spec = EngineSpec(
-        qwen2_dir, 8, drafter=drafter, device=device, batch_invariant=device == "cpu", cost_model=path
-    )
+    spec = EngineSpec(qwen2_dir, 8, engine_on(device), drafter=drafter, cost_model=path)
     runner = ModelRunner.from_pretrained(qwen2_dir, num_slots=2, capacity=24)
     drafter_object = BaseDrafter() if drafter else None  # the contract's defaults: no cost of its own
     cost_model = factory.engine_cost_model(spec, runner, drafter_object)
     assert len(calls) == int(measures)
     if measures:
-        assert calls[0] == (runner, spec.max_draft, qwen2_dir.name) and cost_model is CUDA_FIT
+        assert calls[0] == (runner, spec.engine.max_draft, qwen2_dir.name) and cost_model is CUDA_FIT
     elif has_profile:
         assert cost_model == CostModel(c_base=2e-5, c_tok=3e-7, device=device)
     else:

@@ -4,6 +4,7 @@ maps onto it, and the factory builds what it names."""
 from __future__ import annotations
 
 import pickle
+from dataclasses import replace
 
 import pytest
 
@@ -11,6 +12,7 @@ from specroll.cluster.engine_worker import EngineWorker
 from specroll.drafting.prompt_lookup import PromptLookupDrafter
 from specroll.engine.factory import build_engine, policy_cost_model
 from specroll.engine.spec import EngineSpec
+from specroll.engine_config import EngineConfig
 from specroll.policies.cost_model import CostModel
 from specroll.policies.fixed import FixedDraftLength, NoSpeculation
 from specroll.rollout import RolloutConfig
@@ -20,9 +22,7 @@ from specroll.rollout import RolloutConfig
     "field, value, message",
     [
         ("max_tokens", 0, "max_tokens must be positive"),
-        ("max_batch_size", -1, "max_batch_size must be positive"),
-        ("max_draft", -1, "max_draft, threads and step must be >= 0"),
-        ("verify", "approximate", "verify mode must be one of exact, rejection"),
+        ("threads", -1, "threads and step must be >= 0"),
         ("drafter", "nonsense", "unknown drafter 'nonsense'"),
         ("policy", "nonsense", "unknown policy 'nonsense'"),
     ],
@@ -32,15 +32,31 @@ def test_a_bad_spec_is_refused_where_it_is_made(tmp_path, field, value, message)
         EngineSpec(**{"model_dir": tmp_path, "max_tokens": 8, field: value})
 
 
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("max_batch_size", -1, "max_batch_size must be positive"),
+        ("max_draft", -1, "max_draft must be >= 0"),
+        ("verify", "approximate", "verify mode must be one of exact, rejection"),
+        ("sampling_rule", "nonsense", "'nonsense'"),
+        ("device", "auto", "resolve 'auto' first"),
+        ("dtype", "int8", "dtype must be one of float32, bfloat16, float16, got 'int8'"),
+        ("device", "cuda", "--fast-numerics"),  # batch-invariant numerics are the CPU's only
+    ],
+)
+def test_bad_engine_settings_are_refused_once_where_they_are_made(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        EngineConfig(**{field: value})
+
+
 def test_a_rollout_config_maps_onto_its_engine_spec(qwen2_dir, tmp_path):
     cost = tmp_path / "fit.cost.json"
     CostModel(c_base=0.01, c_tok=0.001).save(cost)  # a CPU's, as the rollout's device
+    engine = EngineConfig(max_batch_size=4, max_draft=3, seed=9)
     config = RolloutConfig(
         model_dir=qwen2_dir,
         max_tokens=40,
-        max_batch_size=4,
-        max_draft=3,
-        seed=9,
+        engine=engine,
         speculate="prompt-lookup",
         policy="fixed-2",
         step=5,
@@ -51,9 +67,7 @@ def test_a_rollout_config_maps_onto_its_engine_spec(qwen2_dir, tmp_path):
     assert spec == EngineSpec(
         qwen2_dir,
         40,
-        max_batch_size=4,
-        max_draft=3,
-        seed=9,
+        engine,
         drafter="prompt-lookup",
         draft_model_dir=config.draft_model_dir,
         draft_head_dir=qwen2_dir / "draft-head",
@@ -67,17 +81,18 @@ def test_a_rollout_config_maps_onto_its_engine_spec(qwen2_dir, tmp_path):
 
 
 def test_the_factory_builds_what_the_spec_names(qwen2_dir):
-    options = dict(max_batch_size=3, max_draft=2, seed=4, drafter="prompt-lookup", policy="fixed-2", step=6)
-    spec = EngineSpec(qwen2_dir, 20, threads=1, **options)
-    engine = build_engine(spec, longest_prompt=11)
-    assert (engine.config.max_batch_size, engine.config.max_model_len, engine.config.max_draft) == (3, 31, 2)
-    assert engine.config.seed == 4 and engine.training_step == 6 and engine.runner.cache.num_slots == 3
-    assert isinstance(engine.drafter, PromptLookupDrafter) and isinstance(engine.policy, FixedDraftLength)
+    engine = EngineConfig(max_batch_size=3, max_draft=2, seed=4)
+    options = dict(drafter="prompt-lookup", policy="fixed-2", step=6)
+    spec = EngineSpec(qwen2_dir, 20, engine, threads=1, **options)
+    built = build_engine(spec, longest_prompt=11)
+    assert built.config == replace(engine, max_model_len=31)  # the spec's settings, its cache sized
+    assert built.training_step == 6 and built.runner.cache.num_slots == 3
+    assert isinstance(built.drafter, PromptLookupDrafter) and isinstance(built.policy, FixedDraftLength)
     plain = build_engine(EngineSpec(qwen2_dir, 20, policy="fixed-2", threads=1), longest_prompt=11)
     assert plain.drafter is None and isinstance(plain.policy, NoSpeculation)  # nothing to draft with
-    assert engine.runner.static is None
+    assert built.runner.static is None
     graphed = build_engine(
-        EngineSpec(qwen2_dir, 20, threads=1, cuda_graphs=True, **options), longest_prompt=11
+        EngineSpec(qwen2_dir, 20, replace(engine, cuda_graphs=True), threads=1, **options), longest_prompt=11
     )
     assert graphed.runner.static.max_width == 3  # a verification forward: max_draft + 1 tokens a row
 

@@ -18,6 +18,7 @@ from specroll.engine.telemetry import forward_from_row
 from specroll.policies.cost_model import CostModel
 from specroll.policies.fixed import FixedDraftLength
 from specroll.rollout import RolloutConfig, run_rollout
+from specroll.engine_config import EngineConfig
 
 
 def _outputs(requests):
@@ -51,9 +52,10 @@ def test_static_shape_forwards_change_no_bit(large_vocab_dir, one_thread):
     assert _outputs(plain) == _outputs(static) == _outputs(spec)
 
 
-def _gsm8k(smollm2_dir, **workload) -> RolloutConfig:
+def _gsm8k(smollm2_dir, max_batch_size: int, **workload) -> RolloutConfig:
     """Plain decoding of SmolLM2 on GSM8K's chat prompts, 4 samples a prompt."""
-    return RolloutConfig(model_dir=smollm2_dir, task="gsm8k", n=4, speculate="off", **workload)
+    engine = EngineConfig(max_batch_size=max_batch_size)
+    return RolloutConfig(model_dir=smollm2_dir, task="gsm8k", n=4, speculate="off", engine=engine, **workload)
 
 
 def test_smollm2_gsm8k_tokens_do_not_depend_on_batch_or_drafts(smollm2_dir):
@@ -61,7 +63,7 @@ def test_smollm2_gsm8k_tokens_do_not_depend_on_batch_or_drafts(smollm2_dir):
     plain = run_rollout(config)
     drafts = OracleDrafter({r.request_id: r.token_ids for r in plain.records})
     alone = run_rollout(
-        replace(config, max_batch_size=1, speculate="suffix", policy="fixed-4"), drafter=drafts
+        replace(config, speculate="suffix", policy="fixed-4").with_engine(max_batch_size=1), drafter=drafts
     )
     assert sum(row["num_drafted"] for row in alone.telemetry) > 0
     assert alone.summary.mean_acceptance_length > 3  # drafts were verified at batch 1, 5 wide
@@ -70,7 +72,7 @@ def test_smollm2_gsm8k_tokens_do_not_depend_on_batch_or_drafts(smollm2_dir):
     assert [r.logprobs for r in plain.records] == [r.logprobs for r in alone.records]
     assert all(r.reward in (0.0, 1.0) for r in plain.records)
     static = run_rollout(
-        replace(config, speculate="suffix", policy="fixed-4", cuda_graphs=True), drafter=drafts
+        replace(config, speculate="suffix", policy="fixed-4").with_engine(cuda_graphs=True), drafter=drafts
     )
     assert static.summary.mean_acceptance_length > 3  # static shapes (CUDA graphs' path, eager here), 5 wide
     assert [(r.token_ids, r.logprobs) for r in plain.records] == [
@@ -86,7 +88,9 @@ def test_smollm2_trees_chosen_by_auto_change_no_bit(smollm2_dir, tmp_path):
     config = _gsm8k(smollm2_dir, num_prompts=1, max_tokens=48, max_batch_size=2)
     plain = run_rollout(config)
     auto = run_rollout(
-        replace(config, speculate="suffix", max_draft=16, cost_model=tmp_path / "free-width.cost.json")
+        replace(config, speculate="suffix", cost_model=tmp_path / "free-width.cost.json").with_engine(
+            max_draft=16
+        )
     )
     shapes = {forward_from_row(row).shape for row in auto.telemetry}
     assert any(s.startswith("tree") for s in shapes), shapes  # auto chose trees ...

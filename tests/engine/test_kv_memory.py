@@ -6,6 +6,7 @@ import re
 
 from specroll.engine import memory
 from specroll.engine.memory import fitting_batch_size, kv_bytes_per_slot
+from specroll.engine_config import EngineConfig
 from specroll.model.loader import read_config
 from specroll.rollout import DEFAULT_MODEL, RolloutConfig, run_rollout
 
@@ -30,7 +31,9 @@ def test_the_batch_is_cut_to_half_the_available_memory_and_never_below_one():
 
 
 def test_a_rollout_short_of_memory_runs_fewer_at_once_says_so_and_gives_the_same_tokens(monkeypatch, capsys):
-    config = RolloutConfig(num_prompts=2, n=4, max_tokens=24, max_batch_size=8, threads=1)
+    config = RolloutConfig(
+        num_prompts=2, n=4, max_tokens=24, engine=EngineConfig(max_batch_size=8), threads=1
+    )
     full = run_rollout(config)
     per_position = kv_bytes_per_slot(read_config(DEFAULT_MODEL), 1, "float32")
     available = 2 * 3 * per_position * 200  # three slots of 200 positions in its half

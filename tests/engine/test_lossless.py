@@ -154,13 +154,14 @@ def test_history_drafter_learns_across_training_steps_and_is_lossless(qwen2_dir)
 @pytest.mark.parametrize("policy_name", ["auto", "threshold", "das", "bandit", "ladder"])
 def test_every_policy_is_lossless(qwen2_dir, tmp_path, policy_name):
     from specroll.drafting.registry import DrafterContext, make_drafter
+    from specroll.engine_config import EngineConfig
     from specroll.policies.registry import make_policy
     from tiny_checkpoints import save_tiny_checkpoint
 
     save_tiny_checkpoint("qwen2", tmp_path, logit_scale=30.0)
     drafter = make_drafter(
         "ladder" if policy_name == "ladder" else "suffix",
-        DrafterContext(vocab_size=97, draft_model_dir=tmp_path, max_batch_size=16, max_model_len=96),
+        DrafterContext(97, EngineConfig(max_batch_size=16, max_model_len=96), draft_model_dir=tmp_path),
     )
     plain = rollout(qwen2_dir, workload())
     spec = rollout(qwen2_dir, workload(), drafter, make_policy(policy_name))

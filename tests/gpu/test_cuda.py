@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from specroll.drafting.oracle import OracleDrafter
+from specroll.engine_config import EngineConfig
 from specroll.model.runner import ModelRunner, SequenceInput
 from specroll.policies.fixed import FixedDraftLength
 
@@ -153,9 +154,9 @@ def test_a_rollout_on_cuda_records_graphs_and_says_what_they_cost(tmp_path):
     profile = tmp_path / "gpu.cost.json"
     CostModel(c_base=1e-4, c_tok=1e-6, device="cuda").save(profile)
     config = RolloutConfig(  # the bundled policy: its tokenizer encodes the task's prompts
-        num_prompts=4, n=4, max_tokens=32, device="cuda", batch_invariant=False, cost_model=profile
+        num_prompts=4, n=4, max_tokens=32, engine=EngineConfig(**GPU), cost_model=profile
     )
-    graphed = run_rollout(replace(config, cuda_graphs=True))
+    graphed = run_rollout(config.with_engine(cuda_graphs=True))
     eager = run_rollout(config)
     assert graphed.summary.output_tokens > 0 and not any(r.error for r in graphed.records)
     assert graphed.summary.graphs_recorded > 0 and graphed.summary.graph_recording_seconds > 0
@@ -169,7 +170,8 @@ def test_an_engine_without_a_profile_of_the_gpu_measures_its_prices_there(qwen2_
     from specroll.engine.factory import build_engine
     from specroll.engine.spec import EngineSpec
 
-    spec = EngineSpec(qwen2_dir, 32, max_batch_size=8, drafter="prompt-lookup", cuda_graphs=True, **GPU)
+    engine = EngineConfig(max_batch_size=8, cuda_graphs=True, **GPU)
+    spec = EngineSpec(qwen2_dir, 32, engine, drafter="prompt-lookup")
     prices = build_engine(spec, longest_prompt=16).policy.cost_model
     assert prices.device == "cuda" and prices.c_base + prices.c_tok > 0
     assert prices.source.endswith("on cuda, measured by the engine")

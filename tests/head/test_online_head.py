@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from specroll.drafting.draft_head import DraftHeadDrafter
+from specroll.engine_config import EngineConfig
 from specroll.head.buffer import FeatureBuffer
 from specroll.head.features import teacher_forced
 from specroll.head.recorder import HiddenRecorder
@@ -28,7 +29,7 @@ from specroll.train.trainer import GRPOTrainer
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
 from helpers import rollout, workload  # noqa: E402
 
-SMALL = dict(num_prompts=4, n=4, max_tokens=48, max_batch_size=16)
+SMALL = dict(num_prompts=4, n=4, max_tokens=48, engine=EngineConfig(max_batch_size=16))
 
 
 def _head(model_dir, directory, epochs=20):

@@ -195,9 +195,12 @@ def test_the_batch_check_is_the_engines_own_rule():
     from specroll.engine.engine import add_requests
     from specroll.engine.factory import build_engine
     from specroll.engine.request import Request
+    from specroll.engine_config import EngineConfig
     from specroll.rollout import RolloutConfig
 
-    engine = build_engine(RolloutConfig(speculate="off", max_tokens=16, max_batch_size=2).engine_spec(), 24)
+    engine = build_engine(
+        RolloutConfig(speculate="off", max_tokens=16, engine=EngineConfig(max_batch_size=2)).engine_spec(), 24
+    )
     params = SamplingParams(max_tokens=16)
     fits, too_long = [3] * (engine.scheduler.context_room - 16), [3] * (engine.scheduler.context_room - 15)
     check_room([fits], params, engine)
@@ -220,7 +223,9 @@ def test_cuda_graphs_follow_the_trainer_models_device():
         state=SimpleNamespace(global_step=0),
     )
     params = sampling_params(trainer)
-    assert not rollout_config(TrlRolloutConfig(), trainer, params).cuda_graphs  # the model is on the CPU
-    assert rollout_config(TrlRolloutConfig(cuda_graphs="on"), trainer, params).cuda_graphs
+    assert not rollout_config(
+        TrlRolloutConfig(), trainer, params
+    ).engine.cuda_graphs  # the model is on the CPU
+    assert rollout_config(TrlRolloutConfig(cuda_graphs="on"), trainer, params).engine.cuda_graphs
     with pytest.raises(ValueError, match="'always'"):
         TrlRolloutConfig(cuda_graphs="always")

@@ -16,6 +16,7 @@ from specroll.engine.engine import add_requests
 from specroll.engine.factory import apply_threads, build_engine
 from specroll.engine.request import Request, SamplingParams
 from specroll.engine.spec import EngineSpec
+from specroll.engine_config import EngineConfig
 
 import torch  # noqa: E402  (after specroll, as a user's script would import it)
 
@@ -39,7 +40,9 @@ def requests(vocab_size: int) -> list[Request]:
 
 def main(model_dir: str, batch: int, threads: int, noise_seed: int) -> None:
     kept = heap_noise(noise_seed)
-    spec = EngineSpec(Path(model_dir), max_tokens=MAX_TOKENS, max_batch_size=batch, threads=threads, seed=11)
+    spec = EngineSpec(
+        Path(model_dir), MAX_TOKENS, EngineConfig(max_batch_size=batch, seed=11), threads=threads
+    )
     apply_threads(spec)
     engine = build_engine(spec, longest_prompt=40)
     work = requests(engine.runner.config.vocab_size)

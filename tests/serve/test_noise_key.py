@@ -6,12 +6,15 @@ from __future__ import annotations
 from specroll.engine.factory import build_engine
 from specroll.engine.request import Request, SamplingParams
 from specroll.rollout import RolloutConfig
+from specroll.engine_config import EngineConfig
 
 PROMPT = (5, 6, 7, 8)
 
 
 def _tokens(speculate: str, requests: list[Request]) -> list[list[int]]:
-    spec = RolloutConfig(speculate=speculate, max_tokens=24, max_batch_size=8).engine_spec()
+    spec = RolloutConfig(
+        speculate=speculate, max_tokens=24, engine=EngineConfig(max_batch_size=8)
+    ).engine_spec()
     engine = build_engine(spec, len(PROMPT))
     for r in requests:
         engine.add_request(r)

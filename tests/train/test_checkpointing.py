@@ -9,6 +9,7 @@ import torch
 
 import specroll.train.checkpointing as checkpointing
 from specroll.rollout import DEFAULT_MODEL, RolloutConfig
+from specroll.engine_config import EngineConfig
 from specroll.train.checkpointing import latest_state_dir, load_state, save_state
 from specroll.train.recent_responses import FinishedResponse
 from specroll.train.state import TrainState
@@ -16,7 +17,9 @@ from specroll.train.config import GRPOConfig
 from specroll.train.trainer import load_trainable
 from specroll.train.weights import weights_sha256
 
-CONFIG = GRPOConfig(RolloutConfig(num_prompts=4, n=4, max_tokens=64, seed=3), steps=4, lr=1e-3)
+CONFIG = GRPOConfig(
+    RolloutConfig(num_prompts=4, n=4, max_tokens=64, engine=EngineConfig(seed=3)), steps=4, lr=1e-3
+)
 
 
 @pytest.fixture(autouse=True)

@@ -8,10 +8,11 @@ from __future__ import annotations
 import pytest
 
 from specroll.rollout import RolloutConfig
+from specroll.engine_config import EngineConfig
 from specroll.train.config import GRPOConfig
 from specroll.train.trainer import GRPOTrainer
 
-SMALL = dict(num_prompts=4, n=4, max_tokens=32, max_batch_size=16)
+SMALL = dict(num_prompts=4, n=4, max_tokens=32, engine=EngineConfig(max_batch_size=16))
 ROUNDING = 1e-4  # engine vs trainer forward in fp32; a truncation's log(kept mass) is far larger
 
 

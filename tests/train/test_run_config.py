@@ -8,18 +8,21 @@ from pathlib import Path
 import pytest
 
 from specroll.rollout import RolloutConfig
+from specroll.engine_config import EngineConfig
 from specroll.train.run_config import config_from_dict, config_to_dict, describe_changes, future_changes
 from specroll.train.config import GRPOConfig
 
 SAVED = GRPOConfig(
-    RolloutConfig(num_prompts=4, n=4, max_tokens=64, seed=3, cost_model=Path("c.json")), steps=4
+    RolloutConfig(num_prompts=4, n=4, max_tokens=64, engine=EngineConfig(seed=3), cost_model=Path("c.json")),
+    steps=4,
 )
 
 
 def _with(**changes) -> GRPOConfig:
-    rollout = {k: v for k, v in changes.items() if hasattr(SAVED.rollout, k)}
+    """SAVED with changes named as the saved file names them: the rollout's and its engine's fields flat."""
+    rollout = {k: v for k, v in changes.items() if k in RolloutConfig.flat_names()}
     train = {k: v for k, v in changes.items() if k not in rollout}
-    return replace(SAVED, rollout=replace(SAVED.rollout, **rollout), **train)
+    return replace(SAVED, rollout=RolloutConfig.from_flat(SAVED.rollout.as_flat() | rollout), **train)
 
 
 def test_the_config_round_trips_through_json_values():
@@ -31,6 +34,13 @@ def test_the_config_round_trips_through_json_values():
     assert config_to_dict(_with(cost_model=Path.cwd() / "c.json")) == values  # relative or absolute: same
     with pytest.raises(ValueError, match="colour"):
         config_from_dict({**values, "colour": "red"})
+
+
+def test_a_config_saved_before_the_engine_limits_were_stored_reads_with_their_defaults():
+    limits = ("max_model_len", "kv_budget_tokens", "max_prefill_tokens", "min_prefill_split")
+    values = {name: value for name, value in config_to_dict(SAVED).items() if name not in limits}
+    assert values["seed"] == 3 and "engine" not in values  # the engine's fields, flat, as ever
+    assert config_from_dict(values) == _with(cost_model=Path.cwd() / "c.json")
 
 
 def test_what_sets_the_runs_future_is_named():
