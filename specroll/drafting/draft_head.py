@@ -27,7 +27,7 @@ from typing import Mapping, Sequence
 
 import torch
 
-from specroll.drafting.draft_tree import GrownTree, TreeShape
+from specroll.drafting.draft_tree import GrownTree, TreeShape, grow_depth
 from specroll.drafting.draws import check_draw, draw_tokens, ranked_candidates, tempered_probs
 from specroll.drafting.protocol import BaseDrafter, Draft, DraftQuery, TargetFeatures
 from specroll.drafting.head_model import DraftHead, check_compatible, load_head
@@ -229,7 +229,7 @@ class DraftHeadDrafter(BaseDrafter):
                     self.head.draft_to_target,
                     self.rule,
                 )
-                expanded = self._grow(trees, frontier, candidates.tolist(), scores.tolist(), depth)
+                expanded = grow_depth(trees, frontier, candidates.tolist(), scores.tolist(), self.tree, depth)
                 if not expanded:
                     break
                 picked = torch.tensor([flat for _, _, flat in expanded], device=feature.device)
@@ -237,23 +237,6 @@ class DraftHeadDrafter(BaseDrafter):
                 last = candidates.reshape(-1)[picked]
                 frontier = [(q, child) for q, child, _ in expanded]
         return [self._tree_draft(q, trees[q.request_id]) for q in queries]
-
-    def _grow(self, trees, frontier, candidates, scores, depth: int) -> list[tuple[DraftQuery, int, int]]:
-        """Add each frontier node's candidates as its children; return those to expand next: (query,
-        child node, its index in the flattened candidates), each request's `beam` best."""
-        grown: dict[int, tuple[DraftQuery, dict[int, int]]] = {}
-        for i, (q, node) in enumerate(frontier):
-            tree = trees[q.request_id]
-            base = tree.scores[node] if node >= 0 else 1.0
-            children = grown.setdefault(q.request_id, (q, {}))[1]
-            for k, (token, score) in enumerate(zip(candidates[i], scores[i])):
-                children[tree.add(token, node, base * score)] = i * self.tree.width + k
-        expanded = []
-        for q, children in grown.values():
-            if depth + 1 < q.budget:  # a tree of `budget` nodes is at most that deep
-                best = trees[q.request_id].frontier(list(children), self.tree.beam)
-                expanded += [(q, child, children[child]) for child in best]
-        return expanded
 
     def _tree_draft(self, query: DraftQuery, tree: GrownTree) -> Draft:
         tokens, parents, scores = tree.best(query.budget)

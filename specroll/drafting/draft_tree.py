@@ -4,12 +4,23 @@ A drafter with a distribution proposes, at every node, its `width` best candidat
 token, each scored in [0, 1]; a node's score is the product of the scores along its path, an estimate
 of how likely the target's own samples follow that path. Each depth expands only the `beam` best new
 nodes of a request, and at the end the `budget` best nodes of all it grew are kept. Scores never rise
-along a path, so the kept nodes include every kept node's parent. Imports no torch.
+along a path, so the kept nodes include every kept node's parent. Imports no torch: the drafter
+finds each expanded node's candidates (a batched step of its model per depth), this file grows the
+trees from them.
+
+This is not the suffix index's best-first growth (`SuffixIndex.propose_tree`), though both keep the
+best-scored nodes: there a node's children cost a dictionary read, so the single best extension is
+added at a time (a heap over every node's children, output in score order, of exactly the best
+`max_nodes`); here they cost a model step, so growth goes a whole depth at a time for every request at
+once, expanding only the `beam` best new nodes, and the best `budget` of all grown are kept in growing
+order. Run one through the other and either the head steps once per node instead of once per depth, or
+the suffix drafter's trees change (their order, and their nodes where the beam would cut).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol, Sequence, TypeVar
 
 
 @dataclass(frozen=True)
@@ -57,3 +68,40 @@ class GrownTree:
     def frontier(self, new: list[int], beam: int) -> list[int]:
         """Of the nodes `new` (just grown), the `beam` best-scored with a score above 0."""
         return sorted((i for i in new if self.scores[i] > 0), key=lambda i: -self.scores[i])[:beam]
+
+
+class TreeQuery(Protocol):
+    """What growth reads of a drafter's query (`DraftQuery`)."""
+
+    request_id: int
+    budget: int  # nodes the request's tree may keep
+
+
+Query = TypeVar("Query", bound=TreeQuery)
+
+
+def grow_depth(
+    trees: dict[int, GrownTree],
+    frontier: Sequence[tuple[Query, int]],
+    candidates: Sequence[Sequence[int]],
+    scores: Sequence[Sequence[float]],
+    shape: TreeShape,
+    depth: int,
+) -> list[tuple[Query, int, int]]:
+    """One depth of growth: frontier[i] (query, node; -1 its context) gets candidates[i] (tokens,
+    `shape.width` of them, best first) as children, each scored its parent's score times scores[i].
+    Returns the nodes to expand at the next depth: (query, child node, its index in the flattened
+    candidates), each request's `beam` best, none once a request's tree is as deep as its budget."""
+    grown: dict[int, tuple[Query, dict[int, int]]] = {}  # request -> (query, {child node: flat index})
+    for i, (q, node) in enumerate(frontier):
+        tree = trees[q.request_id]
+        base = tree.scores[node] if node >= 0 else 1.0
+        children = grown.setdefault(q.request_id, (q, {}))[1]
+        for k, (token, score) in enumerate(zip(candidates[i], scores[i])):
+            children[tree.add(token, node, base * score)] = i * shape.width + k
+    expanded = []
+    for q, children in grown.values():
+        if depth + 1 < q.budget:  # a tree of `budget` nodes is at most that deep
+            best = trees[q.request_id].frontier(list(children), shape.beam)
+            expanded += [(q, child, children[child]) for child in best]
+    return expanded

@@ -35,7 +35,7 @@ from specroll.engine.verifier import (
     verify_on_device,
 )
 from specroll.model.runner import ModelRunner, SequenceInput
-from specroll.model.static_forward import ORDER
+from specroll.model.forward_rows import ORDER
 from specroll.sampling import SamplingRows, sampling_flags
 
 # integer columns: request id, drafts, top-k, then each row's output position (T) and draft (T - 1)

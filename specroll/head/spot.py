@@ -54,6 +54,8 @@ class SpotTrainer:
         self._running = threading.Event()
         self._stopped = False
         self._updating = threading.Lock()  # held through each update: `pause` waits on it
+        self._progress = threading.Condition()  # notified after each update: `wait_for_updates`
+        self._has_ended = False  # the background thread returned
         self._thread = threading.Thread(target=self._loop, name="specroll-spot-trainer", daemon=True)
         self._thread.start()
 
@@ -82,15 +84,30 @@ class SpotTrainer:
         self._running.set()
         self._thread.join()
 
+    def wait_for_updates(self, num_updates: int) -> bool:
+        """Block until `num_updates` updates have run in all, or the background thread has ended
+        (stopped, or failed); whether they ran. Call it only while the trainer runs."""
+        with self._progress:
+            self._progress.wait_for(lambda: self.stats.num_updates >= num_updates or self._has_ended)
+            return self.stats.num_updates >= num_updates
+
+    def update_if_running(self) -> bool:
+        """The background thread's step: one update, unless paused or the buffer holds nothing yet."""
+        with self._updating:
+            return self._running.is_set() and self._update()
+
     def _loop(self) -> None:
-        while True:
-            self._running.wait()
-            if self._stopped:
-                return
-            with self._updating:
-                updated = self._running.is_set() and self._update()
-            if not updated:
-                time.sleep(0.05)  # nothing to learn from yet, or paused meanwhile
+        try:
+            while True:
+                self._running.wait()
+                if self._stopped:
+                    return
+                if not self.update_if_running():
+                    time.sleep(0.05)  # nothing to learn from yet, or paused meanwhile
+        finally:
+            with self._progress:  # a waiter for updates that will never come returns
+                self._has_ended = True
+                self._progress.notify_all()
 
     def _update(self) -> bool:
         batch = self.buffer.sample(self.config, self._rng)
@@ -99,7 +116,9 @@ class SpotTrainer:
         started = time.perf_counter()
         metrics = self.trainer.step(batch)
         self.stats.busy_seconds += time.perf_counter() - started
-        self.stats.num_updates += 1
+        with self._progress:
+            self.stats.num_updates += 1
+            self._progress.notify_all()
         self.stats.last_overlap = metrics.overlap
         if self.stats.num_updates % self.publish_every == 0:
             self._publish()

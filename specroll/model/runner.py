@@ -17,7 +17,8 @@ from specroll.model.kv_cache import KVCache
 from specroll.model.loader import load_model, read_config
 from specroll.model.attention_chunks import Chunk, plan_chunks
 from specroll.model.chain_order import chain_mask, chain_order
-from specroll.model.masks import attention_mask, tree_layout
+from specroll.model.masks import attention_mask
+from specroll.model import forward_rows
 from specroll.model.static_forward import StaticForwards
 from specroll.model.batch_invariant import BLOCK, BatchInvarianceUnavailable, round_up
 from specroll.model.transformer import AttentionSpan, CausalLM, ForwardBatch
@@ -159,66 +160,42 @@ class ModelRunner:
 
     def prepare(self, sequences: Sequence[SequenceInput]) -> ForwardBatch:
         """The forward's inputs, built on the model's device from the host's integers: nothing is
-        read back from the device (no synchronisation), and only the token lists cross to it."""
+        read back from the device (no synchronisation), and one packed array crosses to it
+        (`forward_rows`: row i is the i-th sequence, as wide as the widest)."""
         self.check(sequences)
-        device = self.device
         starts = [s.start for s in sequences]
-        num_new = [len(s.token_ids) for s in sequences]
-        T = max(num_new)
-        start = torch.tensor(starts, device=device)
-        new = torch.tensor(num_new, device=device)
-        offsets = torch.arange(T, device=device)
+        ends = [s.start + len(s.token_ids) for s in sequences]
+        T = max(len(s.token_ids) for s in sequences)
         is_tree = any(s.parents is not None for s in sequences)
-        if is_tree:
-            depth, relation = (t.to(device) for t in _layout(sequences, num_new, T))
-        else:
-            depth, relation = offsets.expand(len(sequences), T), None
+        host = forward_rows.pack(sequences, range(len(sequences)), len(sequences), T, is_tree)
+        rows = forward_rows.unpack(torch.from_numpy(host).to(self.device), T)
         slot_list = [s.slot for s in sequences]
-        columns = torch.where(
-            offsets[None] < new[:, None], start[:, None] + offsets, self.cache.scratch_column
-        )
         spans = [
-            self._span(chunk, slot_list, start, new, T, depth if is_tree else None, relation)
-            for chunk in plan_chunks(
-                [a + n for a, n in zip(starts, num_new)], self.max_attention_chunks, self.min_chunk_saving
-            )
+            self._span(chunk, slot_list, rows, T)
+            for chunk in plan_chunks(ends, self.max_attention_chunks, self.min_chunk_saving)
         ]
-        return ForwardBatch(
-            write_index=self.cache.write_index(torch.tensor(slot_list, device=device), columns),
-            input_ids=torch.tensor(
-                [[*s.token_ids, *[0] * (T - n)] for s, n in zip(sequences, num_new)], device=device
-            ),
-            positions=start[:, None] + depth,
-            num_positions=max(starts) + T,
-            spans=spans,
-            logit_index=torch.tensor(_logit_index(sequences, num_new), device=device),
-        )
+        Tl = max(s.num_logits for s in sequences)
+        slots = torch.tensor(slot_list, device=self.device)
+        return forward_rows.forward_batch(rows, self.cache, slots, spans, max(starts) + T, Tl)
 
-    def _span(
-        self,
-        chunk: Chunk,
-        slots: list[int],
-        start: torch.Tensor,
-        num_new: torch.Tensor,
-        T: int,
-        depth: torch.Tensor | None,
-        relation: torch.Tensor | None,
-    ) -> AttentionSpan:
-        """Rows `chunk` of the forward; depth and relation (B, T[, T]) are given for a tree forward:
-        with batch-invariant numerics its nodes then read their keys in chain order."""
-        rows = slice(chunk.first, chunk.end)
+    def _span(self, chunk: Chunk, slots: list[int], rows: forward_rows.Rows, T: int) -> AttentionSpan:
+        """Rows `chunk` of the forward, reading as far as its longest row; a tree forward's rows
+        carry their relation: with batch-invariant numerics its nodes then read their keys in chain
+        order."""
+        span = slice(chunk.first, chunk.end)
         read_length = round_up(chunk.read_length) if self.batch_invariant else chunk.read_length
+        start, num_new, depth = rows.start[span], rows.num_new[span], rows.depth[span]
         order = None
-        if relation is None:
-            mask = _chain_mask(start[rows], num_new[rows], T, read_length)
+        if rows.relation is None:
+            mask = _chain_mask(start, num_new, T, read_length)
         elif self.batch_invariant:
-            order = chain_order(start[rows], depth[rows], relation[rows], read_length)
-            mask = chain_mask(start[rows], depth[rows], read_length)
+            order = chain_order(start, depth, rows.relation[span], read_length)
+            mask = chain_mask(start, depth, read_length)
         else:
-            mask = attention_mask(start[rows], num_new[rows], relation[rows], read_length)
-        chunk_slots = slots[rows]
+            mask = attention_mask(start, num_new, rows.relation[span], read_length)
+        chunk_slots = slots[span]
         return AttentionSpan(
-            rows,
+            span,
             _as_slice(chunk_slots) or torch.tensor(chunk_slots, device=self.device),
             mask,
             read_length,
@@ -250,29 +227,6 @@ def _chain_mask(start: torch.Tensor, num_new: torch.Tensor, T: int, read_length:
         torch.arange(T, device=device)[None], num_new[:, None] - 1
     )  # (B, T)
     return (torch.arange(read_length, device=device)[None, None] <= last_seen[:, :, None])[:, None]
-
-
-def _layout(
-    sequences: Sequence[SequenceInput], num_new: list[int], T: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """depth (B, T) of each new token below the context; relation (B, T, T): query t sees new token u.
-    Built on the host (a tree is walked node by node), then moved to the device at once."""
-    offsets = torch.arange(T, device="cpu")
-    depth = offsets.repeat(len(sequences), 1)
-    new = torch.tensor(num_new, device="cpu")
-    relation = (offsets[None, :, None] >= offsets[None, None, :]) & (
-        offsets[None, None, :] < new[:, None, None]
-    )
-    for b, seq in enumerate(sequences):
-        if seq.parents is not None:
-            depth[b], relation[b] = tree_layout(seq.parents, T, seq.slot)
-    return depth, relation
-
-
-def _logit_index(sequences: Sequence[SequenceInput], num_new: list[int]) -> list[list[int]]:
-    """(B, Tl): row b's num_logits trailing new tokens, then its last one again as padding."""
-    Tl = max(s.num_logits for s in sequences)
-    return [[min(n - s.num_logits + i, n - 1) for i in range(Tl)] for s, n in zip(sequences, num_new)]
 
 
 def _as_slice(slots: list[int]) -> slice | None:

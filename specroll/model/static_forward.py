@@ -7,7 +7,8 @@ rows as a view (the scheduler keeps running requests in slots 0..B-1) and no K/V
 with no sequence is padding: it has no new tokens, so every token it holds writes the cache's scratch
 column, which no query reads, and it attends to one key so its softmax stays finite. Everything the
 forward needs is packed on the host into one integer tensor per step, copied to the device in one
-transfer, and unpacked there by the recorded function (`_batch`), masks and cache indices included.
+transfer, and unpacked there by the recorded function (`_batch`), masks and cache indices included:
+the packing of the dynamic forward (`model.forward_rows`), at the bucket's rows and width.
 
 Row r's results do not depend on the other rows, on padding, or on the read length under the
 batch-invariant numerics (`model.batch_invariant`), so there a static forward gives the very bits of
@@ -24,12 +25,10 @@ import torch
 from specroll.model.buckets import StaticShape, static_shape
 from specroll.model.cuda_graphs import Replayer
 from specroll.model.kv_cache import KVCache
-from specroll.model.masks import attention_mask, tree_layout
+from specroll.model import forward_rows
+from specroll.model.masks import attention_mask
 from specroll.model.transformer import AttentionSpan, CausalLM, ForwardBatch
 
-# packed columns: start, num_new, num_logits, order (row i: the slot of the forward's i-th sequence),
-# then tokens (T), depth (T) and relation (T x T) of the row's new tokens
-START, NUM_NEW, NUM_LOGITS, ORDER, TOKENS = 0, 1, 2, 3, 4
 
 
 class StaticForwards:
@@ -68,7 +67,7 @@ class StaticForwards:
         packed = self.load(sequences, shape)
         hidden = self.replayer.run(shape, lambda: self.features_of(packed, shape))  # (R, T, H)
         Tl = max(s.num_logits for s in sequences)
-        return hidden.index_select(0, packed[: len(sequences), ORDER])[:, :Tl]
+        return hidden.index_select(0, packed[: len(sequences), forward_rows.ORDER])[:, :Tl]
 
     def shape_of(self, sequences: Sequence) -> StaticShape:
         return static_shape(
@@ -92,7 +91,7 @@ class StaticForwards:
 
     def _buffer(self, width: int) -> torch.Tensor:
         if width not in self.inputs:
-            columns = TOKENS + 2 * width + width * width
+            columns = forward_rows.num_columns(width, with_relation=True)
             self.inputs[width] = torch.zeros(
                 self.cache.num_slots, columns, dtype=torch.long, device=self.device
             )
@@ -103,42 +102,23 @@ class StaticForwards:
         return self.model.features(self._batch(packed, shape), self.cache)
 
     def _batch(self, packed: torch.Tensor, shape: StaticShape) -> ForwardBatch:
-        """The forward's inputs, unpacked on the device: the part of the step a graph records."""
+        """The forward's inputs, unpacked on the device: the part of the step a graph records. Row r
+        is cache slot r, and its one span reads the shape's whole length."""
         R, T, L = shape.num_rows, shape.width, shape.read_length
-        start, num_new, num_logits = packed[:, START], packed[:, NUM_NEW], packed[:, NUM_LOGITS]
-        tokens = packed[:, TOKENS : TOKENS + T]  # (R, T)
-        depth = packed[:, TOKENS + T : TOKENS + 2 * T]  # (R, T)
-        relation = packed[:, TOKENS + 2 * T :].reshape(R, T, T).bool()  # (R, T, T)
-        offsets = torch.arange(T, device=packed.device)
-        is_new = offsets[None] < num_new[:, None]
-        columns = torch.where(is_new, start[:, None] + offsets, self.cache.scratch_column)  # (R, T)
-        last = num_new[:, None] - 1
-        logit_index = torch.minimum(last - num_logits[:, None] + 1 + offsets, last).clamp(min=0)  # (R, T)
-        rows = slice(0, R)
-        return ForwardBatch(
-            write_index=self.cache.write_index(torch.arange(R, device=packed.device), columns),
-            input_ids=tokens,
-            positions=start[:, None] + depth,
-            num_positions=self.cache.num_columns + T,
-            spans=[AttentionSpan(rows, rows, attention_mask(start, num_new, relation, L), L)],
-            logit_index=logit_index,
+        rows = forward_rows.unpack(packed, T)
+        mask = attention_mask(rows.start, rows.num_new, rows.relation, L)
+        everything = slice(0, R)
+        return forward_rows.forward_batch(
+            rows,
+            self.cache,
+            torch.arange(R, device=packed.device),
+            [AttentionSpan(everything, everything, mask, L)],
+            self.cache.num_columns + T,
+            T,
         )
 
 
 def pack(sequences: Sequence, shape: StaticShape) -> np.ndarray:
-    """(R, columns) int64 on the host: each sequence in the row of its slot; the other rows padding
-    (no new tokens). O(new tokens) Python work, plus a walk of each tree."""
-    T = shape.width
-    packed = np.zeros((shape.num_rows, TOKENS + 2 * T + T * T), dtype=np.int64)
-    packed[:, TOKENS + T : TOKENS + 2 * T] = np.arange(T)
-    packed[:, TOKENS + 2 * T :] = np.tril(np.ones((T, T), dtype=np.int64)).reshape(-1)
-    for i, s in enumerate(sequences):
-        row = packed[s.slot]
-        row[[START, NUM_NEW, NUM_LOGITS]] = s.start, len(s.token_ids), s.num_logits
-        row[TOKENS : TOKENS + len(s.token_ids)] = s.token_ids
-        if s.parents is not None:
-            depth, relation = tree_layout(s.parents, T, s.slot)
-            row[TOKENS + T : TOKENS + 2 * T] = depth.numpy()
-            row[TOKENS + 2 * T :] = relation.reshape(-1).numpy()
-        packed[i, ORDER] = s.slot
-    return packed
+    """(R, columns) int64 on the host: each sequence in the row of its slot, the other rows padding,
+    every row as wide as the shape (`forward_rows.pack`; relation always, as a tree may come)."""
+    return forward_rows.pack(sequences, [s.slot for s in sequences], shape.num_rows, shape.width, True)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import random
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -89,16 +88,13 @@ def test_the_spot_trainer_swaps_new_weights_in_between_forwards(qwen2_dir, tmp_p
     buffer = FeatureBuffer()
     spot = SpotTrainer(drafter, buffer, HeadTrainConfig(window=16, lr=1e-3), publish_every=5)
     spot.resume()
-    time.sleep(0.2)
-    assert spot.stats.num_updates == 0  # nothing buffered yet
+    assert not spot.update_if_running() and spot.stats.num_updates == 0  # nothing buffered yet
     buffer.add(0, sequences)
-    deadline = time.time() + 30
-    while spot.stats.num_updates < 10 and time.time() < deadline:
-        time.sleep(0.05)
-    spot.pause()
+    assert spot.wait_for_updates(10)  # the background thread's; no deadline: load only makes it slower
+    spot.pause()  # returns once the update under way is done
     updates = spot.stats.num_updates
-    time.sleep(0.2)
-    assert spot.stats.num_updates == updates >= 10  # paused: no update runs
+    assert not spot.update_if_running()  # paused: the thread's step runs no update
+    assert spot.stats.num_updates == updates >= 10
     assert torch.equal(drafter.head.lm_head.weight, before["lm_head.weight"])  # nothing swapped mid-forward
     drafter.propose([])  # the next proposal takes the offered weights
     assert drafter.num_swaps == 1
@@ -118,8 +114,8 @@ def test_training_between_rollouts_runs_in_the_callers_thread_and_offers_at_once
     buffer.add(0, sequences)
     spot.train_now(3)
     assert spot.stats.num_updates == 3  # all of them, though fewer than publish_every
-    time.sleep(0.2)
-    assert spot.stats.num_updates == 3  # the background thread was never resumed
+    assert not spot.update_if_running()  # the background thread was never resumed: its step declines
+    assert spot.stats.num_updates == 3
     drafter.propose([])
     assert drafter.num_swaps == 1 and not torch.equal(drafter.head.lm_head.weight, before)
     spot.stop()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specroll.drafting.draft_tree import GrownTree, TreeShape
+from specroll.drafting.draft_tree import GrownTree, TreeShape, grow_depth
 from specroll.drafting.draws import draw_tokens, ranked_candidates
 from specroll.drafting.protocol import DraftQuery
 from specroll.noise import STREAM_SAMPLE, gumbels, uniforms
@@ -38,6 +38,24 @@ def test_a_frontier_is_the_best_new_nodes_and_a_tree_shape_must_be_positive():
     assert tree.frontier([0, 1, 2], 2) == [0, 1] and tree.frontier([2], 3) == []
     with pytest.raises(ValueError, match="depth, width and beam"):
         TreeShape(depth=0)
+
+
+def test_growth_adds_every_candidate_and_expands_each_requests_beam_best_until_its_budget():
+    """The draft head's growth, depth by depth, on literal candidates: ties go to the earlier node,
+    a request stops growing at the depth of its budget, and the cut keeps growing order."""
+    shape = TreeShape(depth=3, width=2, beam=1)
+    a, b = DraftQuery(0, 0, [1], 1, 3), DraftQuery(1, 0, [1], 1, 1)
+    trees = {0: GrownTree(), 1: GrownTree()}
+    expanded = grow_depth(trees, [(a, -1), (b, -1)], [[5, 6], [7, 8]], [[0.5, 0.5], [0.9, 0.1]], shape, 0)
+    assert expanded == [(a, 0, 0)]  # a's tie goes to its first candidate; b's budget of 1 stops it
+    assert trees[1].tokens == [7, 8] and trees[1].parents == [-1, -1]
+    expanded = grow_depth(trees, [(a, 0)], [[9, 5]], [[0.8, 0.4]], shape, 1)
+    assert expanded == [(a, 2, 0)]
+    assert grow_depth(trees, [(a, 2)], [[1, 2]], [[1.0, 0.0]], shape, 2) == []  # as deep as a budget of 3
+    assert trees[0].tokens == [5, 6, 9, 5, 1, 2] and trees[0].parents == [-1, -1, 0, 0, 2, 2]
+    assert trees[0].scores == [0.5, 0.5, 0.4, 0.2, 0.4, 0.0]
+    assert trees[0].best(4) == ([5, 6, 9, 1], [-1, -1, 0, 2], [0.5, 0.5, 0.4, 0.4])
+    assert trees[0].best(3) == ([5, 6, 9], [-1, -1, 0], [0.5, 0.5, 0.4])  # the tie: the earlier grown
 
 
 def _queries(n: int) -> list[DraftQuery]:
