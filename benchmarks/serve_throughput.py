@@ -25,7 +25,6 @@ import os
 import statistics
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -237,17 +236,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="also write every figure here")
     args = parser.parse_args(argv)
 
-    config = replace(
-        DEFAULTS,
-        model_dir=resolve_model_dir(args.model),
-        task=args.task,
-        num_prompts=args.num_prompts,
-        n=args.n,
-        max_tokens=args.max_tokens,
-        temperature=args.temperature,
-        threads=args.threads,
-        speculate=args.speculate,
-    ).with_engine(seed=args.seed, max_batch_size=args.max_batch_size, batch_invariant=not args.fast_numerics)
+    flags = "task num_prompts n max_tokens temperature threads speculate seed max_batch_size".split()
+    config = RolloutConfig.from_flat(
+        DEFAULTS.as_flat()
+        | {name: getattr(args, name) for name in flags}
+        | {"model_dir": resolve_model_dir(args.model), "batch_invariant": not args.fast_numerics}
+    )
     bodies, longest = make_bodies(config, args.split)
     shape = f"{len(bodies)} requests x n={bodies[0]['n']}"
     workload = f"{config.task} {config.num_prompts} x {config.n} ({shape})"

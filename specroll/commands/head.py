@@ -11,7 +11,7 @@ from dataclasses import replace
 from itertools import count
 from pathlib import Path
 
-from specroll.commands.progress import ProgressLines
+from specroll.commands.progress import ProgressLines, add_progress_flag
 from specroll.commands.rollout import add_rollout_arguments, config_from_args
 from specroll.drafting.draft_tree import TreeShape
 from specroll.drafting.head_files import read_head_config
@@ -44,6 +44,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     )
     train.add_argument("--minutes", type=float, default=10.0, help="training budget (> 0)")
     train.add_argument("--max-epochs", type=int, default=20)
+    train.add_argument("--lr", type=float, default=1e-3)
+    add_progress_flag(train)
     train.add_argument(
         "--depth",
         type=int,
@@ -51,7 +53,6 @@ def register(parser: argparse.ArgumentParser) -> None:
         help="draft depth the training unrolls (default: by device, 1 on a CPU, 3 on a GPU; "
         "--num-blocks and --draft-vocab too, see specroll/head/shape.py)",
     )
-    train.add_argument("--lr", type=float, default=1e-3)
     train.add_argument(
         "--acceptance-weight",
         type=float,
@@ -101,7 +102,6 @@ def register(parser: argparse.ArgumentParser) -> None:
         help="keep the teacher-forced features here and reuse them on the next run with the same "
         "checkpoint, prompts and responses (a cache with more layers serves a head with fewer)",
     )
-    train.add_argument("--no-progress", action="store_true")
     train.set_defaults(func=run_train)
     evaluate = actions.add_parser(
         "eval", help="how often a head's drafts would match the target, by coupling"

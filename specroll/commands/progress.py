@@ -7,6 +7,7 @@ terminal it rewrites one line), so a log shows a step's progress while it runs.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -42,3 +43,8 @@ class ProgressLines:
         end = "\n" if not self.is_terminal or done >= total else ""
         self.stream.write(("\r" if self.is_terminal else "") + line + end)
         self.stream.flush()
+
+
+def add_progress_flag(parser: argparse.ArgumentParser) -> None:
+    """`--no-progress`, for a command that shows its progress while it runs for minutes."""
+    parser.add_argument("--no-progress", action="store_true", help="print no progress lines or bars")

@@ -6,7 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
-from specroll.commands.progress import ProgressLines
+from specroll.commands.progress import ProgressLines, add_progress_flag
 from specroll.commands.tables import TextTable, print_table
 
 from specroll.engine_config import VERIFY_MODES
@@ -217,7 +217,7 @@ def register(parser: argparse.ArgumentParser) -> None:
         help="one JSON line per forward: its batch, each request's drafted and accepted tokens, the "
         "drafter and times (default: OUT with .telemetry.jsonl; none: not written)",
     )
-    parser.add_argument("--no-progress", action="store_true")
+    add_progress_flag(parser)
     parser.set_defaults(func=run)
 
 

@@ -17,6 +17,12 @@ from specroll.commands.rollout import FLAG_FIELDS, add_rollout_arguments, config
 DEFAULT_OUT = Path("runs/train")
 
 
+RESUME_HELP = (
+    "go on with the run in DIR from its latest training state; flags not given keep the run's values, "
+    "--steps may extend it"
+)
+
+
 def register(parser: argparse.ArgumentParser) -> None:
     """Add this command's arguments to its parser and set `func`."""
     add_rollout_arguments(parser)
@@ -83,14 +89,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--keep-states", type=int, default=1, metavar="K", help="training states kept (the newest)"
     )
-    parser.add_argument(
-        "--resume",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="go on with the run in DIR from its latest training state; flags not given keep the "
-        "run's values, --steps may extend it",
-    )
+    parser.add_argument("--resume", type=Path, metavar="DIR", help=RESUME_HELP)
     parser.set_defaults(func=run)
 
 

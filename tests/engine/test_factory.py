@@ -53,29 +53,14 @@ def test_a_rollout_config_maps_onto_its_engine_spec(qwen2_dir, tmp_path):
     cost = tmp_path / "fit.cost.json"
     CostModel(c_base=0.01, c_tok=0.001).save(cost)  # a CPU's, as the rollout's device
     engine = EngineConfig(max_batch_size=4, max_draft=3, seed=9)
+    carried = dict(policy="fixed-2", cost_model=cost, step=5, threads=1)  # the spec's as the rollout's
     config = RolloutConfig(
-        model_dir=qwen2_dir,
-        max_tokens=40,
-        engine=engine,
-        speculate="prompt-lookup",
-        policy="fixed-2",
-        step=5,
-        threads=1,
-        cost_model=cost,
+        model_dir=qwen2_dir, max_tokens=40, engine=engine, speculate="prompt-lookup", **carried
     )
     spec = config.engine_spec()
-    assert spec == EngineSpec(
-        qwen2_dir,
-        40,
-        engine,
-        drafter="prompt-lookup",
-        draft_model_dir=config.draft_model_dir,
-        draft_head_dir=qwen2_dir / "draft-head",
-        policy="fixed-2",
-        cost_model=cost,
-        step=5,
-        threads=1,
-    )
+    head_dir = qwen2_dir / "draft-head"
+    drafting = dict(drafter="prompt-lookup", draft_model_dir=config.draft_model_dir, draft_head_dir=head_dir)
+    assert spec == EngineSpec(qwen2_dir, 40, engine, **drafting, **carried)
     assert pickle.loads(pickle.dumps(spec)) == spec  # it travels to worker processes
     assert RolloutConfig(model_dir=qwen2_dir, speculate="off").engine_spec().drafter is None
 
