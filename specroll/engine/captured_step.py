@@ -21,26 +21,14 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import numpy as np
 import torch
 
 from specroll.drafting.protocol import Draft
 from specroll.engine.request import Request
-from specroll.engine.verifier import (
-    VerifyInputs,
-    VerifyResult,
-    output_positions,
-    per_request,
-    unpack,
-    verify_on_device,
-)
+from specroll.engine.verifier import VerifyResult, per_request, unpack, verify_on_device
+from specroll.engine.verify_inputs import POSITIONS, pack_inputs, unpack_inputs
 from specroll.model.runner import ModelRunner, SequenceInput
 from specroll.model.forward_rows import ORDER
-from specroll.sampling import SamplingRows, sampling_flags
-
-# integer columns: request id, drafts, top-k, then each row's output position (T) and draft (T - 1)
-REQUEST_ID, NUM_DRAFTS, TOP_K, POSITIONS = 0, 1, 2, 3
-TEMPERATURE, TOP_P = 0, 1  # float columns
 
 
 class CapturedStep:
@@ -71,9 +59,8 @@ class CapturedStep:
         shape = self.static.shape_of(sequences)
         forward = self.static.load(sequences, shape)
         ints, floats = (b[: shape.num_rows] for b in self._buffers(shape.width))
-        host_ints, host_floats, flags = pack_verification(
-            requests, drafts, sequences, shape.num_rows, shape.width
-        )
+        slots = [s.slot for s in sequences]
+        host_ints, host_floats, flags = pack_inputs(requests, drafts, slots, shape.num_rows, shape.width)
         ints.copy_(self.static.to_device(host_ints), non_blocking=True)
         floats.copy_(self.static.to_device(host_floats), non_blocking=True)
         key = ("verify", shape, *flags)
@@ -102,45 +89,5 @@ class CapturedStep:
         T = shape.width
         hidden = self.static.features_of(forward, shape)  # (R, T, H)
         logits = self.runner.model.logits(hidden).float()  # (R, T, V)
-        per_row = lambda column: column[:, None].expand(-1, T).reshape(-1)  # noqa: E731  (R * T,)
-        rows = SamplingRows(
-            per_row(floats[:, TEMPERATURE]),
-            per_row(ints[:, TOP_K]),
-            per_row(floats[:, TOP_P]),
-            is_truncated,
-            has_greedy,
-        )
-        inputs = VerifyInputs(
-            rows,
-            ints[:, POSITIONS + T :],  # (R, T - 1) drafts
-            ints[:, NUM_DRAFTS],
-            ints[:, REQUEST_ID : REQUEST_ID + 1],
-            ints[:, POSITIONS : POSITIONS + T],
-            None,
-        )
+        inputs = unpack_inputs(ints, floats, T, (is_truncated, has_greedy))
         return verify_on_device(logits, inputs, self.seed, self.mode, self.rule), hidden
-
-
-def pack_verification(
-    requests: Sequence[Request],
-    drafts: Sequence[Draft],
-    sequences: Sequence[SequenceInput],
-    num_rows: int,
-    T: int,
-) -> tuple[np.ndarray, np.ndarray, tuple[bool, bool]]:
-    """Each request's verification inputs in the row of its slot: integers (R, 3 + 2T - 1), floats
-    (R, 2), and what the host knows of the sampling (some row truncated, some row greedy). Rows without
-    a request sample at temperature 1 with no filter: their results are never read."""
-    ints = np.zeros((num_rows, POSITIONS + 2 * T - 1), dtype=np.int64)
-    floats = np.ones((num_rows, 2), dtype=np.float32)
-    for r, d, s in zip(requests, drafts, sequences):
-        p = r.params
-        ints[s.slot, [REQUEST_ID, NUM_DRAFTS, TOP_K]] = r.noise_key, d.num_tokens, p.top_k
-        ints[s.slot, POSITIONS : POSITIONS + T] = output_positions(r, d, T)
-        ints[s.slot, POSITIONS + T : POSITIONS + T + d.num_tokens] = d.token_ids
-        floats[s.slot] = p.temperature, p.top_p
-    params = [r.params for r in requests]
-    flags = sampling_flags(
-        [p.temperature for p in params], [p.top_k for p in params], [p.top_p for p in params]
-    )
-    return ints, floats, flags

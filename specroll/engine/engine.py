@@ -21,7 +21,8 @@ from typing import Callable, Iterable
 from specroll.drafting.protocol import Draft, Drafter, RequestInfo, TargetFeatures
 from specroll.engine.captured_step import CapturedStep
 from specroll.engine.admission import plan_prefill_forwards
-from specroll.engine.verifier import VerifyResult, build_drafts, row_parents, verify_batch
+from specroll.engine.verifier import VerifyResult, build_drafts, verify_batch
+from specroll.engine.verify_inputs import row_parents
 from specroll.engine_config import EngineConfig
 from specroll.engine.request import Request
 from specroll.engine.scheduler import Scheduler, SchedulerConfig

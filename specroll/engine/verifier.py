@@ -15,10 +15,9 @@ import torch
 
 from specroll.drafting.protocol import Draft, Drafter, DraftQuery
 from specroll.engine.request import Request
-from specroll.model.masks import depths
+from specroll.engine.verify_inputs import VerifyInputs, verify_inputs
 from specroll.noise import STREAM_ACCEPT, STREAM_SAMPLE, gumbels, uniforms
 from specroll.sampling import (
-    SamplingRows,
     sample_from,
     sample_two_stage,
     sampling_probs,
@@ -136,26 +135,6 @@ def _chain_length(draft: Draft) -> int:
     return n
 
 
-def row_parents(draft: Draft) -> list[int] | None:
-    """Parents of the forward's new tokens: the fed token (row 0) and then the draft's nodes."""
-    if not draft.is_tree:
-        return None
-    return [-1, *(p + 1 for p in draft.parents)]
-
-
-@dataclass(frozen=True)
-class VerifyInputs:
-    """What one forward's verification reads besides the logits, built on the host from the requests
-    and drafts and placed on the logits' device (B requests, Tl = K + 1 rows each)."""
-
-    rows: SamplingRows  # (B * Tl,) each row's sampling settings
-    draft_tokens: torch.Tensor  # (B, K) long, padded with 0
-    num_drafts: torch.Tensor  # (B,) long
-    request_ids: torch.Tensor  # (B, 1) long: each request's noise key (`Request.noise_key`)
-    positions: torch.Tensor  # (B, Tl) long: the output position each row's sample fills
-    draft_probs: torch.Tensor | None  # (B, K, V) q, or None when every draft is deterministic
-
-
 def verify_batch(
     requests: Sequence[Request],
     drafts: Sequence[Draft],
@@ -168,25 +147,6 @@ def verify_batch(
     inputs = verify_inputs(requests, drafts, logits.shape[1], logits.shape[2], logits.device)
     packed = verify_on_device(logits, inputs, seed, mode, rule).cpu()  # the step's one device-to-host copy
     return per_request(drafts, *unpack(packed))
-
-
-def verify_inputs(
-    requests: Sequence[Request], drafts: Sequence[Draft], Tl: int, V: int, device: torch.device
-) -> VerifyInputs:
-    params = [r.params for r in requests for _ in range(Tl)]
-    rows = SamplingRows.build(
-        [p.temperature for p in params], [p.top_k for p in params], [p.top_p for p in params], device
-    )
-    draft_tokens = [[*d.token_ids, *[0] * (Tl - 1 - len(d.token_ids))] for d in drafts]
-    positions = [output_positions(r, d, Tl) for r, d in zip(requests, drafts)]
-    return VerifyInputs(
-        rows,
-        torch.tensor(draft_tokens, dtype=torch.long, device=device).view(len(drafts), Tl - 1),
-        torch.tensor([len(d.token_ids) for d in drafts], dtype=torch.long, device=device),
-        torch.tensor([[r.noise_key] for r in requests], dtype=torch.long, device=device),
-        torch.tensor(positions, dtype=torch.long, device=device),
-        _draft_probs(drafts, draft_tokens, V, device),
-    )
 
 
 def verify_on_device(
@@ -237,34 +197,6 @@ def unpack(packed: torch.Tensor) -> tuple[list[list[int]], list[list[float]], li
         [row[Tl : 2 * Tl] for row in values],
         [int(row[-1]) for row in values],
     )
-
-
-def output_positions(request: Request, draft: Draft, Tl: int) -> list[int]:
-    """The output position whose token each of the Tl rows' sample fills (the keyed noise's index)."""
-    return [request.num_output_tokens + depth for depth in _row_depths(draft, Tl)]
-
-
-def _row_depths(draft: Draft, Tl: int) -> list[int]:
-    """Depth of each of the Tl rows' context below the fed token: a chain's row i is at depth i."""
-    parents = row_parents(draft)
-    rows = [] if parents is None else depths(parents)
-    return rows + list(range(len(rows), Tl))
-
-
-def _draft_probs(
-    drafts: Sequence[Draft], draft_tokens: list[list[int]], V: int, device: torch.device
-) -> torch.Tensor | None:
-    """(B, K, V) q: the drafter's probabilities, or one-hot rows for deterministic drafts."""
-    if all(d.probs is None for d in drafts):
-        return None
-    tokens = torch.tensor(draft_tokens, dtype=torch.long, device=device).view(len(drafts), -1)
-    q = torch.zeros(*tokens.shape, V, device=device).scatter_(2, tokens[..., None], 1.0)
-    for b, d in enumerate(drafts):
-        if d.probs is not None and d.num_tokens:
-            q[b, : d.num_tokens] = torch.as_tensor(d.probs, dtype=torch.float32, device=device)[
-                : d.num_tokens
-            ]
-    return q
 
 
 def per_request(

@@ -8,9 +8,10 @@ import pytest
 import torch
 
 from specroll.drafting.protocol import Draft
-from specroll.engine.captured_step import CapturedStep, pack_verification
+from specroll.engine.captured_step import CapturedStep
+from specroll.engine.verify_inputs import pack_inputs, row_parents
 from specroll.engine.request import Request, SamplingParams
-from specroll.engine.verifier import row_parents, verify_batch
+from specroll.engine.verifier import verify_batch
 from specroll.model.runner import ModelRunner, SequenceInput
 
 SETTINGS = [(1.0, 0, 1.0), (0.7, 3, 0.9), (0.0, 0, 1.0), (1.0, 0, 0.5)]  # temperature, top-k, top-p
@@ -80,7 +81,8 @@ def test_the_recorded_step_never_synchronises_with_the_host(qwen2_dir, one_threa
     shape = runner.static.shape_of(sequences)
     with torch.inference_mode():
         forward = runner.static.load(sequences, shape)
-        ints, floats, flags = pack_verification(requests, drafts, sequences, shape.num_rows, shape.width)
+        slots = [s.slot for s in sequences]
+        ints, floats, flags = pack_inputs(requests, drafts, slots, shape.num_rows, shape.width)
         ints, floats = torch.from_numpy(ints), torch.from_numpy(floats)
         expected = step._step(forward, ints, floats, shape, *flags)
         traced = torch.compile(step._step, fullgraph=True, backend="eager")(
@@ -91,7 +93,8 @@ def test_the_recorded_step_never_synchronises_with_the_host(qwen2_dir, one_threa
 
 def test_the_verification_inputs_sit_in_each_requests_slot_row():
     requests, drafts = _requests(), _drafts(trees=True)
-    ints, floats, flags = pack_verification(requests, drafts, _sequences(requests, drafts), 8, 4)
+    slots = [s.slot for s in _sequences(requests, drafts)]
+    ints, floats, flags = pack_inputs(requests, drafts, slots, 8, 4)
     assert ints.shape == (8, 3 + 4 + 3) and floats.shape == (8, 2)
     assert ints[3].tolist() == [10, 3, 0, 0, 1, 2, 3, 1, 2, 3]  # id, drafts, top-k, positions, drafts
     assert ints[5].tolist() == [12, 3, 0, 0, 1, 1, 2, 4, 5, 6]  # a tree's rows: depths 0, 1, 1, 2

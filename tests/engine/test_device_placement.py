@@ -20,7 +20,8 @@ from specroll.drafting.oracle import OracleDrafter
 from specroll.drafting.protocol import Draft
 from specroll.engine.engine import add_requests
 from specroll.engine.request import Request, SamplingParams
-from specroll.engine.verifier import verify_inputs, verify_on_device
+from specroll.engine.verifier import verify_on_device
+from specroll.engine.verify_inputs import verify_inputs
 from specroll.model.loader import read_config
 from specroll.model.runner import ModelRunner, SequenceInput
 from specroll.model.transformer import CausalLM
