@@ -215,7 +215,9 @@ class Engine:
             )
             for r in requests
         ]
-        return BatchView(views, self.config.max_draft, trees=self._offers_trees())
+        return BatchView(
+            views, self.config.max_draft, trees=self._offers_trees(), num_waiting=len(self.scheduler.waiting)
+        )
 
     def _verify(self, requests: list[Request], drafts: list[Draft]) -> VerifyResult:
         inputs = [

@@ -18,6 +18,14 @@ as many drafting steps as the tree is deep. Whichever of no draft, the best chai
 tree has the highest expected tokens a second runs; so where width is cheap (one request, a forward
 that reads the weights once) trees win, and where width costs its arithmetic (a full batch on a CPU)
 chains or nothing do, forward by forward as the batch shrinks.
+
+A batch that drains (nothing waits for a slot: the rollout's tail) is done when its last request is,
+so there tokens count by the pace of the request that would finish last (`draining_tokens`), not by
+their sum: a freed slot stays empty, and a draft that speeds the requests it suits while the one
+with furthest to go accepts little buys no time. Acceptance varies widely between the requests of
+one batch (BENCHMARKS.md, "Trees where they pay"), so a full batch without a queue drafts only where
+the slowest gain. Trees are weighed with the batch's acceptance for every request, so their rate is
+the same either way.
 """
 
 from __future__ import annotations
@@ -58,10 +66,12 @@ def best_chain(
     limits: Sequence[int],
     context_length: float = 0.0,
     time_scale: Callable[[int], float] = lambda cap: 1.0,
+    remaining: Sequence[int] | None = None,
 ) -> Plan:
     """The best common cap c, request i drafting min(c, limits[i]), and the rate it predicts. Ties go
     to the shorter cap. time_scale(c) corrects the model's forward time for cap c
-    (`ForwardTimeCalibration`)."""
+    (`ForwardTimeCalibration`). With `remaining` (each request's tokens still to come, for a batch
+    that drains), the rate is `draining_tokens`'s: the pace of the request that would finish last."""
     limit = np.asarray(limits, dtype=np.int64)
     top = int(limit.max(initial=0))
     # emitted[i, k]: expected tokens of request i drafting k
@@ -72,11 +82,23 @@ def best_chain(
         lengths = np.minimum(cap, limit)
         width = int(lengths.max(initial=0))
         seconds = model.step_seconds(len(limit), width, context_length) * time_scale(width)
-        return float(emitted[rows, lengths].sum()) / seconds
+        tokens = emitted[rows, lengths]
+        return (float(tokens.sum()) if remaining is None else draining_tokens(tokens, remaining)) / seconds
 
     rates = [rate(cap) for cap in range(top + 1)]
     best = max(range(top + 1), key=lambda cap: (rates[cap], -cap))
     return Plan([min(best, k) for k in limits], False, rates[best])
+
+
+def draining_tokens(emitted: np.ndarray, remaining: Sequence[int]) -> float:
+    """A forward's tokens as a batch that drains counts them: B times the progress of the request
+    that would finish last, measured in forwards a plain decode would take. Request i, emitting
+    emitted[i] a forward with remaining[i] tokens to go, finishes after remaining[i] / emitted[i]
+    forwards; a freed slot stays empty, so the batch takes as long as the longest of them, and a plain
+    batch as long as max(remaining). Equal to emitted.sum() where every request emits alike and has
+    as far to go; less where the requests with furthest to go are the ones drafts help least."""
+    left = np.maximum(np.asarray(remaining, dtype=np.float64), 1.0)
+    return len(left) * float(left.max() / (left / emitted).max())
 
 
 def tree_seconds(model: CostModel, batch_size: int, nodes: int, context_length: float = 0.0) -> float:
@@ -267,8 +289,14 @@ class AutoPolicy:
         contexts = [float(v.num_context_tokens or v.num_output_tokens) for v in batch.requests]
         self._context = sum(contexts) / len(contexts) if contexts else 0.0
         b = batch.batch_size
+        remaining = [v.num_remaining for v in batch.requests] if batch.drains else None
         chain = best_chain(
-            self.cost_model, alphas, limits, self._context, lambda cap: self.calibration.scale(b, cap)
+            self.cost_model,
+            alphas,
+            limits,
+            self._context,
+            lambda cap: self.calibration.scale(b, cap),
+            remaining,
         )
         if not batch.trees:
             return chain, []

@@ -29,10 +29,17 @@ class BatchView:
     requests: Sequence[RequestView]
     max_draft: int  # the engine's cap on any request's draft (tokens of a chain, nodes of a tree)
     trees: bool = False  # whether a decision may ask for trees (the drafter drafts them, exact mode)
+    num_waiting: int | None = None  # requests queued for a slot of this engine; None: not reported
 
     @property
     def batch_size(self) -> int:
         return len(self.requests)
+
+    @property
+    def drains(self) -> bool:
+        """Nothing waits for a slot: a slot freed stays empty, so the batch is done when its last
+        request is (the rollout's tail)."""
+        return self.num_waiting == 0
 
     def draft_limits(self) -> list[int]:
         """Each request's longest useful draft: the engine's cap, and one short of its remaining
