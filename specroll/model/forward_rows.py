@@ -35,9 +35,7 @@ def num_columns(T: int, with_relation: bool) -> int:
     return TOKENS + 2 * T + (T * T if with_relation else 0)
 
 
-def pack(
-    sequences: Sequence, rows: Sequence[int], num_rows: int, T: int, with_relation: bool
-) -> np.ndarray:
+def pack(sequences: Sequence, rows: Sequence[int], num_rows: int, T: int, with_relation: bool) -> np.ndarray:
     """(num_rows, columns) int64 on the host: sequence i (a `SequenceInput`) in row rows[i], the other
     rows padding. O(new tokens) Python work, plus a walk of each tree (`masks.tree_layout`)."""
     packed = np.zeros((num_rows, num_columns(T, with_relation)), dtype=np.int64)

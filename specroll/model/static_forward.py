@@ -30,7 +30,6 @@ from specroll.model.masks import attention_mask
 from specroll.model.transformer import AttentionSpan, CausalLM, ForwardBatch
 
 
-
 class StaticForwards:
     """features(sequences) for forwards of at most `max_width` new tokens a row, at bucketed shapes;
     recorded as CUDA graphs on CUDA, run eagerly elsewhere (`model.cuda_graphs.Replayer`)."""
