@@ -21,7 +21,7 @@ from typing import Callable, Iterable
 
 from specroll.baselines.hf_generate import hf_generate
 from specroll.drafting.oracle import OracleDrafter
-from specroll.engine.factory import apply_threads
+from specroll.engine.threads import apply_threads
 from specroll.engine.telemetry import drafts_by_batch, forward_from_row
 from specroll.policies.cost_model import CostModel
 from specroll.rollout import (

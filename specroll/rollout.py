@@ -13,10 +13,12 @@ from specroll.drafting.head_files import head_matches
 from specroll.drafting.protocol import Drafter
 from specroll.drafting.registry import DEFAULT_DRAFTER
 from specroll.engine.engine import Engine, add_requests
-from specroll.engine.factory import apply_threads, build_engine
+from specroll.engine.factory import build_engine
+from specroll.engine.threads import ThreadChoice, apply_threads
 from specroll.engine.request import Request, RequestOutput, SamplingParams
 from specroll.engine.spec import EngineSpec
 from specroll.engine_config import EngineConfig
+from specroll.model.blas_mode import describe as describe_cpu_numerics
 from specroll.model.catalog import resolve_model_dir
 from specroll.model.loader import read_config
 from specroll.policies.cost_model import CostModel, check_profile_device
@@ -53,7 +55,7 @@ class RolloutConfig:
     draft_model_dir: Path = DEFAULT_DRAFT_MODEL
     draft_head_dir: Path | None = None  # None: <model_dir>/draft-head, where `specroll head train` saves
     step: int = 0  # the RL training step this rollout belongs to
-    threads: int = 0  # CPU threads for torch; 0 = auto (`specroll.engine.factory.cpu_threads`)
+    threads: int = 0  # CPU threads for torch; 0 = auto (`specroll.engine.threads`)
     cost_model: Path | None = None  # a profile fit; None = one of the engine's device (cost_model_path)
     prompts: Path | None = None  # a JSONL file of prompts: the task, in place of `task` (see JsonlTask)
     prompt_field: str = "prompt"  # the fields of `prompts` records to read
@@ -191,6 +193,7 @@ class RolloutResult:
     telemetry: list[dict] = field(default_factory=list)
     acceptance_by_drafter: dict[str, float] = field(default_factory=dict)  # `Telemetry.acceptance_by_source`
     cluster: dict | None = None  # a rollout over several workers: dispatch, re-prefills, lost workers
+    cpu: str | None = None  # a CPU run's threads and numerics, and why (`cpu_description`)
 
     def write_jsonl(self, path: str | Path) -> None:
         _write_jsonl(path, [asdict(r) for r in self.records])
@@ -280,9 +283,16 @@ def run_rollout(
             raise ValueError("a drafter object cannot be shipped to workers: name one with `speculate`")
         return run_on_workers(config, requests, tokenizer, task, problems, progress=worker_progress)
     spec = config.engine_spec()
-    apply_threads(spec)
+    threads = apply_threads(spec)
     engine = build_engine(spec, max(map(len, prompts.values())), drafter)
-    return run_requests(engine, requests, tokenizer, task, problems, progress)
+    result = run_requests(engine, requests, tokenizer, task, problems, progress)
+    result.cpu = cpu_description(threads) if spec.engine.device == "cpu" else None
+    return result
+
+
+def cpu_description(threads: ThreadChoice) -> str:
+    """Which threads ran and why, and the numerics that fix a CPU row's bits (`model.blas_mode`)."""
+    return f"{threads.describe()}; {describe_cpu_numerics().describe()}"
 
 
 def run_on_workers(

@@ -13,7 +13,8 @@ import time
 from typing import Sequence
 
 from specroll.cluster.work import Update, WorkerReport, WorkerTelemetry, WorkItem
-from specroll.engine.factory import apply_threads, build_engine
+from specroll.engine.factory import build_engine
+from specroll.engine.threads import apply_threads
 from specroll.engine.request import Request
 from specroll.engine.spec import EngineSpec
 

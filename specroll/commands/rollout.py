@@ -292,6 +292,8 @@ def print_summary(result: RolloutResult, config: RolloutConfig, out: Path | None
             table.add_row("Fastest-of-N copies (tokens dropped)", f"{c['copies']} ({c['dropped_tokens']})")
         if c["lost_workers"]:
             table.add_row("workers lost (their requests re-dispatched)", str(c["lost_workers"]))
+    if result.cpu is not None:
+        table.add_row("CPU threads and numerics", result.cpu)
     errors = sum(1 for r in result.records if r.error)
     if errors:
         table.add_row("requests refused", str(errors))

@@ -1,72 +1,26 @@
 """Building the rollout engine from an `EngineSpec`: the checkpoint, the drafter and policy it names,
 the profiled cost model (or, off the CPU without one, prices measured on the device), and torch's
 threads. The one way every caller builds an engine: a one-process rollout, each worker of a
-multi-worker one, the trainer and the TRL adapter."""
+multi-worker one, the trainer and the TRL adapter. Threads: `engine.threads`."""
 
 from __future__ import annotations
 
-import os
-import warnings
 from dataclasses import replace
 from pathlib import Path
 
-import torch
 
 from specroll.drafting.protocol import Drafter
 from specroll.drafting.registry import DrafterContext, make_drafter
 from specroll.engine.device_prices import measure_device_prices, needs_device_profile
 from specroll.engine.engine import Engine
 from specroll.engine.memory import batch_that_fits
-from specroll.model.blas_mode import irreproducibility
 from specroll.model.device import torch_dtype
 from specroll.engine.spec import EngineSpec
 from specroll.engine_config import EngineConfig
 from specroll.model.loader import read_config
-from specroll.model.runner import ModelRunner, batch_invariance_available
+from specroll.model.runner import ModelRunner
 from specroll.policies.cost_model import Affine, CostModel, check_profile_device
 from specroll.policies.registry import make_policy
-
-
-def cpu_threads(spec: EngineSpec) -> int:
-    """Threads for torch on CPU. A small model's forwards are too short to split: one thread avoids
-    synchronisation costs (and, on a shared machine, oversubscription, which we measured slowing a
-    small matmul 60x); a large model uses every core."""
-    if spec.threads > 0:
-        return spec.threads
-    model = read_config(spec.model_dir)
-    params = model.num_layers * (4 * model.hidden_size**2 + 3 * model.hidden_size * model.intermediate_size)
-    return 1 if params < 50_000_000 else (os.cpu_count() or 1)
-
-
-def apply_threads(spec: EngineSpec) -> None:
-    """Set torch's threads (`cpu_threads`). In exact mode on the CPU, more than one thread needs a
-    BLAS that is reproducible at any thread count (`blas_mode.irreproducibility`): without one an
-    automatic choice drops to one thread and an explicit one runs with a warning. Under batch-invariant
-    numerics an automatic choice also drops to one thread where the BLAS has no row-count-invariant
-    regime at more (`batch_invariant`)."""
-    threads = cpu_threads(spec)
-    automatic = spec.threads == 0
-    reason = _multithread_hazard(spec) if threads > 1 else None
-    if reason is not None and automatic:
-        threads = 1
-    elif reason is not None:
-        warnings.warn(f"{threads} CPU threads in exact mode: {reason}", stacklevel=2)
-    torch.set_num_threads(threads)
-    if (
-        spec.engine.batch_invariant
-        and automatic
-        and threads > 1
-        and not batch_invariance_available(spec.model_dir)
-    ):
-        torch.set_num_threads(1)
-
-
-def _multithread_hazard(spec: EngineSpec) -> str | None:
-    """Why exact mode's tokens could depend on the machine's load at more than one CPU thread, or None."""
-    if spec.engine.device != "cpu" or spec.engine.verify != "exact":
-        return None
-    reason = irreproducibility()
-    return None if reason is None else f"tokens may change with the machine's load, since {reason}"
 
 
 def policy_cost_model(spec: EngineSpec) -> CostModel | None:

@@ -26,7 +26,7 @@ class EngineSpec:
     policy: str = DEFAULT_POLICY
     cost_model: Path | None = None  # a `specroll profile` fit; None: the policies' default costs
     step: int = 0  # the RL training step the engine starts at
-    threads: int = 0  # CPU threads for torch; 0 = auto (`factory.cpu_threads`)
+    threads: int = 0  # CPU threads for torch; 0 = auto (`engine.threads`)
 
     def __post_init__(self) -> None:
         if self.max_tokens <= 0:

@@ -33,7 +33,8 @@ from typing import Any, Iterator, Protocol, Sequence
 import torch
 
 from specroll.engine.engine import Engine, add_requests
-from specroll.engine.factory import apply_threads, build_engine
+from specroll.engine.factory import build_engine
+from specroll.engine.threads import apply_threads
 from specroll.engine.request import Request, SamplingParams
 from specroll.engine.spec import EngineSpec
 from specroll.engine_config import EngineConfig

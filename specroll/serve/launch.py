@@ -38,7 +38,8 @@ def check_exposure(host: str, api_key: str | None) -> None:
 def build_service(spec: EngineSpec, state: ServeState, engine_loop: EngineLoop) -> Any:
     """In the engine thread: torch's threads, the engine (its cache sized for --max-model-len) and the
     tokenizer."""
-    from specroll.engine.factory import apply_threads, build_engine
+    from specroll.engine.factory import build_engine
+    from specroll.engine.threads import apply_threads
     from specroll.model.loader import read_config
     from specroll.serve.service import Codec, Service
     from specroll.tokenizer import load_tokenizer

@@ -27,7 +27,8 @@ from typing import Callable
 import torch
 
 from specroll.engine.engine import Engine
-from specroll.engine.factory import apply_threads, build_engine
+from specroll.engine.factory import build_engine
+from specroll.engine.threads import apply_threads
 from specroll.model.catalog import resolve_model_dir
 from specroll.rollout import RolloutResult, encode_prompts, make_requests, make_task, run_requests
 from specroll.tokenizer import load_tokenizer

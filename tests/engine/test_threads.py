@@ -11,7 +11,7 @@ import warnings
 import pytest
 import torch
 
-from specroll.engine import factory
+from specroll.engine import threads as factory
 from specroll.engine.spec import EngineSpec
 from specroll.model.blas_mode import irreproducibility
 
@@ -20,12 +20,12 @@ import json
 import warnings
 import torch
 from pathlib import Path
-from specroll.engine import factory
+from specroll.engine import threads as factory
 from specroll.engine.spec import EngineSpec
 from specroll.model.blas_mode import irreproducibility
 
 reason = irreproducibility()
-factory.cpu_threads = lambda spec: spec.threads or 2  # a model large enough for every core
+factory.cpu_threads = lambda spec: factory.ThreadChoice(spec.threads or 2, 'test')  # every core
 factory.apply_threads(EngineSpec(Path({model!r}), max_tokens=8))
 automatic = torch.get_num_threads()
 with warnings.catch_warnings(record=True) as caught:

@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 from specroll.engine.engine import add_requests
-from specroll.engine.factory import apply_threads, build_engine
+from specroll.engine.factory import build_engine
+from specroll.engine.threads import apply_threads
 from specroll.engine.request import Request, SamplingParams
 from specroll.engine.spec import EngineSpec
 from specroll.engine_config import EngineConfig

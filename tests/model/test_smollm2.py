@@ -68,7 +68,7 @@ def test_automatic_threads_keep_batch_invariant_numerics(smollm2_dir):
     """Where the BLAS has no row-count-invariant regime at every core (two threads on some x86
     machines), an automatic thread count drops to one rather than give up identity."""
     from specroll.model.runner import batch_invariance_available
-    from specroll.engine.factory import apply_threads
+    from specroll.engine.threads import apply_threads
     from specroll.engine.spec import EngineSpec
 
     threads = torch.get_num_threads()
