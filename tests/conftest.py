@@ -7,6 +7,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from real_models import require_smollm2  # noqa: E402
 from tiny_checkpoints import ARCHITECTURES, COMMON, save_tiny_checkpoint  # noqa: E402
 
 
@@ -19,14 +20,8 @@ def tiny_checkpoint(request, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def smollm2_dir():
-    """The real SmolLM2-135M-Instruct; `make test` pulls it first, elsewhere its tests skip."""
-    from specroll.model.catalog import model_cache_dir, pulled_manifest
-
-    if pulled_manifest("smollm2") is None:
-        pytest.skip(
-            f"smollm2 is not pulled into {model_cache_dir('smollm2')}: run `specroll models pull smollm2`"
-        )
-    return model_cache_dir("smollm2")
+    """The real SmolLM2-135M-Instruct (`require_smollm2`)."""
+    return require_smollm2()
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,8 @@ Here every reduction a row goes through is made independent of the rest of the f
   (`invariant_row_sizes`): the call sizes in `ROW_SIZES` whose rows agree with the largest call's.
   Every call is then made at one of those sizes: rows are padded up to the next one, and more rows
   than the largest are cut into calls of the largest. So every GEMM that runs has a probed shape.
+  Each size is probed twice, the second time with its input one element off the buffer alignment,
+  so a BLAS whose bits vary from call to call or with alignment serves no size it could not repeat.
 - Attention: keys are processed in fixed blocks of `BLOCK` positions. Scores and the
   probability-weighted values of each block are batched matmuls whose reduction is over a fixed
   length (the head dim, then one block), each with at least `invariant_query_rows` query rows (a
@@ -65,8 +67,19 @@ def invariant_row_sizes(in_features: int, out_features: int, threads: int) -> tu
     weight = torch.randn(out_features, in_features, generator=generator, device="cpu")
     x = torch.randn(ROW_SIZES[-1], in_features, generator=generator, device="cpu")
     reference = F.linear(x, weight)
-    agree = [torch.equal(F.linear(x[:m], weight), reference[:m]) for m in ROW_SIZES]
-    sizes = tuple(m for m, ok in zip(ROW_SIZES, agree) if ok)  # the largest always agrees
+    shifted = _misaligned_copy(x)
+    agree = [
+        torch.equal(F.linear(x[:m], weight), reference[:m])
+        and torch.equal(F.linear(shifted[:m], weight), reference[:m])
+        for m in ROW_SIZES
+    ]
+    sizes = tuple(m for m, ok in zip(ROW_SIZES, agree) if ok)
+    if not sizes:
+        raise BatchInvarianceUnavailable(
+            f"with {threads} threads this BLAS gives a {in_features}->{out_features} linear layer other bits "
+            "from call to call or at another buffer alignment; batch-invariant numerics need fewer threads "
+            "(--threads 1) or --fast-numerics"
+        )
     if sizes[0] > MAX_THRESHOLD:
         regimes = [m for m, ok in zip(ROW_SIZES, agree) if not ok]
         raise BatchInvarianceUnavailable(
@@ -76,6 +89,16 @@ def invariant_row_sizes(in_features: int, out_features: int, threads: int) -> tu
             f"need fewer threads (--threads 1) or --fast-numerics"
         )
     return sizes
+
+
+def _misaligned_copy(x: torch.Tensor) -> torch.Tensor:
+    """x's values in a buffer one element off the allocator's alignment: every call size is probed a
+    second time there, so a BLAS whose bits change with alignment, or from call to call, is caught
+    at start-up rather than in the tokens."""
+    buffer = torch.empty(x.numel() + 1, dtype=x.dtype)
+    shifted = buffer[1:].view(x.shape)
+    shifted.copy_(x)
+    return shifted
 
 
 @functools.cache

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 from specroll.model.batch_invariant import (
     BLOCK,
+    BatchInvarianceUnavailable,
     ROW_SIZES,
     block_attention,
     invariant_query_rows,
@@ -43,6 +44,29 @@ def test_the_probe_names_the_call_sizes_that_agree():
         assert torch.equal(F.linear(x[:m], weight), reference[:m]), m
     with pytest.raises(ValueError, match="current thread count"):
         invariant_row_sizes(64, 96, torch.get_num_threads() + 1)
+
+
+class AlignmentDependentBlas:
+    """F.linear as a BLAS whose bits change with the input's alignment: one ulp more off it."""
+
+    @staticmethod
+    def linear(x, weight, bias=None):
+        out = F.linear(x, weight, bias)
+        return torch.nextafter(out, torch.full_like(out, float("inf"))) if x.data_ptr() % 64 else out
+
+
+def test_the_probe_serves_no_size_whose_bits_change_with_alignment(monkeypatch):
+    """A BLAS that rounds otherwise at another alignment (or from call to call) serves no call size:
+    the probe repeats every size at a shifted buffer, so exact mode refuses these threads at start-up."""
+    from specroll.model import batch_invariant
+
+    monkeypatch.setattr(batch_invariant, "F", AlignmentDependentBlas)
+    batch_invariant.invariant_row_sizes.cache_clear()
+    try:
+        with pytest.raises(BatchInvarianceUnavailable, match="alignment"):
+            invariant_row_sizes(32, 48, torch.get_num_threads())
+    finally:
+        batch_invariant.invariant_row_sizes.cache_clear()
 
 
 def _attend(q, keys, values, mask, invariant: bool):

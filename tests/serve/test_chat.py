@@ -6,17 +6,16 @@ from __future__ import annotations
 import httpx
 import openai
 import pytest
+from real_models import require_smollm2
 
 from specroll.serve.child import ServeProcess
-from specroll.model.catalog import pulled_manifest
 
 MESSAGES = [{"role": "user", "content": "What is 2 + 3?"}]
 
 
 @pytest.fixture(scope="module")
 def chat_server():
-    if pulled_manifest("smollm2") is None:
-        pytest.skip("smollm2 is not pulled (`specroll models pull smollm2`)")
+    require_smollm2()
     server = ServeProcess(
         [
             "--model",

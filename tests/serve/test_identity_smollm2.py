@@ -8,8 +8,8 @@ import concurrent.futures
 
 import httpx
 import pytest
+from real_models import require_smollm2
 
-from specroll.model.catalog import pulled_manifest
 from specroll.serve.child import ServeProcess
 
 LIMITS = ["--model", "smollm2", "--max-model-len", "160", "--max-batch-size", "16", "--max-tokens", "32"]
@@ -24,8 +24,7 @@ QUESTIONS = [
 
 @pytest.fixture(scope="module")
 def smollm2_servers():
-    if pulled_manifest("smollm2") is None:
-        pytest.skip("smollm2 is not pulled (`specroll models pull smollm2`)")
+    require_smollm2()
     on, off = ServeProcess([*LIMITS, "--speculate", "on"]), ServeProcess([*LIMITS, "--speculate", "off"])
     try:
         yield on.wait_ready(300), off.wait_ready(300)
