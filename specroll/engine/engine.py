@@ -30,6 +30,7 @@ from specroll.engine.telemetry import Telemetry
 from specroll.model.runner import ModelRunner, SequenceInput
 from specroll.policies.base import BatchView, DraftDecision, ForwardStats, RequestView, SpeculationPolicy
 from specroll.policies.fixed import NoSpeculation
+from specroll.policies.remaining_lengths import FinishedLengths
 
 
 class Engine:
@@ -59,6 +60,7 @@ class Engine:
             )
         )
         self.telemetry = Telemetry()
+        self.finished_lengths = FinishedLengths()  # for the policy's view of a drain (`BatchView`)
         # with static forwards, a verification step is one recorded graph: forward, head, verification
         self.captured = (
             None
@@ -216,7 +218,11 @@ class Engine:
             for r in requests
         ]
         return BatchView(
-            views, self.config.max_draft, trees=self._offers_trees(), num_waiting=len(self.scheduler.waiting)
+            views,
+            self.config.max_draft,
+            trees=self._offers_trees(),
+            num_waiting=len(self.scheduler.waiting),
+            finished_lengths=self.finished_lengths.sorted(),
         )
 
     def _verify(self, requests: list[Request], drafts: list[Draft]) -> VerifyResult:
@@ -303,6 +309,7 @@ class Engine:
                 self.scheduler.confirm(r, written)
                 continue
             self.scheduler.finish(r)
+            self.finished_lengths.add(r.num_output_tokens)
             if self.drafter is not None:
                 self.drafter.finish(r.request_id)
             finished.append(r)

@@ -22,10 +22,12 @@ chains or nothing do, forward by forward as the batch shrinks.
 A batch that drains (nothing waits for a slot: the rollout's tail) is done when its last request is,
 so there tokens count by the pace of the request that would finish last (`draining_tokens`), not by
 their sum: a freed slot stays empty, and a draft that speeds the requests it suits while the one
-with furthest to go accepts little buys no time. Acceptance varies widely between the requests of
-one batch (BENCHMARKS.md, "Trees where they pay"), so a full batch without a queue drafts only where
-the slowest gain. Trees are weighed with the batch's acceptance for every request, so their rate is
-the same either way.
+with furthest to go accepts little buys no time. Which request finishes last is known only in
+expectation, so the pace is averaged over samples of the requests' remaining lengths, drawn from
+the lengths of requests the engine finished recently (`remaining_lengths`). Acceptance varies widely
+between the requests of one batch (BENCHMARKS.md, "Trees where they pay"), so a full batch without a
+queue drafts only where the requests likely to finish last gain. Trees are weighed with the batch's
+acceptance for every request, so their rate is the same either way.
 """
 
 from __future__ import annotations
@@ -40,10 +42,12 @@ from specroll.policies.acceptance import AcceptanceTracker
 from specroll.policies.calibration import ForwardTimeCalibration
 from specroll.policies.base import BatchView, DraftDecision, ForwardStats
 from specroll.policies.cost_model import CostModel
+from specroll.policies.remaining_lengths import sample_remaining
 from specroll.policies.speculation_math import expected_tokens
 from specroll.policies.tree_acceptance import TreeAcceptance
 
 
+DRAIN_SAMPLES = 32  # samples of a draining batch's remaining lengths a forward weighs
 TREE_DRAFT_STEPS = 4  # drafting steps a tree takes (its depth: `drafting.draft_tree.TreeShape`'s)
 
 
@@ -66,7 +70,7 @@ def best_chain(
     limits: Sequence[int],
     context_length: float = 0.0,
     time_scale: Callable[[int], float] = lambda cap: 1.0,
-    remaining: Sequence[int] | None = None,
+    remaining: np.ndarray | Sequence[int] | None = None,
 ) -> Plan:
     """The best common cap c, request i drafting min(c, limits[i]), and the rate it predicts. Ties go
     to the shorter cap. time_scale(c) corrects the model's forward time for cap c
@@ -90,15 +94,21 @@ def best_chain(
     return Plan([min(best, k) for k in limits], False, rates[best])
 
 
-def draining_tokens(emitted: np.ndarray, remaining: Sequence[int]) -> float:
+def draining_tokens(emitted: np.ndarray, remaining: np.ndarray | Sequence[int]) -> float:
     """A forward's tokens as a batch that drains counts them: B times the progress of the request
     that would finish last, measured in forwards a plain decode would take. Request i, emitting
     emitted[i] a forward with remaining[i] tokens to go, finishes after remaining[i] / emitted[i]
     forwards; a freed slot stays empty, so the batch takes as long as the longest of them, and a plain
     batch as long as max(remaining). Equal to emitted.sum() where every request emits alike and has
-    as far to go; less where the requests with furthest to go are the ones drafts help least."""
-    left = np.maximum(np.asarray(remaining, dtype=np.float64), 1.0)
-    return len(left) * float(left.max() / (left / emitted).max())
+    as far to go; less where the requests with furthest to go are the ones drafts help least.
+
+    `remaining` (B,) is each request's known distance; (S, B) rows are S samples of them
+    (`remaining_lengths.sample_remaining`), and the batch's time is the mean over the samples: the
+    request that finishes last is known only in expectation, and one that accepts little weighs in
+    as often as it is likely to be the last."""
+    left = np.maximum(np.atleast_2d(np.asarray(remaining, dtype=np.float64)), 1.0)
+    plain = left.max(axis=1).mean()
+    return left.shape[1] * float(plain / (left / emitted).max(axis=1).mean())
 
 
 def tree_seconds(model: CostModel, batch_size: int, nodes: int, context_length: float = 0.0) -> float:
@@ -186,6 +196,7 @@ class AutoPolicy:
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
+        self._length_rng = random.Random(self.seed + 1)
         if any(n < 1 for n in self.tree_budgets):
             raise ValueError(f"tree budgets must be >= 1 node, got {self.tree_budgets}")
 
@@ -289,7 +300,7 @@ class AutoPolicy:
         contexts = [float(v.num_context_tokens or v.num_output_tokens) for v in batch.requests]
         self._context = sum(contexts) / len(contexts) if contexts else 0.0
         b = batch.batch_size
-        remaining = [v.num_remaining for v in batch.requests] if batch.drains else None
+        remaining = self._remaining_samples(batch) if batch.drains else None
         chain = best_chain(
             self.cost_model,
             alphas,
@@ -309,6 +320,17 @@ class AutoPolicy:
             for nodes in self._budgets(limits)
         ]  # fmt: skip
         return chain, trees
+
+    def _remaining_samples(self, batch: BatchView) -> np.ndarray:
+        """(DRAIN_SAMPLES, B) remaining lengths of a draining batch's requests (`remaining_lengths`)."""
+        views = batch.requests
+        return sample_remaining(
+            [v.num_output_tokens for v in views],
+            [v.num_remaining for v in views],
+            np.asarray(batch.finished_lengths, dtype=np.int64),
+            DRAIN_SAMPLES,
+            self._length_rng,
+        )
 
     def observe(self, stats: ForwardStats) -> None:
         seconds = stats.forward_seconds + stats.draft_seconds

@@ -30,6 +30,7 @@ class BatchView:
     max_draft: int  # the engine's cap on any request's draft (tokens of a chain, nodes of a tree)
     trees: bool = False  # whether a decision may ask for trees (the drafter drafts them, exact mode)
     num_waiting: int | None = None  # requests queued for a slot of this engine; None: not reported
+    finished_lengths: Sequence[int] = ()  # output lengths of requests this engine finished recently, sorted
 
     @property
     def batch_size(self) -> int:

@@ -52,3 +52,37 @@ def test_a_draining_batch_of_alike_requests_drafts_as_a_queued_one():
 
 def test_an_engine_that_does_not_say_its_queue_counts_the_sum():
     assert not BatchView(_views([0.5]), 8).drains and BatchView(_views([0.5]), 8, num_waiting=0).drains
+
+
+def test_sampled_remaining_lengths_average_the_pace_over_who_finishes_last():
+    # sample 1: the slow request (1.1 a forward) has furthest to go; sample 2: the fast one (1.8)
+    samples = [[100, 10], [10, 100]]
+    expected = 2 * 100 / ((100 / 1.1 + 100 / 1.8) / 2)
+    assert draining_tokens([1.1, 1.8], samples) == pytest.approx(expected)
+    assert draining_tokens([1.1, 1.8], [[100, 10]]) == pytest.approx(draining_tokens([1.1, 1.8], [100, 10]))
+
+
+def _spread_history(num: int = 400) -> list[int]:
+    """Long-tailed finished lengths, 60 to 1,000 tokens."""
+    return sorted(60 + (i * i) % 941 for i in range(num))
+
+
+def test_one_slow_request_among_many_does_not_stop_a_drain_from_drafting():
+    """63 requests accept 0.7 and one 0.05, all as long with as much budget: by the budget alone the
+    slow one finishes last and nothing is worth drafting; by the lengths finished requests reached,
+    any of them may be the last, and most accept well."""
+    views = _views([0.7] * 63 + [0.05], remaining=950)
+    by_budget = best_chain(MODEL, [0.7] * 63 + [0.05], [8] * 64, remaining=[950] * 64)
+    drained = AutoPolicy(MODEL, **NEVER_PROBE).decide(
+        BatchView(views, 8, num_waiting=0, finished_lengths=_spread_history())
+    )
+    assert by_budget.cap == 0 and max(drained.draft_lengths) >= 1
+
+
+def test_half_slow_requests_still_keep_a_drain_from_drafting():
+    """Where half the batch accepts little, one of them is nearly always among the last."""
+    views = _views([0.7] * 32 + [0.05] * 32, remaining=950)
+    drained = AutoPolicy(MODEL, **NEVER_PROBE).decide(
+        BatchView(views, 8, num_waiting=0, finished_lengths=_spread_history())
+    )
+    assert max(drained.draft_lengths) == 0

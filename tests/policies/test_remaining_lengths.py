@@ -1,0 +1,43 @@
+"""Samples of a draining batch's remaining lengths: from the lengths finished requests reached past
+a request's own, else uniform over its budget."""
+
+import random
+
+import numpy as np
+
+from specroll.policies.remaining_lengths import MIN_OUTLIVING, FinishedLengths, sample_remaining
+
+
+def test_finished_lengths_keep_a_sorted_window():
+    lengths = FinishedLengths(window=3)
+    for n in (50, 10, 30, 20):
+        lengths.add(n)
+    assert lengths.sorted().tolist() == [10, 20, 30] and len(lengths) == 3
+
+
+def test_a_request_runs_on_as_the_finished_requests_that_outlived_it_did():
+    finished = np.array([5] * 50 + [40] * MIN_OUTLIVING)  # only the 40s outlived a 30-token request
+    samples = sample_remaining([30], [100], finished, 200, random.Random(0))
+    assert samples.shape == (200, 1) and set(samples[:, 0].tolist()) == {10.0}
+
+
+def test_the_budget_caps_a_sample_and_a_sample_is_at_least_one():
+    finished = np.array([500] * MIN_OUTLIVING)
+    assert set(sample_remaining([30], [7], finished, 50, random.Random(0))[:, 0].tolist()) == {7.0}
+
+
+def test_too_few_outliving_lengths_fall_back_to_uniform_over_the_budget():
+    finished = np.array([5] * 100 + [40] * (MIN_OUTLIVING - 1))
+    samples = sample_remaining([30, 3], [20, 20], finished, 4000, random.Random(1))
+    assert samples[:, 0].min() == 1 and samples[:, 0].max() == 20  # uniform 1..20
+    assert abs(samples[:, 0].mean() - 10.5) < 0.5
+    assert set(samples[:, 1].tolist()) <= {2.0, 37.0} | set(
+        map(float, range(1, 21))
+    )  # history: 5-3, 40-3 capped
+    assert samples[:, 1].max() == 20.0
+
+
+def test_no_history_at_all_is_uniform_and_seeded():
+    a = sample_remaining([0, 0], [10, 10], np.array([], dtype=np.int64), 8, random.Random(3))
+    b = sample_remaining([0, 0], [10, 10], np.array([], dtype=np.int64), 8, random.Random(3))
+    assert np.array_equal(a, b) and a.min() >= 1 and a.max() <= 10
