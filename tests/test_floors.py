@@ -14,7 +14,7 @@ import specroll
 ROOT = Path(specroll.__file__).parent
 ALLOWED = {  # part -> the parts it may import (a part is a subpackage or a top-level module)
     # the command line, the server, the adapters and side-by-side runs
-    "__init__": {"cpu_numerics"},  # the package's first act: pin the CPU numerics
+    "__init__": {"cpu_env"},  # the package's first act: pin the CPU numerics
     "cli": {"commands"},  # each command's module, by name, at run time
     "commands": {"bench", "drafteval", "drafting", "engine", "engine_config", "head", "model", "placement",
                  "policies", "profiling", "provenance", "rollout", "sampling_rules", "scheduling", "serve",
@@ -37,7 +37,7 @@ ALLOWED = {  # part -> the parts it may import (a part is a subpackage or a top-
     "drafting": {"engine_config", "model", "noise", "sampling", "sampling_rules"},
     "profiling": {"model", "placement", "policies"},
     # the model and the pure math
-    "model": {"cpu_numerics", "placement"},
+    "model": {"cpu_env", "placement"},
     "verification": {"sampling"},
     "sampling": set(),
     "sampling_rules": set(),
@@ -51,7 +51,7 @@ ALLOWED = {  # part -> the parts it may import (a part is a subpackage or a top-
     "tasks": set(),
     "tail": set(),
     "placement": set(),
-    "cpu_numerics": set(),
+    "cpu_env": set(),
     "engine_config": {"placement", "sampling_rules"},
 }  # fmt: skip
 

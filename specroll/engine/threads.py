@@ -2,20 +2,29 @@
 
 A small model's forwards are too short to split: one thread avoids synchronisation costs (and, on a
 shared machine, oversubscription, which we measured slowing a small matmul 60x); a model of 50 M
-parameters or more uses every core. In exact mode on the CPU more than one thread also needs a BLAS
-whose bits do not depend on the thread count or the machine's load (`blas_mode.irreproducibility`)
-and, under batch-invariant numerics, a row-count-invariant regime for every layer at that count
-(`model.batch_invariant`); where either is missing an automatic choice drops to one thread and an
-explicit one runs with a warning.
+parameters or more uses every core, where they pay: an automatic choice of several threads times a
+probe (the model's widest linear layer at decode's row count) at one thread and at all, interleaved,
+and keeps one unless all run it `PAYING_SPEEDUP` times faster. On a machine whose other processes
+hold the cores, two OpenMP threads ran a SmolLM2 rollout ten times slower than one.
+
+In exact mode on the CPU more than one thread also needs a BLAS whose bits do not depend on the
+thread count or the machine's load (`blas_mode.irreproducibility`) and, under batch-invariant
+numerics, a row-count-invariant regime for every layer at that count (`model.batch_invariant`);
+where either is missing an automatic choice drops to one thread and an explicit one runs with a
+warning. Where both hold, the tokens are the same bits at one thread and at all, so the probe's
+verdict changes speed, never tokens.
 """
 
 from __future__ import annotations
 
 import os
+import statistics
+import time
 import warnings
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
 from specroll.engine.spec import EngineSpec
 from specroll.model.blas_mode import irreproducibility
@@ -23,6 +32,9 @@ from specroll.model.loader import read_config
 from specroll.model.runner import batch_invariance_available
 
 LARGE_MODEL = 50_000_000  # parameters from which an automatic choice uses every core
+PAYING_SPEEDUP = 1.2  # how much faster all threads must run the probe than one to be chosen
+PROBE_ROWS = 16  # a decode step's rows
+PROBE_ROUNDS = 5
 
 
 @dataclass(frozen=True)
@@ -48,6 +60,37 @@ def cpu_threads(spec: EngineSpec) -> ThreadChoice:
     return ThreadChoice(cores, f"automatic: every core for a model of {params / 1e6:.0f} M parameters")
 
 
+def probe_speedup(threads: int, in_features: int, out_features: int) -> float:
+    """How many times faster `threads` threads run a (PROBE_ROWS x in) @ (in x out) product than one,
+    timed interleaved over PROBE_ROUNDS rounds (medians) so that a load that comes and goes weighs on
+    both alike. Leaves torch at `threads` threads."""
+    generator = torch.Generator().manual_seed(0)
+    weight = torch.randn(out_features, in_features, generator=generator)
+    x = torch.randn(PROBE_ROWS, in_features, generator=generator)
+    repeats = max(1, int(2e8 / (2 * PROBE_ROWS * in_features * out_features)))  # ~10 ms at one thread
+    timings: dict[int, list[float]] = {1: [], threads: []}
+    for _ in range(PROBE_ROUNDS + 1):  # the first round warms up
+        for n in (1, threads):
+            torch.set_num_threads(n)
+            started = time.perf_counter()
+            for _ in range(repeats):
+                F.linear(x, weight)
+            timings[n].append(time.perf_counter() - started)
+    torch.set_num_threads(threads)
+    return statistics.median(timings[1][1:]) / statistics.median(timings[threads][1:])
+
+
+def _threads_that_pay(spec: EngineSpec, choice: ThreadChoice) -> ThreadChoice:
+    """`choice` where its threads run the probe PAYING_SPEEDUP times faster than one, else one."""
+    model = read_config(spec.model_dir)
+    speedup = probe_speedup(choice.threads, model.hidden_size, model.intermediate_size)
+    measured = f"{choice.threads} threads ran a probe {speedup:.2f}x as fast as one"
+    if speedup >= PAYING_SPEEDUP:
+        return ThreadChoice(choice.threads, f"{choice.reason}; {measured}")
+    torch.set_num_threads(1)
+    return ThreadChoice(1, f"automatic: one, since {measured} (other processes hold the cores?)")
+
+
 def apply_threads(spec: EngineSpec) -> ThreadChoice:
     """Set torch's threads for `spec` and return the choice (see the module's docstring)."""
     choice = cpu_threads(spec)
@@ -58,6 +101,8 @@ def apply_threads(spec: EngineSpec) -> ThreadChoice:
     elif hazard is not None:
         warnings.warn(f"{choice.threads} CPU threads in exact mode: {hazard}", stacklevel=2)
     torch.set_num_threads(choice.threads)
+    if automatic and choice.threads > 1:
+        choice = _threads_that_pay(spec, choice)
     if spec.engine.batch_invariant and automatic and choice.threads > 1:
         if not batch_invariance_available(spec.model_dir):
             torch.set_num_threads(1)

@@ -11,7 +11,7 @@ count (on its AVX2 and AVX-512 branches, as MKL documents): under `AUTO,STRICT` 
 here, and a SmolLM2-shaped forward gives the same logits on 1 thread as on 2.
 
 MKL reads the mode once, at its first call, from the environment: importing specroll sets
-`MKL_CBWR=AVX2,STRICT` unless it is already set (`specroll.cpu_numerics`: the AVX2 branch, because
+`MKL_CBWR=AVX2,STRICT` unless it is already set (`specroll.cpu_env`: the AVX2 branch, because
 MKL's AVX-512 branch at two threads was not reproducible on an AVX-512 Xeon). A process that ran MKL
 before importing specroll, or that set another mode, keeps its own: `irreproducibility` then says
 why, and exact mode's automatic thread choice stays at one thread (`engine.threads`).
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from specroll.cpu_numerics import MKL_MODE
+from specroll.cpu_env import MKL_MODE
 
 _STRICT = 0x10000  # MKL_CBWR_STRICT
 _ALL = -1  # MKL_CBWR_ALL: the whole setting, branch and flags

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -66,3 +67,63 @@ def test_without_the_reproducible_mode_exact_mode_keeps_to_one_thread_or_warns(q
     assert "strict reproducible mode" in reason
     assert (automatic, explicit) == (1, 2)
     assert [m for m in caught if m.startswith("2 CPU threads in exact mode: tokens may change")], caught
+
+
+SMOLLM2_CONFIG = Path(__file__).resolve().parents[2] / "scripts" / "gpu_check" / "smollm2" / "config.json"
+CHOOSE = """
+import json, sys
+from pathlib import Path
+from specroll.engine.spec import EngineSpec
+from specroll.engine.threads import apply_threads
+choice = apply_threads(EngineSpec(Path(sys.argv[1]), max_tokens=8))
+print(json.dumps([choice.threads, choice.reason]))
+"""
+LOAD = Path(__file__).resolve().parents[2] / "benchmarks" / "matmul_load.py"
+
+
+@pytest.fixture
+def smollm2_config_dir(tmp_path):
+    """SmolLM2-135M's configuration alone: the thread choice reads its shapes, never its weights."""
+    (tmp_path / "config.json").write_text(SMOLLM2_CONFIG.read_text())
+    return tmp_path
+
+
+def test_a_probe_that_threads_do_not_pay_keeps_one(monkeypatch, smollm2_config_dir):
+    spec = EngineSpec(smollm2_config_dir, max_tokens=8)
+    monkeypatch.setattr(factory, "cpu_threads", lambda spec: factory.ThreadChoice(2, "automatic: every core"))
+    threads = torch.get_num_threads()
+    try:
+        monkeypatch.setattr(factory, "probe_speedup", lambda *shape: 1.05)
+        slow = factory.apply_threads(spec)
+        monkeypatch.setattr(factory, "probe_speedup", lambda *shape: 1.7)
+        fast = factory.apply_threads(spec)
+    finally:
+        torch.set_num_threads(threads)
+    assert slow == factory.ThreadChoice(
+        1,
+        "automatic: one, since 2 threads ran a probe 1.05x as fast as one (other processes hold the cores?)",
+    )
+    assert fast.threads == 2 and fast.reason.endswith("2 threads ran a probe 1.70x as fast as one")
+
+
+def test_the_automatic_choice_steps_down_beside_a_competing_process(smollm2_config_dir):
+    """A fresh process choosing threads for SmolLM2's shapes while another process multiplies
+    matrices on all cores but one: the probe finds the threads do not pay and keeps one."""
+    cores = os.cpu_count() or 1
+    if cores < 2:
+        pytest.skip("one core: nothing to step down from")
+    loads = [subprocess.Popen([sys.executable, str(LOAD), "--seconds", "120"]) for _ in range(cores - 1)]
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", CHOOSE, str(smollm2_config_dir)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        for load in loads:
+            load.kill()
+            load.wait()
+    assert done.returncode == 0, done.stderr[-2000:]
+    threads, reason = json.loads(done.stdout.strip().splitlines()[-1])
+    assert threads == 1 and "ran a probe" in reason, reason

@@ -1,4 +1,4 @@
-"""What importing specroll pins before the first tensor operation: MKL's branch and ATen's kernels."""
+"""What importing specroll sets before torch starts: MKL's branch, ATen's kernels, OpenMP's spin."""
 
 from __future__ import annotations
 
@@ -9,23 +9,23 @@ import sys
 
 import pytest
 
-from specroll.cpu_numerics import ATEN_CAPABILITY, MKL_MODE, host_cpu_flags, pin
+from specroll.cpu_env import ATEN_CAPABILITY, MKL_MODE, host_cpu_flags, pin
 
 
 def test_pin_sets_mkl_and_aten_where_the_cpu_has_avx2():
     environ: dict[str, str] = {}
     pin(environ, frozenset({"sse2", "avx", "avx2", "avx512f"}))
-    assert environ == {"MKL_CBWR": "AVX2,STRICT", "ATEN_CPU_CAPABILITY": "avx2"}
+    assert environ == {"MKL_CBWR": "AVX2,STRICT", "ATEN_CPU_CAPABILITY": "avx2", "GOMP_SPINCOUNT": "10000"}
     assert (MKL_MODE, ATEN_CAPABILITY) == ("AVX2,STRICT", "avx2")
 
 
 def test_pin_keeps_what_the_user_set_and_asks_no_kernels_the_cpu_lacks():
-    environ = {"MKL_CBWR": "AUTO", "ATEN_CPU_CAPABILITY": "default"}
+    environ = {"MKL_CBWR": "AUTO", "ATEN_CPU_CAPABILITY": "default", "GOMP_SPINCOUNT": "0"}
     pin(environ, frozenset({"avx2"}))
-    assert environ == {"MKL_CBWR": "AUTO", "ATEN_CPU_CAPABILITY": "default"}
+    assert environ == {"MKL_CBWR": "AUTO", "ATEN_CPU_CAPABILITY": "default", "GOMP_SPINCOUNT": "0"}
     bare: dict[str, str] = {}
     pin(bare, frozenset({"sse2", "neon"}))  # no AVX2: ATen left to choose (asking would stop the process)
-    assert bare == {"MKL_CBWR": "AVX2,STRICT"}
+    assert bare == {"MKL_CBWR": "AVX2,STRICT", "GOMP_SPINCOUNT": "10000"}
 
 
 DESCRIBE = """
