@@ -69,3 +69,6 @@ class CombinedDrafter(BaseDrafter):
     def advance_step(self, step: int) -> None:
         for drafter in self.drafters:
             drafter.advance_step(step)
+
+    def upkeep_seconds(self) -> float:
+        return sum(drafter.upkeep_seconds() for drafter in self.drafters)

@@ -6,6 +6,12 @@ with the committed context, so rejected drafts cost nothing to undo. Before draf
 requests' cache rows are moved to consecutive slots, longest budget first, so that every draft
 forward (a prefix of those rows) reads the cache as a view rather than gathering a copy of it.
 
+While the policy does not draft, the drafter feeds nothing: a request's context is caught up when it
+is next drafted for. That catch-up (the prompt of a request new to the drafter, the tokens of the
+steps without drafts) runs as a forward of its own before the first draft token's, and its time is
+reported apart (`upkeep_seconds`): it is paid once, not by every drafting forward, and a policy that
+priced drafting from it would stop drafting where drafting pays.
+
 How a draft token is drawn from the draft model's logits: `specroll.drafting.draws` (argmax is
 exact verification's default: on the bundled pair coupled drafting accepts alike and costs more,
 BENCHMARKS.md).
@@ -13,6 +19,7 @@ BENCHMARKS.md).
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Sequence
 
@@ -48,6 +55,7 @@ class DraftModelDrafter(BaseDrafter):
         self.slots: dict[int, int] = {}
         self.cached: dict[int, list[int]] = {}  # tokens whose K/V the draft cache holds, per request
         self.known: dict[int, int] = {}  # leading cached tokens known to be committed context
+        self._upkeep_seconds = 0.0  # the last proposal's catch-up
 
     @classmethod
     def from_pretrained(
@@ -78,10 +86,14 @@ class DraftModelDrafter(BaseDrafter):
         if slot is not None:
             self.free_slots.append(slot)
 
+    def upkeep_seconds(self) -> float:
+        return self._upkeep_seconds
+
     def propose(self, queries: Sequence[DraftQuery]) -> list[Draft]:
         queries = [q for q in queries if self._has_slot(q.request_id)]
         active = sorted(queries, key=lambda q: -q.budget)  # each depth drafts a prefix of these rows
         self._align([q.request_id for q in active])
+        self._upkeep_seconds = self._catch_up(active)
         tokens: dict[int, list[int]] = {q.request_id: [] for q in queries}
         probs: dict[int, list[torch.Tensor]] = {q.request_id: [] for q in queries}
         for depth in range(max((q.budget for q in queries), default=0)):
@@ -106,6 +118,24 @@ class DraftModelDrafter(BaseDrafter):
             self._draft(q.request_id, tokens.get(q.request_id, []), probs.get(q.request_id, []))
             for q in queries
         ]
+
+    def _catch_up(self, queries: Sequence[DraftQuery]) -> float:
+        """Feed each query's context beyond what a drafting forward feeds (its budget + 1 newest
+        tokens) in forwards of their own; returns their seconds."""
+        behind = []
+        for q in queries:
+            pending = self._pending(q, [])
+            if len(pending) > q.budget + 1:
+                behind.append((q, pending[: -(q.budget + 1)]))
+        if not behind:
+            return 0.0
+        started = time.perf_counter()
+        self._forward(
+            [SequenceInput(self.slots[q.request_id], len(self.cached[q.request_id]), f) for q, f in behind]
+        )
+        for q, fed in behind:
+            self.cached[q.request_id] += fed
+        return time.perf_counter() - started
 
     def _forward(self, inputs: list[SequenceInput]) -> torch.Tensor:
         """Last-token logits (B, V). A catch-up (requests new to the drafter, or back after steps

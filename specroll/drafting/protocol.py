@@ -153,6 +153,11 @@ class Drafter(Protocol):
         now, for the policy's cost model; None where the drafter does not measure its own."""
         ...
 
+    def upkeep_seconds(self) -> float:
+        """Seconds of the last `propose` spent catching up context the drafter skipped while nothing
+        was drafted (a draft model's cache), not drafting: paid once, not per drafting forward."""
+        ...
+
 
 class BaseDrafter:
     """The contract's defaults: no features, one drafter, no measured cost, no-op lifecycle; a drafter
@@ -187,3 +192,6 @@ class BaseDrafter:
 
     def draft_cost(self) -> tuple[float, float] | None:
         return None
+
+    def upkeep_seconds(self) -> float:
+        return 0.0

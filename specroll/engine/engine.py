@@ -61,6 +61,7 @@ class Engine:
         )
         self.telemetry = Telemetry()
         self.finished_lengths = FinishedLengths()  # for the policy's view of a drain (`BatchView`)
+        self._draft_upkeep = 0.0
         # with static forwards, a verification step is one recorded graph: forward, head, verification
         self.captured = (
             None
@@ -176,16 +177,19 @@ class Engine:
         name = self._member_name(decision.drafter)
         used = replace(decision, drafter=name, tree=decision.tree and self._offers_trees(name))
         budgets = view.clip(decision.draft_lengths)
+        self._draft_upkeep = 0.0  # the drafter's catch-up in this forward's drafting
         if self.drafter is None or not any(budgets):
             return used, [Draft(r.request_id) for r in requests]
+        member = self.drafter.member(used.drafter)
         drafts = build_drafts(
-            self.drafter.member(used.drafter),
+            member,
             requests,
             budgets,
             self.runner.config.vocab_size,
             allow_trees=self.allows_trees,
             tree=used.tree,
         )
+        self._draft_upkeep = member.upkeep_seconds()
         return used, drafts
 
     def _member_name(self, name: str | None) -> str | None:
@@ -339,6 +343,7 @@ class Engine:
             drafter=decision.drafter,
             sources=tuple(d.source for d in drafts),
             tree=decision.tree or any(d.is_tree for d in drafts),  # asked for, or a drafter's own
+            upkeep_seconds=self._draft_upkeep,
         )
         self.policy.observe(stats)
         self.telemetry.record_decode(stats)

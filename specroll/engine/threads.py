@@ -60,24 +60,34 @@ def cpu_threads(spec: EngineSpec) -> ThreadChoice:
     return ThreadChoice(cores, f"automatic: every core for a model of {params / 1e6:.0f} M parameters")
 
 
-def probe_speedup(threads: int, in_features: int, out_features: int) -> float:
-    """How many times faster `threads` threads run a (PROBE_ROWS x in) @ (in x out) product than one,
-    timed interleaved over PROBE_ROUNDS rounds (medians) so that a load that comes and goes weighs on
-    both alike. Leaves torch at `threads` threads."""
+def probe_speedup(threads: int, hidden: int, intermediate: int) -> float:
+    """How many times faster `threads` threads run a probe than one: PROBE_ROWS rows through an MLP
+    block of the model's shapes (two products, SiLU, a residual and RMSNorm), a parallel region
+    each, as a decode step runs them. Timed interleaved over PROBE_ROUNDS rounds (medians), so that
+    a load that comes and goes weighs on both alike; leaves torch at `threads` threads. (A probe of
+    long products alone ran 1.7x faster at two threads beside a competing process that made the
+    rollout itself slower: short regions, whose barriers wait for a thread another process holds,
+    are what a step is made of.)"""
     generator = torch.Generator().manual_seed(0)
-    weight = torch.randn(out_features, in_features, generator=generator)
-    x = torch.randn(PROBE_ROWS, in_features, generator=generator)
-    repeats = max(1, int(2e8 / (2 * PROBE_ROWS * in_features * out_features)))  # ~10 ms at one thread
+    up = torch.randn(intermediate, hidden, generator=generator)
+    down = torch.randn(hidden, intermediate, generator=generator)
+    x = torch.randn(PROBE_ROWS, hidden, generator=generator)
+    repeats = max(1, int(3e8 / (4 * PROBE_ROWS * hidden * intermediate)))  # ~10 ms at one thread
     timings: dict[int, list[float]] = {1: [], threads: []}
     for _ in range(PROBE_ROUNDS + 1):  # the first round warms up
         for n in (1, threads):
             torch.set_num_threads(n)
-            started = time.perf_counter()
-            for _ in range(repeats):
-                F.linear(x, weight)
-            timings[n].append(time.perf_counter() - started)
+            timings[n].append(_timed_block(x, up, down, repeats))
     torch.set_num_threads(threads)
     return statistics.median(timings[1][1:]) / statistics.median(timings[threads][1:])
+
+
+def _timed_block(x: torch.Tensor, up: torch.Tensor, down: torch.Tensor, repeats: int) -> float:
+    started = time.perf_counter()
+    for _ in range(repeats):
+        h = F.linear(x, up)
+        x = F.rms_norm(x + F.linear(F.silu(h) * h, down), (x.shape[-1],))
+    return time.perf_counter() - started
 
 
 def _threads_that_pay(spec: EngineSpec, choice: ThreadChoice) -> ThreadChoice:

@@ -85,13 +85,14 @@ class ForwardStats:
     num_accepted: int  # of those, accepted
     num_emitted: int  # tokens the requests kept (accepted + one per request, none past a stop)
     forward_seconds: float
-    draft_seconds: float
+    draft_seconds: float  # drafting, upkeep included
     request_ids: tuple[int, ...] = ()  # the batch, in order
     drafted: tuple[int, ...] = ()  # draft tokens verified, per request
     accepted: tuple[int, ...] = ()  # of those, accepted, per request
     sources: tuple[str, ...] = ()  # which drafter proposed each request's draft ('' if not named)
     drafter: str | None = None  # the drafter the decision named
     tree: bool = False  # the decision asked for trees, or the drafter drafted some
+    upkeep_seconds: float = 0.0  # of draft_seconds, the drafter catching up context it skipped
 
     @property
     def shape(self) -> str:

@@ -52,6 +52,9 @@ class ReplayingDrafter:
     def draft_cost(self) -> tuple[float, float] | None:
         return None
 
+    def upkeep_seconds(self) -> float:
+        return 0.0
+
 
 def test_a_drafter_written_to_the_protocol_alone_runs_in_the_engine(qwen2_dir):
     plain = rollout(qwen2_dir, workload(num_prompts=3))

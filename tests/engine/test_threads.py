@@ -112,8 +112,12 @@ def test_the_automatic_choice_steps_down_beside_a_competing_process(smollm2_conf
     cores = os.cpu_count() or 1
     if cores < 2:
         pytest.skip("one core: nothing to step down from")
-    loads = [subprocess.Popen([sys.executable, str(LOAD), "--seconds", "120"]) for _ in range(cores - 1)]
+    loads = [
+        subprocess.Popen([sys.executable, str(LOAD), "--seconds", "120"], stdout=subprocess.PIPE, text=True)
+        for _ in range(cores - 1)
+    ]
     try:
+        assert all(load.stdout.readline().strip() == "busy" for load in loads)  # multiplying already
         done = subprocess.run(
             [sys.executable, "-c", CHOOSE, str(smollm2_config_dir)],
             capture_output=True,
