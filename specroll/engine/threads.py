@@ -34,7 +34,7 @@ from specroll.model.runner import batch_invariance_available
 LARGE_MODEL = 50_000_000  # parameters from which an automatic choice uses every core
 PAYING_SPEEDUP = 1.2  # how much faster all threads must run the probe than one to be chosen
 PROBE_ROWS = 16  # a decode step's rows
-PROBE_ROUNDS = 5
+PROBE_ROUNDS = 7
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,7 @@ def probe_speedup(threads: int, hidden: int, intermediate: int) -> float:
         for n in (1, threads):
             torch.set_num_threads(n)
             timings[n].append(_timed_block(x, up, down, repeats))
+        time.sleep(0.01)  # rounds apart, so that one spell of the scheduler's does not set them all
     torch.set_num_threads(threads)
     return statistics.median(timings[1][1:]) / statistics.median(timings[threads][1:])
 
