@@ -231,8 +231,21 @@ class AutoPolicy:
             return Plan(batch.clip([self.probe_length] * b), False, 0.0)
         if plan is None:
             plan = self._chain_probe(batch, best, chain, draw * self.probe_every) if is_probe_step else best
+        if any(plan.lengths) and self._plain_unmeasured(b):
+            plan = Plan([0] * b, False, 0.0)
         self._decided = (b, plan.cap, self._predicted_seconds(b, plan.cap, plan.tree), plan.tree)
         return plan
+
+    def _plain_unmeasured(self, batch_size: int) -> bool:
+        """Whether this bucket's drafting forwards are measured and its plain ones are not: plain's
+        price would then be borrowed from drafting's, keeping the profile's ratio of width, and a
+        profile from another machine (SmolLM2's priced a two-wide forward at batch 8 at 1.15x a plain
+        one; here it costs 1.3x) would draft at a loss. The forward decodes plain instead, which costs
+        nothing beside plain decoding, until plain is measured too."""
+        calibration = self.calibration
+        return calibration.is_measured(batch_size, is_drafting=True) and not calibration.is_measured(
+            batch_size, is_drafting=False
+        )
 
     def _predicted_seconds(self, batch_size: int, cap: int, tree: bool) -> float:
         if tree and cap:

@@ -64,3 +64,25 @@ def test_auto_measures_plain_steps_while_it_drafts():
     plain_steps = [i for i, cap in enumerate(caps) if cap == 0]
     assert len(plain_steps) == 3  # until three plain steps are measured, then never again
     assert policy.calibration.is_measured(32, is_drafting=False)
+
+
+def test_auto_measures_plain_as_soon_as_drafting_is_measured_and_stops_drafting_at_a_loss():
+    """A profile from another machine prices width at next to nothing; here a drafting forward costs
+    1.3x a plain one, and every row accepts one draft token one forward in four (alpha 0.2: under 1.25
+    tokens a forward, a loss). Once the bucket's drafting forwards are measured, the next forwards
+    decode plain until plain is measured too (not one probe step in `probe_every`), and drafting then
+    stops, bar probes."""
+    model = CostModel(c_base=1e-3, c_tok=1e-6)
+    policy = AutoPolicy(model, warmup_trials=0, probe_every=16, seed=3)
+    drafted = accepted = 0
+    caps = []
+    for i in range(120):
+        cap = max(policy.decide(batch(drafted, accepted)).draft_lengths)
+        caps.append(cap)
+        hits = 1 if cap and i % 4 == 0 else 0
+        drafted, accepted = drafted + cap, accepted + hits
+        policy.observe(ForwardStats(32, 32 * cap, 32 * hits, 32, 1.3 if cap else 1.0, 0.0))
+    first_plain = caps.index(0)
+    assert first_plain <= 8  # right after a drafting cap was measured (three forwards at one cap)
+    assert caps[first_plain : first_plain + 3] == [0, 0, 0]
+    assert sum(1 for cap in caps[40:] if cap) <= 80 // 8  # plain, bar probes
