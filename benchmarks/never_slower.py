@@ -22,6 +22,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,10 +76,12 @@ def train_rollout_seconds(speculate: str, out: Path) -> float:
 
 def train_ratio(rounds: int, scratch: Path) -> tuple[float, list[float]]:
     """Rollout seconds with speculation over without, per interleaved pair, and their median."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    runs = Path(tempfile.mkdtemp(prefix="train-", dir=scratch))  # `train` refuses a folder holding a run
     ratios = []
     for i in range(rounds):
-        on = train_rollout_seconds("on", scratch / f"on-{i}")
-        off = train_rollout_seconds("off", scratch / f"off-{i}")
+        on = train_rollout_seconds("on", runs / f"on-{i}")
+        off = train_rollout_seconds("off", runs / f"off-{i}")
         ratios.append(on / off)
     return statistics.median(ratios), ratios
 
@@ -97,11 +100,7 @@ def thread_cells() -> list[Cell]:
         "128",
     )
     return [
-        Cell(
-            f"smollm2 16 x 4 x 128, threads {t or 'auto'}",
-            (*shape, "--speculate", "off", "--threads", str(t)),
-            "plain",
-        )
+        Cell(f"smollm2 16 x 4 x 128, threads {t or 'auto'}", (*shape, "--threads", str(t)), "plain")
         for t in (0, 1, 2)
     ]
 
