@@ -23,7 +23,7 @@ others wait for. Measured on the 2-core machine beside a one-thread matmul loop,
 (16 requests x 8 tokens, plain) at two threads took 14-37 s with the default and 12 s with 10,000
 (7 s at one thread, which the start-up probe of `engine.threads` picks there); alone, 16 x 32
 tokens took 5.7/6.2 s with the default and 6.0/6.3 s with 10,000. OMP_WAIT_POLICY=PASSIVE did as
-well under load but cost 20-50 % alone.
+well under load but cost 17-45 % alone.
 
 A variable the user set is kept. Both are read at their library's first use, so a process that ran
 a tensor operation before importing specroll keeps what it had; `model.blas_mode.describe` reads
