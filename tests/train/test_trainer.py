@@ -31,7 +31,9 @@ def test_speculation_changes_no_reward_and_no_weight(drafter):
     assert [m.weights_sha256 for m in spec] == [m.weights_sha256 for m in plain]
     assert [m.reward_mean for m in spec] == [m.reward_mean for m in plain]
     assert [m.output_tokens for m in spec] == [m.output_tokens for m in plain]
-    assert all(m.mean_acceptance_length > 1.2 for m in spec)  # drafts were verified and accepted
+    # drafts were verified and accepted in every step (how many is auto's timing-priced choice: the
+    # suffix drafters' first step, with no history, measured 1.16-1.28 tokens a forward over 6 runs)
+    assert all(m.mean_acceptance_length > 1.05 for m in spec)
     assert plain[0].weights_sha256 != plain[1].weights_sha256  # the weights moved
     if drafter == "suffix":
         assert spec[1].acceptance_by_drafter.get("history", 0) > 0  # step 1 drafts from step 0's responses
