@@ -58,9 +58,14 @@ def host_cpu_flags() -> frozenset[str]:
     """This CPU's feature flags (Linux's /proc/cpuinfo) where it is x86-64; else none."""
     if platform.machine().lower() not in _X86:
         return frozenset()
+    return frozenset(cpuinfo_field("flags").split())
+
+
+def cpuinfo_field(name: str) -> str:
+    """The first value of `name` in Linux's /proc/cpuinfo ("flags", "vendor_id"); "" where absent."""
     try:
         with open("/proc/cpuinfo") as f:
-            line = next((line for line in f if line.startswith("flags")), "")
+            line = next((line for line in f if line.startswith(name)), "")
     except OSError:
-        return frozenset()
-    return frozenset(line.partition(":")[2].split())
+        return ""
+    return line.partition(":")[2].strip()

@@ -123,7 +123,9 @@ class DraftModelDrafter(BaseDrafter):
         """Feed each query's context beyond what a drafting forward feeds (its budget + 1 newest
         tokens) in forwards of their own; returns their seconds."""
         behind = []
-        for q in queries:
+        for q in queries:  # `known` tokens are cached for sure: only a query past them by more may lag
+            if len(q.context) - self.known.get(q.request_id, 0) <= q.budget + 1:
+                continue
             pending = self._pending(q, [])
             if len(pending) > q.budget + 1:
                 behind.append((q, pending[: -(q.budget + 1)]))

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from specroll.cpu_env import MKL_MODE
+from specroll.cpu_env import MKL_MODE, cpuinfo_field
 
 _STRICT = 0x10000  # MKL_CBWR_STRICT
 _ALL = -1  # MKL_CBWR_ALL: the whole setting, branch and flags
@@ -136,12 +136,7 @@ def _mkl_version() -> str | None:
 
 
 def _cpu_vendor() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            line = next((line for line in f if line.startswith("vendor_id")), "")
-    except OSError:
-        return platform.processor() or "unknown"
-    return line.partition(":")[2].strip() or platform.processor() or "unknown"
+    return cpuinfo_field("vendor_id") or platform.processor() or "unknown"
 
 
 def _call(name: str) -> int | None:

@@ -346,9 +346,7 @@ class AutoPolicy:
         )
 
     def observe(self, stats: ForwardStats) -> None:
-        # a drafter's catch-up is paid once, not by every drafting forward: priced in, one catch-up
-        # at a full batch made drafting there look three times dearer than it is
-        seconds = stats.forward_seconds + stats.draft_seconds - stats.upkeep_seconds
+        seconds = stats.steady_seconds
         self._last_tree = stats.tree
         if self._probe_plain is not None:
             self._probe_extra_seconds += max(0.0, seconds - self._probe_plain)

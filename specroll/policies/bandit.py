@@ -87,7 +87,7 @@ class BanditPolicy:
         return DraftDecision.uniform(min(self.select(batch.batch_size), batch.max_draft), batch.batch_size)
 
     def observe(self, stats: ForwardStats) -> None:
-        seconds = stats.forward_seconds + stats.draft_seconds
+        seconds = stats.steady_seconds
         if seconds > 0 and stats.batch_size > 0:
             mean_accepted = stats.num_accepted / stats.batch_size + 1
             self.record(mean_accepted * stats.batch_size / seconds)

@@ -95,6 +95,12 @@ class ForwardStats:
     upkeep_seconds: float = 0.0  # of draft_seconds, the drafter catching up context it skipped
 
     @property
+    def steady_seconds(self) -> float:
+        """What the forward costs as every forward of its shape would: its forward and drafting, less
+        the drafter's one-time catch-up (`upkeep_seconds`), which prices no shape."""
+        return self.forward_seconds + self.draft_seconds - self.upkeep_seconds
+
+    @property
     def shape(self) -> str:
         """`none`, `chain-K` or `tree-N` (`draft_shape`), by the widest draft verified."""
         return draft_shape(max(self.drafted, default=0), self.tree)
