@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from specroll.train.metrics import read_metrics
+from specroll.train.metrics_log import read_metrics
 
 
 def main() -> None:

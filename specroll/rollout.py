@@ -22,7 +22,7 @@ from specroll.model.blas_mode import describe as describe_cpu_numerics
 from specroll.model.catalog import resolve_model_dir
 from specroll.model.loader import read_config
 from specroll.policies.cost_model import CostModel, check_profile_device
-from specroll.policies.registry import DEFAULT_POLICY
+from specroll.policies.policy_names import DEFAULT_POLICY
 from specroll.tail import tail_seconds
 from specroll.tasks import DEFAULT_TASK, JsonlTask, Problem, Task, get_reward, get_task
 from specroll.tasks.rewards import DEFAULT_REWARD

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from specroll.policies.cost_model import CostModel
-from specroll.sim.cost_model import GPUS, MODELS
+from specroll.sim.roofline import GPUS, MODELS
 from specroll.sim.presets import PRESETS, Preset, get_preset
 from specroll.sim.systems import SYSTEMS, simulate
 

@@ -95,7 +95,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from specroll.train.checkpointing import save_state
-    from specroll.train.metrics import append_metrics, plot_metrics, read_metrics
+    from specroll.train.metrics_log import append_metrics, plot_metrics, read_metrics
     from specroll.train.weights import save_checkpoint
 
     if args.save_every < 0 or args.keep_states < 1:
@@ -139,7 +139,7 @@ def _extra(m) -> str:
 
 
 def _train_config(args: argparse.Namespace):
-    from specroll.train.config import GRPOConfig
+    from specroll.train.grpo_config import GRPOConfig
 
     return GRPOConfig(config_from_args(args), **{name: getattr(args, name) for name in _TRAIN_FLAGS})
 
@@ -173,7 +173,7 @@ def _resumed(args: argparse.Namespace):
     """The run in --resume DIR, restored from its latest training state; metrics.jsonl loses the lines
     of the steps that are redone (those after the state)."""
     from specroll.train.checkpointing import latest_state_dir, load_state
-    from specroll.train.metrics import keep_metrics_before
+    from specroll.train.metrics_log import keep_metrics_before
     from specroll.train.trainer import GRPOTrainer
 
     out = args.resume

@@ -20,7 +20,7 @@ from specroll.engine_config import EngineConfig
 from specroll.model.loader import read_config
 from specroll.model.runner import ModelRunner
 from specroll.policies.cost_model import Affine, CostModel, check_profile_device
-from specroll.policies.registry import make_policy
+from specroll.policies.policy_names import make_policy
 
 
 def policy_cost_model(spec: EngineSpec) -> CostModel | None:

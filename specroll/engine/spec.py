@@ -10,7 +10,7 @@ from pathlib import Path
 
 from specroll.drafting.registry import known_drafters
 from specroll.engine_config import EngineConfig
-from specroll.policies.registry import DEFAULT_POLICY, make_policy
+from specroll.policies.policy_names import DEFAULT_POLICY, make_policy
 
 DRAFT_MODEL_DRAFTERS = ("draft-model", "ladder")  # the drafters that run a draft model
 

@@ -41,7 +41,7 @@ from specroll.engine_config import EngineConfig
 from specroll.model.catalog import resolve_model_dir
 from specroll.model.device import check_graph_choice, resolve_cuda_graphs
 from specroll.placement import is_batch_invariant
-from specroll.policies.registry import DEFAULT_POLICY
+from specroll.policies.policy_names import DEFAULT_POLICY
 from specroll.rollout import RolloutConfig
 from specroll.tokenizer import Tokenizer
 

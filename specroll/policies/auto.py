@@ -38,7 +38,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from specroll.policies.acceptance import AcceptanceTracker
+from specroll.policies.acceptance_estimates import AcceptanceTracker
 from specroll.policies.calibration import ForwardTimeCalibration
 from specroll.policies.base import BatchView, DraftDecision, ForwardStats
 from specroll.policies.cost_model import CostModel

@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from specroll.policies.acceptance import AcceptanceTracker
+from specroll.policies.acceptance_estimates import AcceptanceTracker
 from specroll.policies.base import BatchView, DraftDecision, ForwardStats, RequestView
 from specroll.policies.cost_model import CostModel
 from specroll.policies.lengths import LengthPredictor

@@ -24,7 +24,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from specroll.policies.acceptance import RecentAcceptance
+from specroll.policies.acceptance_estimates import RecentAcceptance
 from specroll.policies.base import BatchView, DraftDecision, ForwardStats
 from specroll.policies.cost_model import Affine, CostModel, best_draft_length, speedup
 

@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException
 
 from specroll.serve import control, responses
 from specroll.serve.errors import ApiError
-from specroll.serve.protocol import (
+from specroll.serve.generate_call import (
     GenerateCall,
     parse_chat,
     parse_completion,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from specroll.engine.request import Request
-from specroll.serve.metrics import ServeMetrics
+from specroll.serve.prometheus import ServeMetrics
 
 log = logging.getLogger(__name__)
 

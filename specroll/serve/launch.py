@@ -17,7 +17,7 @@ import uvicorn
 from specroll.engine.spec import EngineSpec
 from specroll.serve.app import build_app
 from specroll.serve.engine_loop import EngineLoop
-from specroll.serve.protocol import Limits
+from specroll.serve.generate_call import Limits
 from specroll.serve.state import ServeOptions, ServeState
 
 

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from specroll.serve.choice import Choice
-from specroll.serve.protocol import GenerateCall
+from specroll.serve.generate_call import GenerateCall
 
 
 def replay_fields(call: GenerateCall, c: Choice) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from specroll.serve.protocol import GenerateCall
+from specroll.serve.generate_call import GenerateCall
 
 MAX_REMEMBERED = 4096  # aborted choices kept (least recently aborted dropped first)
 

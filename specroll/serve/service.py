@@ -13,8 +13,8 @@ from specroll.engine.request import Request
 from specroll.serve.choice import Choice
 from specroll.serve.engine_loop import Emission, EngineLoop
 from specroll.serve.keys import group_key, noise_key
-from specroll.serve.metrics import ServeMetrics
-from specroll.serve.protocol import GenerateCall
+from specroll.serve.prometheus import ServeMetrics
+from specroll.serve.generate_call import GenerateCall
 from specroll.serve.resumable import AbortedChoices, Resumable
 
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from specroll.serve.engine_loop import EngineLoop
 from specroll.serve.errors import ApiError
-from specroll.serve.metrics import ServeMetrics
-from specroll.serve.protocol import Limits
+from specroll.serve.prometheus import ServeMetrics
+from specroll.serve.generate_call import Limits
 
 
 @dataclass

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from specroll.scheduling.fastest_of_n import FonCandidate, assign_fastest_of_n, straggler_order
-from specroll.sim.acceptance import AcceptanceModel
-from specroll.sim.cost_model import ForwardCost
+from specroll.sim.acceptance_rates import AcceptanceModel
+from specroll.sim.roofline import ForwardCost
 from specroll.scheduling.dispatch import PREEMPT_TO_FRACTION, Dispatcher
 from specroll.sim.speculation import RunningBatch, SpeculationStrategy
 from specroll.sim.worker import Worker

@@ -27,7 +27,7 @@ import numpy as np
 
 from specroll.policies.cost_model import CostModel
 from specroll.scheduling.dispatch import Dispatcher, dense_ids, make_dispatcher
-from specroll.sim.acceptance import AcceptanceModel, DrafterProfile
+from specroll.sim.acceptance_rates import AcceptanceModel, DrafterProfile
 from specroll.sim.loop import LoopConfig, RolloutLoop
 from specroll.sim.profiled_cost import ProfiledCost
 from specroll.sim.speculation import PlainDecoding, SpecCosts

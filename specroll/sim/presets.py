@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from specroll.policies.cost_model import CostModel
-from specroll.sim.acceptance import AcceptanceModel, DrafterProfile
-from specroll.sim.cost_model import GPUS, MODELS, ModelSpec, RooflineCost, calibrated_overhead
+from specroll.sim.acceptance_rates import AcceptanceModel, DrafterProfile
+from specroll.sim.roofline import GPUS, MODELS, ModelSpec, RooflineCost, calibrated_overhead
 from specroll.sim.profiled_cost import ProfiledCost
 from specroll.sim.workload import LengthDistribution
 

@@ -20,7 +20,7 @@ from functools import partial
 
 from specroll.policies.cost_model import Affine, CostModel
 from specroll.policies.profile_grid import ProfileGrid, fit_on_grid
-from specroll.sim.cost_model import ForwardCost
+from specroll.sim.roofline import ForwardCost
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from specroll.scheduling.dispatch import DISPATCHES
-from specroll.sim.metrics import RolloutMetrics
+from specroll.sim.rollout_metrics import RolloutMetrics
 from specroll.sim.presets import Preset, get_preset
 from specroll.sim.systems import SYSTEMS, SystemOptions, simulate
 

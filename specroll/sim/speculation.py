@@ -19,13 +19,13 @@ import numpy as np
 
 from specroll.policies.speculation_math import expected_tokens
 from specroll.scheduling.adaptive_range import AdaptiveDraftRange
-from specroll.scheduling.placement import (
+from specroll.scheduling.decoupled_plan import (
     DecoupledPlan,
     RequestPlan,
     best_request_plan,
     decoupled_expected_tokens,
 )
-from specroll.sim.cost_model import ForwardCost
+from specroll.sim.roofline import ForwardCost
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
     dispatch      a dispatcher by its name in `specroll.scheduling.dispatch.DISPATCHES`: static
                   (veRL: groups pinned to workers) | divided (Seer §4.2) | context-aware (divided,
                   in Seer §4.3's order)
-    speculation   an engine policy by its registry name (`specroll.policies.registry`): fixed-K (e.g.
+    speculation   an engine policy by its registry name (`specroll.policies.policy_names`): fixed-K (e.g.
                   fixed-4) | das (DAS §4.2) | bandit (TLT §5.1-5.2) | threshold | auto; or one with no
                   engine counterpart: none | decoupled (SpecActor §4.1) | grouped (Seer §4.4)
     reconfigure   SpecActor Algorithm 2 (with decoupled)
@@ -34,15 +34,15 @@ from specroll.policies.cost_model import Affine, CostModel
 from specroll.policies.das import DasPolicy
 from specroll.policies.fixed import FixedDraftLength
 from specroll.policies.profile_grid import ProfileGrid
-from specroll.policies.registry import fixed_draft_length
+from specroll.policies.policy_names import fixed_draft_length
 from specroll.policies.threshold import BatchThreshold
 from specroll.scheduling.adaptive_range import AdaptiveDraftRange
 from specroll.scheduling.dispatch import DISPATCHES, Dispatcher, make_dispatcher
-from specroll.scheduling.placement import DecoupledPlan, plan_decoupled
-from specroll.sim.cost_model import GPUS, MODELS, ForwardCost, RooflineCost
+from specroll.scheduling.decoupled_plan import DecoupledPlan, plan_decoupled
+from specroll.sim.roofline import GPUS, MODELS, ForwardCost, RooflineCost
 from specroll.sim.engine_policy import EnginePolicySpeculation
 from specroll.sim.loop import LoopConfig, RolloutLoop, SimTrace
-from specroll.sim.metrics import RolloutMetrics
+from specroll.sim.rollout_metrics import RolloutMetrics
 from specroll.sim.presets import Preset, worker_overhead_seconds
 from specroll.sim.profiled_cost import (
     ProfiledCost,

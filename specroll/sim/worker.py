@@ -21,7 +21,7 @@ import numpy as np
 from specroll.engine.admission import ADMIT_FRACTION, is_admission_due, num_to_admit, plan_prefill_forwards
 from specroll.engine_config import EngineConfig
 from specroll.model.attention_chunks import plan_chunks
-from specroll.sim.cost_model import ForwardCost, prefill_seconds
+from specroll.sim.roofline import ForwardCost, prefill_seconds
 from specroll.sim.speculation import RunningBatch, SpeculationStrategy, IterationPlan
 
 _EPS = 1e-6

@@ -1,9 +1,9 @@
 """Verifiable tasks for rollouts: problems plus a rule-based reward. No torch here."""
 
-from specroll.tasks.base import Problem, Task
+from specroll.tasks.task import Problem, Task
 from specroll.tasks.gsm8k import Gsm8kTask
 from specroll.tasks.jsonl import JsonlTask
-from specroll.tasks.registry import DEFAULT_TASK, get_task, known_tasks, register_task
+from specroll.tasks.task_names import DEFAULT_TASK, get_task, known_tasks, register_task
 from specroll.tasks.rewards import get_reward, known_rewards, register_reward
 from specroll.tasks.running_sum import RunningSumTask
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specroll.tasks.answers import final_answer
-from specroll.tasks.base import Problem
+from specroll.tasks.task import Problem
 from specroll.tasks.jsonl import read_problems, sample_problems
 from specroll.tasks.rewards import numeric_match
 

@@ -15,7 +15,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from specroll.tasks.base import Problem
+from specroll.tasks.task import Problem
 from specroll.tasks.rewards import DEFAULT_REWARD, get_reward
 
 

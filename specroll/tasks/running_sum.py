@@ -37,7 +37,7 @@ import re
 import string
 from dataclasses import dataclass
 
-from specroll.tasks.base import Problem
+from specroll.tasks.task import Problem
 
 PROMPT_WORD = "add"
 ANSWER_WORD = "answer"

@@ -1,6 +1,6 @@
 """A training run's state on disk: written atomically every few steps, the latest read back to resume.
 
-What the state holds, and why that is all a run's future depends on: `specroll.train.state`.
+What the state holds, and why that is all a run's future depends on: `specroll.train.train_state`.
 
 Layout, one directory per saved step under `RUN/train_state/`:
 
@@ -29,7 +29,7 @@ from safetensors.torch import load_file, save_file
 
 from specroll.train.recent_responses import FinishedResponse
 from specroll.train.run_config import config_from_dict, config_to_dict
-from specroll.train.state import TrainState
+from specroll.train.train_state import TrainState
 
 STATE_DIR = "train_state"
 FORMAT = 1

@@ -23,7 +23,7 @@ from dataclasses import asdict, fields
 from pathlib import Path
 
 from specroll.rollout import RolloutConfig
-from specroll.train.config import GRPOConfig
+from specroll.train.grpo_config import GRPOConfig
 
 ALWAYS_FREE = frozenset({"steps", "shadow_plain", "track_drift"})
 SPEED_ONLY = frozenset(

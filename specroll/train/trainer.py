@@ -13,7 +13,8 @@ plain rollout on a second engine and records its time and whether it matched.
 
 A run can stop and go on: `state()` is everything its future depends on after `next_step` steps, and
 `restore(state)` on a trainer built from the same config continues it step for step, with the same
-weights and rewards as a run that never stopped (`specroll.train.state`, `specroll.train.checkpointing`).
+weights and rewards as a run that never stopped (`specroll.train.train_state`,
+`specroll.train.checkpointing`).
 """
 
 from __future__ import annotations
@@ -35,13 +36,13 @@ from specroll.tokenizer import load_tokenizer
 from specroll.sampling import policy_logprobs
 from specroll.train.grpo import group_advantages, policy_loss
 from specroll.train.online_head import OnlineHead
-from specroll.train.metrics import StepMetrics
+from specroll.train.metrics_log import StepMetrics
 from specroll.train.recent_responses import RecentResponses
 from specroll.train.run_config import describe_changes, future_changes
 from specroll.train.schedule import EpochSchedule
-from specroll.train.state import TrainState
+from specroll.train.train_state import TrainState
 from specroll.train.weights import weights_sha256
-from specroll.train.config import GRPOConfig
+from specroll.train.grpo_config import GRPOConfig
 
 
 StepCallback = Callable[[StepMetrics], None]

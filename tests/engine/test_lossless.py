@@ -155,7 +155,7 @@ def test_history_drafter_learns_across_training_steps_and_is_lossless(qwen2_dir)
 def test_every_policy_is_lossless(qwen2_dir, tmp_path, policy_name):
     from specroll.drafting.registry import DrafterContext, make_drafter
     from specroll.engine_config import EngineConfig
-    from specroll.policies.registry import make_policy
+    from specroll.policies.policy_names import make_policy
     from tiny_checkpoints import save_tiny_checkpoint
 
     save_tiny_checkpoint("qwen2", tmp_path, logit_scale=30.0)

@@ -22,7 +22,7 @@ from specroll.head.warm_start import WarmStartConfig, warm_start
 from specroll.model.runner import ModelRunner
 from specroll.policies.fixed import FixedDraftLength
 from specroll.rollout import RolloutConfig
-from specroll.train.config import GRPOConfig
+from specroll.train.grpo_config import GRPOConfig
 from specroll.train.trainer import GRPOTrainer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))

@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "engine"))
 from helpers import assert_lossless, rollout, workload  # noqa: E402
 
 from specroll.drafting.prompt_lookup import PromptLookupDrafter  # noqa: E402
-from specroll.policies.registry import make_policy  # noqa: E402
+from specroll.policies.policy_names import make_policy  # noqa: E402
 
 
 def small_workload():

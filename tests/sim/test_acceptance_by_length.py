@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from specroll.sim.acceptance import AcceptanceModel, DrafterProfile
+from specroll.sim.acceptance_rates import AcceptanceModel, DrafterProfile
 from specroll.sim.presets import get_preset
 from specroll.sim.systems import SYSTEMS, simulate
 

@@ -5,12 +5,12 @@ import json
 import numpy as np
 import pytest
 
-from specroll.sim.acceptance import DrafterProfile
+from specroll.sim.acceptance_rates import DrafterProfile
 from specroll.policies.cost_model import CostModel
-from specroll.policies.registry import fixed_draft_length
+from specroll.policies.policy_names import fixed_draft_length
 from specroll.policies.speculation_math import expected_tokens
 from specroll.policies.profile_grid import ProfileGrid
-from specroll.sim.cost_model import prefill_seconds
+from specroll.sim.roofline import prefill_seconds
 from specroll.sim.profiled_cost import ProfiledCost, forward_seconds_per_row, profile_forward_cost
 from specroll.sim.presets import PRESETS, get_preset
 from specroll.sim.workload import LengthDistribution, Workload

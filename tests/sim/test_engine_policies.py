@@ -5,14 +5,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specroll.policies.acceptance import AcceptanceTracker
+from specroll.policies.acceptance_estimates import AcceptanceTracker
 from specroll.policies.auto import AutoPolicy
 from specroll.policies.bandit import BanditPolicy
 from specroll.policies.base import BatchView, DraftDecision, ForwardStats
 from specroll.policies.cost_model import CostModel
 from specroll.policies.das import DasPolicy
 from specroll.policies.fixed import FixedDraftLength
-from specroll.policies.registry import make_policy
+from specroll.policies.policy_names import make_policy
 from specroll.policies.threshold import BatchThreshold
 from specroll.sim.engine_policy import EnginePolicySpeculation
 from specroll.sim.presets import get_preset

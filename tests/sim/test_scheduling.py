@@ -9,7 +9,12 @@ from specroll.scheduling.adaptive_range import AdaptiveDraftRange
 from specroll.scheduling.context_aware import ContextAwareOrder, FifoOrder
 from specroll.scheduling.divided import ChunkPolicy, select_instance
 from specroll.scheduling.fastest_of_n import FonCandidate, assign_fastest_of_n
-from specroll.scheduling.placement import coupled_tgs, decoupled_expected_tokens, plan_decoupled, reconfigure
+from specroll.scheduling.decoupled_plan import (
+    coupled_tgs,
+    decoupled_expected_tokens,
+    plan_decoupled,
+    reconfigure,
+)
 from specroll.scheduling.static import assign_groups
 
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from specroll.scheduling.placement import best_request_plan, coupled_tgs, decoupled_tgs
+from specroll.scheduling.decoupled_plan import best_request_plan, coupled_tgs, decoupled_tgs
 from specroll.sim.presets import get_preset
 from specroll.sim.speculation import RunningBatch
 from specroll.sim.systems import SYSTEMS, _spec_costs, _topology, make_strategy

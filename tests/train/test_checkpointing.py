@@ -12,8 +12,8 @@ from specroll.rollout import DEFAULT_MODEL, RolloutConfig
 from specroll.engine_config import EngineConfig
 from specroll.train.checkpointing import latest_state_dir, load_state, save_state
 from specroll.train.recent_responses import FinishedResponse
-from specroll.train.state import TrainState
-from specroll.train.config import GRPOConfig
+from specroll.train.train_state import TrainState
+from specroll.train.grpo_config import GRPOConfig
 from specroll.train.trainer import load_trainable
 from specroll.train.weights import weights_sha256
 

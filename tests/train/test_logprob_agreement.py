@@ -9,7 +9,7 @@ import pytest
 
 from specroll.rollout import RolloutConfig
 from specroll.engine_config import EngineConfig
-from specroll.train.config import GRPOConfig
+from specroll.train.grpo_config import GRPOConfig
 from specroll.train.trainer import GRPOTrainer
 
 SMALL = dict(num_prompts=4, n=4, max_tokens=32, engine=EngineConfig(max_batch_size=16))

@@ -18,7 +18,7 @@ import torch
 
 from specroll.cli import main
 from specroll.train.checkpointing import latest_state_dir, load_state
-from specroll.train.metrics import FILE_KEYS
+from specroll.train.metrics_log import FILE_KEYS
 from specroll.train.trainer import GRPOTrainer
 
 ROOT = Path(__file__).resolve().parents[2]

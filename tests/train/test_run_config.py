@@ -10,7 +10,7 @@ import pytest
 from specroll.rollout import RolloutConfig
 from specroll.engine_config import EngineConfig
 from specroll.train.run_config import config_from_dict, config_to_dict, describe_changes, future_changes
-from specroll.train.config import GRPOConfig
+from specroll.train.grpo_config import GRPOConfig
 
 SAVED = GRPOConfig(
     RolloutConfig(num_prompts=4, n=4, max_tokens=64, engine=EngineConfig(seed=3), cost_model=Path("c.json")),

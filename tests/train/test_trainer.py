@@ -11,7 +11,7 @@ import torch
 from specroll.cli import main
 from specroll.rollout import RolloutConfig
 from specroll.engine_config import EngineConfig
-from specroll.train.config import GRPOConfig
+from specroll.train.grpo_config import GRPOConfig
 from specroll.train.trainer import GRPOTrainer
 
 SMALL = dict(num_prompts=4, n=4, max_tokens=48, engine=EngineConfig(max_batch_size=16))

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 import torch
 
-from specroll.train.config import GRPOConfig
+from specroll.train.grpo_config import GRPOConfig
 from specroll.train.recent_responses import FinishedResponse
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from specroll.train.metrics import keep_metrics_before, read_metrics
+from specroll.train.metrics_log import keep_metrics_before, read_metrics
 
 
 def test_lines_of_the_steps_to_redo_and_a_torn_last_line_are_dropped(tmp_path):

@@ -7,7 +7,7 @@ import pytest
 from specroll.serve.choice import Choice
 from specroll.serve.errors import ApiError
 from specroll.serve.keys import group_key, noise_key
-from specroll.serve.protocol import Limits, parse_completion, parse_sglang_generate, parse_skyrl_generate
+from specroll.serve.generate_call import Limits, parse_completion, parse_sglang_generate, parse_skyrl_generate
 from specroll.serve.resumable import AbortedChoices, Resumable
 
 LIMITS = Limits(vocab_size=100, max_model_len=64, max_tokens=32, max_n=8, model_names=frozenset({"m"}))

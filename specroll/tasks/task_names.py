@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from specroll.tasks.base import Task
+from specroll.tasks.task import Task
 from specroll.tasks.gsm8k import Gsm8kTask
 from specroll.tasks.running_sum import RunningSumTask
 from specroll.tasks.registration import add_entry
@@ -34,7 +34,7 @@ def get_task(name: str) -> Task:
     if missing:
         raise ValueError(
             f"task {name!r} lacks {', '.join(missing)}: a task needs "
-            f"{', '.join(_TASK_MEMBERS)} (see specroll.tasks.base.Task)"
+            f"{', '.join(_TASK_MEMBERS)} (see specroll.tasks.task.Task)"
         )
     return task
 

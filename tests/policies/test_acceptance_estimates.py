@@ -1,6 +1,6 @@
 import pytest
 
-from specroll.policies.acceptance import AcceptanceTracker
+from specroll.policies.acceptance_estimates import AcceptanceTracker
 from specroll.policies.base import BatchView, RequestView
 
 

@@ -2,7 +2,7 @@ import pytest
 
 from specroll.policies.base import BatchView, RequestView, SpeculationPolicy
 from specroll.policies.cost_model import CostModel
-from specroll.policies.registry import known_policies, make_policy
+from specroll.policies.policy_names import known_policies, make_policy
 
 NAMES = ["none", "fixed-3", "threshold", "das", "bandit", "ladder", "auto"]
 
