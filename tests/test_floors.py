@@ -2,17 +2,26 @@
 imports inside functions, relative ones and `importlib.import_module("specroll....")`, and the
 table has no cycle. A new import across parts is a decision: make it here, where it shows, or move
 the code to the floor it belongs on. `docs/architecture.md` draws the same floors.
+
+An entry is a part ("policies") or one module of a part ("engine.admission"): a torch-free part may
+reuse a torch-free module of a part that imports torch, and no more of it. The torch-free parts are
+checked as imported, in a fresh interpreter each.
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 import specroll
 
 ROOT = Path(specroll.__file__).parent
-ALLOWED = {  # part -> the parts it may import (a part is a subpackage or a top-level module)
+ALLOWED = {  # part -> the parts, or single modules of parts, it may import (a part is a subpackage or a
+    # top-level module)
     # the command line, the server, the adapters and side-by-side runs
     "__init__": {"cpu_env"},  # the package's first act: pin the CPU numerics
     "cli": {"commands"},  # each command's module, by name, at run time
@@ -43,9 +52,9 @@ ALLOWED = {  # part -> the parts it may import (a part is a subpackage or a top-
     "sampling_rules": set(),
     "noise": set(),
     "tokenizer": set(),
-    # torch-free: decisions, tasks, the simulator (which reuses two torch-free engine and model
-    # modules, admission and attention chunks, and the engine's settings), the engine's settings
-    "sim": {"engine", "engine_config", "model", "policies", "scheduling", "tail"},
+    # torch-free: decisions, tasks, the simulator (which reuses the engine's admission rule, the model's
+    # attention chunking and the engine's settings, not the engine or the model), the engine's settings
+    "sim": {"engine.admission", "engine_config", "model.attention_chunks", "policies", "scheduling", "tail"},
     "scheduling": {"policies"},
     "policies": set(),
     "tasks": set(),
@@ -54,6 +63,7 @@ ALLOWED = {  # part -> the parts it may import (a part is a subpackage or a top-
     "cpu_env": set(),
     "engine_config": {"placement", "sampling_rules"},
 }  # fmt: skip
+TORCH_FREE = ("policies", "scheduling", "sim")  # parts whose every module imports without torch
 
 
 def imported_modules(source: str, package: str) -> set[str]:
@@ -88,18 +98,40 @@ def part_of(module: str) -> str | None:
     return names[1] if names[0] == "specroll" and len(names) > 1 else None
 
 
+def is_allowed(module: str, allowed: set[str]) -> bool:
+    """`module` ("specroll.engine.admission.plan_chunks") lies in an allowed part or module."""
+    names = module.split(".")[1:]
+    return any(".".join(names[:i]) in allowed for i in range(1, len(names) + 1))
+
+
+def is_module(module: str) -> bool:
+    """A `specroll.` name that is a module or package of the tree (not a name imported from one)."""
+    path = ROOT.joinpath(*module.split(".")[1:])
+    return path.is_dir() or path.with_suffix(".py").is_file()
+
+
 def imports_by_part() -> dict[str, set[str]]:
+    """Each part's imports of other parts, as the modules it names (the deepest that are modules)."""
     found: dict[str, set[str]] = {}
     for path in ROOT.rglob("*.py"):
         relative = path.relative_to(ROOT).with_suffix("")
         module = ".".join(["specroll", *relative.parts])
         package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
         part = relative.parts[0]
-        parts = {part_of(m) for m in imported_modules(path.read_text(), package)} - {None, part}
-        found.setdefault(part, set()).update(
-            p for p in parts if (ROOT / p).exists() or (ROOT / f"{p}.py").exists()
-        )
+        named = {m for m in imported_modules(path.read_text(), package) if part_of(m) not in (None, part)}
+        found.setdefault(part, set()).update(m for m in named if is_module(m))
     return found
+
+
+def disallowed_imports(found: dict[str, set[str]], allowed: dict[str, set[str]]) -> dict[str, list[str]]:
+    """Per part, the modules it imports outside its floor (as "engine.scheduler"), sorted."""
+    extra = {
+        part: sorted(
+            m.removeprefix("specroll.") for m in modules if not is_allowed(m, allowed.get(part, set()))
+        )
+        for part, modules in found.items()
+    }
+    return {part: names for part, names in extra.items() if names}
 
 
 def test_the_check_sees_imports_inside_functions_relative_ones_and_by_name():
@@ -112,18 +144,42 @@ def test_the_check_sees_imports_inside_functions_relative_ones_and_by_name():
     assert parts >= {"rollout", "train"}
 
 
+def test_a_module_entry_allows_that_module_and_no_other_of_its_part():
+    found = {"sim": {"specroll.engine.admission", "specroll.engine.scheduler", "specroll.policies.auto"}}
+    allowed = {"sim": {"engine.admission", "policies"}}
+    assert disallowed_imports(found, allowed) == {"sim": ["engine.scheduler"]}
+    assert disallowed_imports(found, {"sim": {"engine", "policies"}}) == {}
+
+
 def test_every_part_imports_only_what_its_floor_allows():
     found = imports_by_part()
     assert set(found) <= set(ALLOWED), "a new part: give it a row in ALLOWED"
-    extra = {part: sorted(found[part] - ALLOWED.get(part, set())) for part in found}
-    assert {part: names for part, names in extra.items() if names} == {}
+    assert disallowed_imports(found, ALLOWED) == {}
 
 
 def test_the_floors_have_no_cycle():
     def reaches(start: str, seen: set[str]) -> set[str]:
-        for part in ALLOWED[start] - seen:
+        for part in {entry.split(".")[0] for entry in ALLOWED[start]} - seen:
             seen.add(part)
             reaches(part, seen)
         return seen
 
     assert [part for part in ALLOWED if part in reaches(part, set())] == []
+
+
+def torch_free_modules() -> list[str]:
+    return sorted(
+        ".".join(["specroll", *path.relative_to(ROOT).with_suffix("").parts]).removesuffix(".__init__")
+        for part in TORCH_FREE
+        for path in (ROOT / part).rglob("*.py")
+    )
+
+
+@pytest.mark.parametrize("module", torch_free_modules())
+def test_the_torch_free_parts_import_without_torch(module: str):
+    """Imported alone in a fresh interpreter, the module leaves torch unloaded (a module that reaches
+    torch through any import, however deep, fails here though its own imports name no torch)."""
+    code = f"import sys, {module}; print('torch' in sys.modules)"
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "False", f"{module} imports torch"
