@@ -4,7 +4,9 @@ Each row of a batch may carry its own temperature, top-k and top-p. A row's *sam
 is softmax(logits / temperature) restricted to the top-k tokens and then to the smallest set whose
 mass reaches top-p (the nucleus of Holtzman et al. 2020), renormalised; temperature 0 is greedy, a
 one-hot on the argmax. A token's reported log-probability is the policy's, untruncated
-(`policy_logprobs`).
+(`policy_logprobs`). A distribution at a temperature alone, untruncated (a drafter's q, a draft head's
+distillation target and its evaluation), is `tempered_softmax`, under the same convention for
+temperature 0; its most likely tokens are `top_candidates`.
 
 Two rules draw a token from a distribution and explicit keyed noise (`specroll.sampling_rules`),
 so that the same noise and the same distribution always give the same token:
@@ -85,11 +87,33 @@ def sampling_logits(logits: torch.Tensor, rows: SamplingRows) -> torch.Tensor:
 
 def sampling_probs(scaled: torch.Tensor, rows: SamplingRows) -> torch.Tensor:
     """(N, V) probabilities to draw from: softmax of `sampling_logits`, one-hot for greedy rows."""
+    return _softmax_or_one_hot(scaled, rows.temperature <= 0 if rows.has_greedy else None)
+
+
+def tempered_softmax(logits: torch.Tensor, temperature: float | Sequence[float]) -> torch.Tensor:
+    """softmax(logits / temperature) in float32, the one tempered softmax: logits (..., V) with one
+    temperature, or (N, V) with one a row -> (..., V). Temperature 0 is greedy, as everywhere here: the
+    one-hot on the argmax, the softmax's limit as the temperature falls to 0, and what a greedy row
+    draws (`sampling_probs`). The temperatures are the host's, so no step asks the device which row
+    is greedy."""
+    if isinstance(temperature, (int, float)):
+        scaled = tempered(logits, float(temperature))
+        is_greedy = torch.tensor(True, device=logits.device) if temperature <= 0 else None
+    else:
+        rows = torch.tensor(temperature, dtype=torch.float32, device=logits.device)  # (N,)
+        scaled = tempered(logits, rows)
+        is_greedy = rows <= 0 if any(t <= 0 for t in temperature) else None
+    return _softmax_or_one_hot(scaled, is_greedy)
+
+
+def _softmax_or_one_hot(scaled: torch.Tensor, is_greedy: torch.Tensor | None) -> torch.Tensor:
+    """softmax of `tempered` logits (..., V), the rows where is_greedy (... or ()) holds one-hot on
+    their argmax; None: no row is greedy."""
     probs = torch.softmax(scaled, dim=-1)
-    if rows.has_greedy:
-        one_hot = torch.zeros_like(probs).scatter_(1, scaled.argmax(-1, keepdim=True), 1.0)
-        probs = torch.where((rows.temperature <= 0)[:, None], one_hot, probs)
-    return probs
+    if is_greedy is None:
+        return probs
+    one_hot = torch.zeros_like(probs).scatter_(-1, scaled.argmax(-1, keepdim=True), 1.0)
+    return torch.where(is_greedy[..., None], one_hot, probs)
 
 
 def _truncate(scaled: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:

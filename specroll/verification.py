@@ -9,7 +9,9 @@ Two modes:
 - exact: the target's own token at every position is fixed in advance by a keyed uniform
   (`specroll.noise`), so verification accepts the longest draft prefix equal to those tokens and
   then emits the target's token at the first mismatch. The output is token-identical to plain
-  decoding with the same seed, whatever the drafter proposed.
+  decoding with the same seed, whatever the drafter proposed. A tree of drafts keeps its deepest
+  path of such tokens (`drafting.draft_tree.accepted_path`, torch-free: replaying a recorded
+  response reads it too).
 - rejection: speculative sampling (Leviathan et al. 2023, Algorithm 1; Chen et al. 2023, Algorithm 2)
   for drafters that give probabilities: accept draft x with probability min(1, p(x) / q(x)); at the
   first rejection draw from norm(max(0, p - q)); if all are accepted draw the bonus from p. A
@@ -17,8 +19,6 @@ Two modes:
 """
 
 from __future__ import annotations
-
-from typing import Sequence
 
 import torch
 
@@ -41,29 +41,6 @@ def verify_exact(
     the K+1 positions -> num_accepted (B,). The output tokens are target_tokens[b, :num_accepted+1].
     """
     return accepted_prefix(draft_tokens == target_tokens[:, :-1], num_drafts)
-
-
-def verify_exact_tree(
-    tokens: Sequence[int], parents: Sequence[int], target_after: Sequence[int]
-) -> list[int]:
-    """Exact mode for one tree draft: the deepest path whose every token is the target's own token.
-
-    tokens[i] has parent parents[i] (-1 = the context); target_after[0] is the target's token after
-    the context and target_after[i + 1] its token after node i. Returns the accepted nodes, root first;
-    the output tokens are their tokens plus target_after[last accepted node + 1] (or [0] if none).
-    """
-    depth = {-1: 0}
-    best = -1
-    for i, (token, parent) in enumerate(zip(tokens, parents)):
-        if parent in depth and token == target_after[parent + 1]:
-            depth[i] = depth[parent] + 1
-            if depth[i] > depth[best]:
-                best = i
-    path = []
-    while best != -1:
-        path.append(best)
-        best = parents[best]
-    return path[::-1]
 
 
 def verify_rejection(

@@ -1,4 +1,17 @@
-"""Growing a tree of drafts best-first, and cutting it to a budget of nodes (EAGLE-2's reranking).
+"""Trees of drafts: growing one best-first, cutting it to a budget of nodes (EAGLE-2's reranking), and
+the path of it that exact verification keeps (`accepted_path`).
+
+Two types hold a tree. `GrownTree` is a drafter's tree while it grows: every node grown, in growing
+order, with the path scores that decide what is grown and kept; the draft head grows one depth by
+depth and cuts it (`grow_depth`, `GrownTree.best`), the suffix index grows one best-first
+(`SuffixIndex.propose_tree`). `Draft` (`protocol`) is what a drafter hands the engine: one request's
+proposal, a chain or a tree already within its budget, with what it carries besides (q for rejection
+mode, which drafter proposed it). They stay two: growth's bookkeeping (adding, ranking, the frontier)
+has no place in the engine's contract, and a draft carries what no growing tree has.
+
+`accepted_path` is exact verification of a tree, written once for a verification forward (the
+engine's verifier) and for a replayed response (`Draft.kept_in_exact_mode`); torch-free, here where
+both reach it.
 
 A drafter with a distribution proposes, at every node, its `width` best candidates for the next
 token, each scored in [0, 1]; a node's score is the product of the scores along its path, an estimate
@@ -20,7 +33,7 @@ the suffix drafter's trees change (their order, and their nodes where the beam w
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence, TypeVar
+from typing import Callable, Protocol, Sequence, TypeVar
 
 
 @dataclass(frozen=True)
@@ -39,17 +52,17 @@ class TreeShape:
 @dataclass
 class GrownTree:
     """One request's nodes in the order grown (parents first): token, parent index (-1 for the
-    context), path score."""
+    context), path score (an estimate of how likely the target's own tokens follow the path)."""
 
-    tokens: list[int] = field(default_factory=list)
+    token_ids: list[int] = field(default_factory=list)
     parents: list[int] = field(default_factory=list)
     scores: list[float] = field(default_factory=list)
 
     def add(self, token: int, parent: int, score: float) -> int:
-        self.tokens.append(token)
+        self.token_ids.append(token)
         self.parents.append(parent)
         self.scores.append(score)
-        return len(self.tokens) - 1
+        return len(self.token_ids) - 1
 
     def best(self, budget: int) -> tuple[list[int], list[int], list[float]]:
         """The `budget` best-scored nodes (ties: the earlier grown), in growing order, their parents
@@ -60,7 +73,7 @@ class GrownTree:
         if any(self.parents[i] not in index for i in kept):
             raise AssertionError("a kept node's parent was cut: scores rose along a path")
         return (
-            [self.tokens[i] for i in kept],
+            [self.token_ids[i] for i in kept],
             [index[self.parents[i]] for i in kept],
             [self.scores[i] for i in kept],
         )
@@ -105,3 +118,28 @@ def grow_depth(
             best = trees[q.request_id].frontier(list(children), shape.beam)
             expanded += [(q, child, children[child]) for child in best]
     return expanded
+
+
+def accepted_path(
+    token_ids: Sequence[int], parents: Sequence[int], target_after: Callable[[int, int], int | None]
+) -> list[int]:
+    """Exact verification of one tree of drafts (a chain is a tree): the deepest path whose every token
+    is the target's own token after the node before it. Returns the path's nodes, root first (of
+    equally deep paths, the one ending first in growing order).
+
+    token_ids[i] has parent parents[i] (-1 = the context; parents first); target_after(node, depth) is
+    the target's token after `node` (-1: the context), which lies `depth` tokens past the context, or
+    None where it is not known. A verification forward knows it after every node (its logit row there);
+    a replayed response after every depth (the response's next token)."""
+    depth = {-1: 0}
+    best = -1
+    for i, (token, parent) in enumerate(zip(token_ids, parents)):
+        if parent in depth and token == target_after(parent, depth[parent]):
+            depth[i] = depth[parent] + 1
+            if depth[i] > depth[best]:
+                best = i
+    path = []
+    while best != -1:
+        path.append(best)
+        best = parents[best]
+    return path[::-1]

@@ -17,6 +17,10 @@ A tree of drafts takes a node's first `width` candidates (`ranked_candidates`): 
 then the tokens that came next in the same contest (the race of log q + the target's noise under the
 gumbel rule; q's order otherwise), each with a score for choosing among the tree's nodes.
 
+q at a temperature alone is sampling's `tempered_softmax` (temperature 0: the one-hot on the argmax),
+and a distribution's most likely tokens its `top_candidates`; the draft head's training and evaluation,
+which sit above the drafters and not on sampling, take both from here.
+
 A drafter over a reduced vocabulary passes `vocab_map` (draft index -> target id, ascending): its CDF
 then runs in the target's order, and q is reported over the target's vocabulary (zero elsewhere).
 """
@@ -31,12 +35,12 @@ import torch
 from specroll.drafting.protocol import DraftQuery
 from specroll.noise import STREAM_DRAFT, STREAM_SAMPLE, gumbels, uniforms
 from specroll.sampling import (
-    GUMBEL_TOP,
     SamplingRows,
     sample_from,
     sample_two_stage,
     sampling_logits,
     sampling_probs,
+    tempered_softmax,
     top_candidates,
 )
 from specroll.sampling_rules import DEFAULT_SAMPLING_RULE, INVERSE_CDF
@@ -130,10 +134,10 @@ def _sampled(
 
 
 def tempered_probs(logits: torch.Tensor, queries: Sequence[DraftQuery]) -> torch.Tensor:
-    """(B, V') the drafter's softmax at each query's temperature (a greedy request's at 1e-5: one-hot
-    to rounding), in float32: the q a sampled draft reports, and the score a drawn token is given."""
-    temperature = torch.tensor([max(q.temperature, 1e-5) for q in queries], device=logits.device)
-    return torch.softmax(logits.float() / temperature[:, None], -1)
+    """(B, V') the drafter's `tempered_softmax` at each query's temperature (a greedy request's: the
+    one-hot on its argmax), in float32: the q a sampled draft reports, and the score a drawn token is
+    given."""
+    return tempered_softmax(logits, [q.temperature for q in queries])
 
 
 def ranked_candidates(
@@ -163,7 +167,7 @@ def ranked_candidates(
     if coupling.race is not None:
         top_ids, race = coupling.top_ids, coupling.race
     else:
-        race, top_ids = probs.topk(min(GUMBEL_TOP, probs.shape[-1]), -1)
+        top_ids, race = top_candidates(probs)
         race = race.double()
     race = race.masked_fill(top_ids == first[:, None], float("-inf"))  # the first candidate is `first`
     order = race.argsort(-1, descending=True)[:, : width - 1]

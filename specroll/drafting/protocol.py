@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence, runtime_checkable
 
+from specroll.drafting.draft_tree import accepted_path
+
 
 @dataclass(frozen=True)
 class RequestInfo:
@@ -86,15 +88,13 @@ class Draft:
     def kept_in_exact_mode(self, following: Sequence[int]) -> int:
         """How many of its tokens exact verification keeps where the target's own tokens after the
         context are `following` (a recorded response, replayed): the depth of the deepest drafted path
-        spelling its start; a chain keeps its matching prefix (`verification.verify_exact_tree` for
-        a live forward, whose target tokens are drawn per node)."""
+        spelling its start (`draft_tree.accepted_path`); a chain keeps its matching prefix."""
         parents = range(-1, self.num_tokens - 1) if self.parents is None else self.parents
-        depth = {-1: 0}
-        for i, (token, parent) in enumerate(zip(self.token_ids, parents)):
-            d = depth.get(parent)
-            if d is not None and d < len(following) and token == following[d]:
-                depth[i] = d + 1
-        return max(depth.values())
+        return len(accepted_path(self.token_ids, parents, lambda _, depth: _at(following, depth)))
+
+
+def _at(tokens: Sequence[int], index: int) -> int | None:
+    return tokens[index] if index < len(tokens) else None
 
 
 @dataclass(frozen=True)

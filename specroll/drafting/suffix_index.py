@@ -29,6 +29,8 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Hashable, Iterable, Sequence
 
+from specroll.drafting.draft_tree import GrownTree
+
 DEFAULT_MAX_DEPTH = 24
 DEFAULT_SHORT_MATCH_DISCOUNT = 2.0
 
@@ -56,15 +58,6 @@ class LinearProposal:
     """A chain of drafted tokens; scores[i] is the estimated probability that tokens 0..i all match."""
 
     token_ids: list[int] = field(default_factory=list)
-    scores: list[float] = field(default_factory=list)
-
-
-@dataclass
-class TreeProposal:
-    """Drafted tokens as a tree: parents[i] indexes token i's parent, -1 for the match point."""
-
-    token_ids: list[int] = field(default_factory=list)
-    parents: list[int] = field(default_factory=list)
     scores: list[float] = field(default_factory=list)
 
 
@@ -395,29 +388,27 @@ class SuffixIndex:
 
     def propose_tree(
         self, node: Node, max_depth: int, max_nodes: int, scoring: Scoring = DEFAULT_SCORING
-    ) -> TreeProposal:
-        """Best-first tree from `node`: repeatedly add the most probable path extension.
+    ) -> GrownTree:
+        """Best-first tree from `node` (parent -1 is the match point): repeatedly add the most probable
+        path extension.
 
         Path probabilities only shrink along a path, so parents are always added before children.
         """
         if self._pending:
             self._catch_up()
-        proposal = TreeProposal()
+        tree = GrownTree()
         order = itertools.count()  # heap tie-breaker: earlier pushes first
         frontier: list[tuple[float, int, int, int, Node]] = []  # (-prob, order, parent, depth, node)
         push = functools.partial(self._push_children, frontier, order, discount=scoring.short_match_discount)
         push(node, 1.0, -1, 1)
-        while frontier and len(proposal.token_ids) < max_nodes:
+        while frontier and len(tree.token_ids) < max_nodes:
             neg_prob, _, parent, depth, child = heapq.heappop(frontier)
             if -neg_prob < scoring.min_prob:
                 break
-            index = len(proposal.token_ids)
-            proposal.token_ids.append(self._token[child])
-            proposal.parents.append(parent)
-            proposal.scores.append(-neg_prob)
+            index = tree.add(self._token[child], parent, -neg_prob)
             if depth < max_depth:
                 push(child, -neg_prob, index, depth + 1)
-        return proposal
+        return tree
 
     def _push_children(
         self,

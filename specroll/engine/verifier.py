@@ -13,6 +13,7 @@ from typing import Sequence
 
 import torch
 
+from specroll.drafting.draft_tree import accepted_path
 from specroll.drafting.protocol import Draft, Drafter, DraftQuery
 from specroll.engine.request import Request
 from specroll.engine.verify_inputs import VerifyInputs, verify_inputs
@@ -26,7 +27,7 @@ from specroll.sampling import (
     top_candidates,
     truncated,
 )
-from specroll.verification import verify_exact, verify_exact_tree, verify_rejection
+from specroll.verification import verify_exact, verify_rejection
 from specroll.sampling_rules import DEFAULT_SAMPLING_RULE, INVERSE_CDF
 
 log = logging.getLogger(__name__)
@@ -208,7 +209,7 @@ def per_request(
     out_tokens, out_logprobs = [], []
     for b, d in enumerate(drafts):
         if d.is_tree:
-            path = verify_exact_tree(d.token_ids, d.parents, tokens[b][: d.num_tokens + 1])
+            path = accepted_path(d.token_ids, d.parents, lambda node, _: tokens[b][node + 1])
             rows = [0, *(p + 1 for p in path)]
             accepted[b] = len(path)
             nodes.append(path)

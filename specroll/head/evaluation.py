@@ -1,6 +1,8 @@
 """How well a head's drafts would match the target, measured on feature sequences (teacher-forced):
 at each depth d, the head's distribution q (from the real hidden state d-1 tokens back, fed the real
-tokens) against the target's p, under every coupling of `specroll.drafting.coupling_rates`."""
+tokens) against the target's p, under every coupling of `specroll.drafting.coupling_rates`; both at the
+sampling temperature (`tempered_softmax`: at 0, the one-hot on the argmax, where every coupling is
+argmax agreement)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from specroll.drafting.coupling_rates import (
     ranked_rate,
     two_stage_rate,
 )
+from specroll.drafting.draws import tempered_softmax
 from specroll.head.features import FeatureSequence
 from specroll.drafting.head_model import DraftHead
 from specroll.sampling_rules import GUMBEL, INVERSE_CDF
@@ -58,8 +61,8 @@ def coupling_report(
             current = head.step(previous[: N - d], embedding[seq.tokens[d:]])
             for start in range(0, N - d, chunk):
                 part = slice(start, min(start + chunk, N - d))
-                p = torch.softmax(seq.hidden[d:, :H][part] @ lm_head_weight.T / temperature, -1)
-                q_draft = torch.softmax(head.logits(current[part]).float() / temperature, -1)
+                p = tempered_softmax(seq.hidden[d:, :H][part] @ lm_head_weight.T, temperature)
+                q_draft = tempered_softmax(head.logits(current[part]), temperature)
                 q = p.new_zeros(p.shape).index_copy_(1, head.draft_to_target, q_draft)
                 for name, rate in RATES.items():
                     sums[d - 1][name] += float(rate(p, q).sum())

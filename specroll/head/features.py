@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 
 import torch
 
+from specroll.drafting.draws import tempered_softmax, top_candidates
 from specroll.model.runner import ModelRunner, SequenceInput
 
 TOP_K = 64  # the distillation target's support: SmolLM2 at T=1 on GSM8K keeps most of its mass there
@@ -42,11 +43,10 @@ class FeatureSequence:
 def top_targets(
     logits: torch.Tensor, temperature: float = 1.0, k: int = TOP_K
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """logits (N, V) -> the k most likely ids (N, k) and their probabilities under softmax(logits / T),
-    most likely first (training reads the first few as p's head)."""
-    probs = torch.softmax(logits.float() / max(temperature, 1e-5), -1)
-    top = probs.topk(min(k, probs.shape[-1]), -1)
-    return top.indices, top.values
+    """logits (N, V) -> the k most likely ids (N, k) and their probabilities under softmax(logits / T)
+    (`tempered_softmax`: T = 0 is the one-hot on the argmax), most likely first (training reads the
+    first few as p's head)."""
+    return top_candidates(tempered_softmax(logits, temperature), k)
 
 
 @torch.inference_mode()

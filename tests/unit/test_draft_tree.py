@@ -1,13 +1,13 @@
-"""Trees of drafts: best-first cuts keep parents with their children, and a node's ranked candidates
-start with the drafter's own draw and, under the gumbel rule, hold the target's sample more often
-the more of them there are."""
+"""Trees of drafts: best-first cuts keep parents with their children, exact verification keeps the
+deepest path of the target's tokens, and a node's ranked candidates start with the drafter's own draw
+and, under the gumbel rule, hold the target's sample more often the more of them there are."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from specroll.drafting.draft_tree import GrownTree, TreeShape, grow_depth
+from specroll.drafting.draft_tree import GrownTree, TreeShape, accepted_path, grow_depth
 from specroll.drafting.draws import draw_tokens, ranked_candidates
 from specroll.drafting.protocol import DraftQuery
 from specroll.noise import STREAM_SAMPLE, gumbels, uniforms
@@ -48,11 +48,11 @@ def test_growth_adds_every_candidate_and_expands_each_requests_beam_best_until_i
     trees = {0: GrownTree(), 1: GrownTree()}
     expanded = grow_depth(trees, [(a, -1), (b, -1)], [[5, 6], [7, 8]], [[0.5, 0.5], [0.9, 0.1]], shape, 0)
     assert expanded == [(a, 0, 0)]  # a's tie goes to its first candidate; b's budget of 1 stops it
-    assert trees[1].tokens == [7, 8] and trees[1].parents == [-1, -1]
+    assert trees[1].token_ids == [7, 8] and trees[1].parents == [-1, -1]
     expanded = grow_depth(trees, [(a, 0)], [[9, 5]], [[0.8, 0.4]], shape, 1)
     assert expanded == [(a, 2, 0)]
     assert grow_depth(trees, [(a, 2)], [[1, 2]], [[1.0, 0.0]], shape, 2) == []  # as deep as a budget of 3
-    assert trees[0].tokens == [5, 6, 9, 5, 1, 2] and trees[0].parents == [-1, -1, 0, 0, 2, 2]
+    assert trees[0].token_ids == [5, 6, 9, 5, 1, 2] and trees[0].parents == [-1, -1, 0, 0, 2, 2]
     assert trees[0].scores == [0.5, 0.5, 0.4, 0.2, 0.4, 0.0]
     assert trees[0].best(4) == ([5, 6, 9, 1], [-1, -1, 0, 2], [0.5, 0.5, 0.4, 0.4])
     assert trees[0].best(3) == ([5, 6, 9], [-1, -1, 0], [0.5, 0.5, 0.4])  # the tie: the earlier grown
@@ -99,7 +99,20 @@ def test_under_the_gumbel_rule_more_candidates_hold_the_targets_sample_more_ofte
     assert 0.3 < first < among - 0.1, (first, among)
 
 
+def test_exact_verification_of_a_forward_takes_the_deepest_matching_path():
+    # context -> 10 -> 11 -> 13 ; context -> 10 -> 12 ; target: 10, then 12, then 99
+    tokens, parents = [10, 11, 12, 13], [-1, 0, 0, 1]
+    target_after = [10, 12, 99, 50, 77]  # after context, after node 0, 1, 2, 3
+    assert accepted_path(tokens, parents, lambda node, _: target_after[node + 1]) == [0, 2]
+    assert accepted_path(tokens, parents, lambda node, _: [4, 0, 0, 0, 0][node + 1]) == []
+    twins = [5, 5, 7], [-1, -1, 0]  # equally deep paths: the one ending first in growing order
+    assert accepted_path(*twins, lambda node, _: [5, 7, 7, 0][node + 1]) == [0, 2]
+    assert accepted_path(*twins, lambda node, _: [5, 9, 9, 0][node + 1]) == [0]
+
+
 def test_verification_keeps_the_longest_path_that_spells_the_targets_tokens():
+    """A replayed response: the target's token after a node is the response's at the node's depth,
+    through the same `accepted_path` as a forward's."""
     from specroll.drafting.protocol import Draft
 
     tree = Draft(0, [5, 6, 7, 8, 9], parents=[-1, -1, 0, 1, 3])  # 5 -> 7; 6 -> 8 -> 9

@@ -5,7 +5,14 @@ from __future__ import annotations
 import torch
 
 from specroll.noise import STREAM_ACCEPT, STREAM_SAMPLE, uniforms
-from specroll.sampling import SamplingRows, policy_logprobs, sample_from, sampling_logits, sampling_probs
+from specroll.sampling import (
+    SamplingRows,
+    policy_logprobs,
+    sample_from,
+    sampling_logits,
+    sampling_probs,
+    tempered_softmax,
+)
 
 
 def params(n, temperature=1.0, top_k=0, top_p=1.0):
@@ -113,3 +120,15 @@ def test_policy_logprobs_take_any_leading_shape():
     assert got.shape == (2, 3)
     assert torch.equal(got[0], policy_logprobs(logits[0], tokens[0], 0.7))
     assert torch.equal(got[1], torch.log_softmax(logits[1], -1).gather(-1, tokens[1, :, None]).squeeze(-1))
+
+
+def test_the_tempered_softmax_is_one_hot_at_temperature_zero_as_a_greedy_row_draws():
+    logits = torch.tensor([[1.0, 3.0, 2.0], [0.5, 0.0, -1.0]])
+    one_hots = torch.tensor([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    assert torch.equal(tempered_softmax(logits, 0.0), one_hots)
+    greedy = params(2, temperature=0.0)
+    assert torch.equal(sampling_probs(sampling_logits(logits, greedy), greedy), one_hots)
+    assert torch.equal(tempered_softmax(logits, 2.0), torch.softmax(logits / 2.0, -1))
+    per_row = tempered_softmax(logits, [0.0, 0.5])  # each row at its own temperature
+    assert torch.equal(per_row[0], one_hots[0])
+    assert torch.equal(per_row[1], torch.softmax(logits[1:] / 0.5, -1)[0])

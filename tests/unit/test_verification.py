@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from specroll.verification import accepted_prefix, verify_exact, verify_exact_tree, verify_rejection
+from specroll.verification import accepted_prefix, verify_exact, verify_rejection
 
 
 def test_exact_accepts_longest_matching_prefix():
@@ -16,14 +16,6 @@ def test_exact_accepts_longest_matching_prefix():
 
 def test_exact_ignores_padding_beyond_num_drafts():
     assert accepted_prefix(torch.tensor([[True, True, True]]), torch.tensor([0])).tolist() == [0]
-
-
-def test_exact_tree_takes_deepest_matching_path():
-    # context -> 10 -> 11 -> 13 ; context -> 10 -> 12 ; target: 10, then 12, then 99
-    tokens, parents = [10, 11, 12, 13], [-1, 0, 0, 1]
-    target_after = [10, 12, 99, 50, 77]  # after context, after node 0, 1, 2, 3
-    assert verify_exact_tree(tokens, parents, target_after) == [0, 2]
-    assert verify_exact_tree(tokens, parents, [4, 0, 0, 0, 0]) == []
 
 
 def test_rejection_literal_deterministic_drafts():
