@@ -109,8 +109,8 @@ def check_system(system: str, config: RolloutConfig) -> None:
 
 class Bench:
     def __init__(self, config: RolloutConfig) -> None:
-        self.num_workers = config.workers
-        self.config = config = replace(config, workers=1)
+        self.num_workers = config.cluster.num_workers
+        self.config = config = config.with_cluster(num_workers=1)
         self._plain: RolloutResult | None = None
         self._prompts: dict[int, tuple[int, ...]] | None = None
         self._replays: dict[str, tuple[MeasuredRollout, str]] = {}  # workers system -> its requests, dispatch
@@ -172,14 +172,12 @@ class Bench:
     def _workers_row(self, dispatch: str, drafter: str) -> RolloutResult:
         if self.num_workers < 2:
             raise ValueError("workers:<dispatch> systems need --workers 2 or more")
-        config = replace(
-            self.config,
-            workers=self.num_workers,
+        config = self.config.with_cluster(
+            num_workers=self.num_workers,
             dispatch=dispatch.removesuffix("+fon"),
             fastest_of_n=dispatch.endswith("+fon"),
-            speculate=drafter or "off",
         )
-        return run_rollout(config)
+        return run_rollout(replace(config, speculate=drafter or "off"))
 
     def _predict(self, system: str, result: RolloutResult, dispatch: str, drafter: str) -> float | None:
         """The simulator's makespan for these requests under this dispatch, on the profiled cost model
@@ -191,7 +189,7 @@ class Bench:
         return self._replay(*self._replays[system], cost)
 
     def _replay(self, measured: MeasuredRollout, dispatch: str, cost: CostModel) -> float:
-        cluster = replace(self.config, workers=self.num_workers, dispatch=dispatch).cluster
+        cluster = replace(self.config.cluster, num_workers=self.num_workers, dispatch=dispatch)
         return predict_makespan(
             measured,
             dispatch,
@@ -273,7 +271,7 @@ def run_bench(
     for system in systems:
         check_system(system, config)  # a typo fails before anything runs
     if warmup:  # first-call costs (allocator, kernels, imports) are not any system's
-        run_rollout(replace(config, num_prompts=1, n=2, max_tokens=8, workers=1))
+        run_rollout(replace(config.with_cluster(num_workers=1), num_prompts=1, n=2, max_tokens=8))
     rounds = []
     for number in range(1, repeats + 1):
         bench = Bench(config)

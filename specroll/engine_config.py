@@ -1,7 +1,7 @@
 """The engine's settings as one validated value (`EngineConfig`): its limits, its numerics and where it
-runs. Every caller holds this one value rather than copies of its fields: a rollout's config, the spec
-a worker builds its engine from, the drafter's context and the engine itself. Imports no torch and sits
-below the drafters and the engine, so each of them can hold it."""
+runs. Every caller holds this one value rather than copies of its fields: a rollout's config, the TRL
+adapter's, the spec a worker builds its engine from, the drafter's context and the engine itself.
+Imports no torch and sits below the drafters and the engine, so each of them can hold it."""
 
 from __future__ import annotations
 

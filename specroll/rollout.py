@@ -37,9 +37,9 @@ HEAD_DIR_NAME = "draft-head"  # where `specroll head train` saves a checkpoint's
 
 @dataclass(frozen=True)
 class RolloutConfig:
-    """A rollout: the workload, its sampling, how it speculates, its workers, and the engine's settings
-    (`engine`, the one value every engine of the rollout is built with; its max_model_len is set from
-    the prompts and max_tokens when the engine is built)."""
+    """A rollout: the workload, its sampling, how it speculates, the engine's settings (`engine`, the
+    one value every engine of the rollout is built with; its max_model_len is set from the prompts and
+    max_tokens when the engine is built) and its engines (`cluster`)."""
 
     model_dir: Path = DEFAULT_MODEL
     task: str = DEFAULT_TASK
@@ -61,11 +61,7 @@ class RolloutConfig:
     prompt_field: str = "prompt"  # the fields of `prompts` records to read
     answer_field: str = "answer"
     reward_name: str = DEFAULT_REWARD  # how `prompts` responses are scored (specroll.tasks.rewards)
-    workers: int = 1  # engines; more than one runs them on Ray, coordinated by `specroll.cluster`
-    dispatch: str = "divided"  # with workers: static | divided | context-aware (`ClusterConfig`)
-    chunk_tokens: int = 0  # divided dispatch's chunk; 0 = max_tokens / 4
-    worker_backend: str = "ray"  # ray | inline (every worker in this process, in turn)
-    fastest_of_n: bool = False  # with workers: idle workers run copies of the stragglers
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)  # workers, dispatch (`specroll.cluster`)
 
     def __post_init__(self) -> None:
         if self.num_prompts <= 0 or self.n <= 0:
@@ -74,8 +70,7 @@ class RolloutConfig:
         if self.prompts is not None and self.task != DEFAULT_TASK:
             raise ValueError(f"give a task ({self.task!r}) or a prompts file ({self.prompts}), not both")
         get_reward(self.reward_name)  # validates
-        self.cluster  # validates
-        if self.fastest_of_n and not self.engine.is_lossless:
+        if self.cluster.fastest_of_n and not self.engine.is_lossless:
             raise ValueError(
                 "fastest_of_n runs copies that must make the same tokens: it needs verify 'exact' "
                 "and batch-invariant numerics"
@@ -92,13 +87,6 @@ class RolloutConfig:
                 return "draft-head"
             return "draft-model" if self.has_matching_draft else DEFAULT_DRAFTER
         return None if self.speculate == "off" else self.speculate
-
-    @property
-    def cluster(self) -> ClusterConfig:
-        seed = self.engine.seed
-        return ClusterConfig(
-            self.workers, self.dispatch, self.chunk_tokens, self.worker_backend, seed, self.fastest_of_n
-        )
 
     @property
     def has_matching_draft(self) -> bool:
@@ -136,26 +124,41 @@ class RolloutConfig:
         """This rollout with some of the engine's settings changed (`dataclasses.replace` on `engine`)."""
         return replace(self, engine=replace(self.engine, **changes))
 
+    def with_cluster(self, **changes) -> RolloutConfig:
+        """This rollout with some of its workers' settings changed (`dataclasses.replace` on `cluster`)."""
+        return replace(self, cluster=replace(self.cluster, **changes))
+
     @classmethod
     def from_flat(cls, values: dict) -> RolloutConfig:
-        """A config from one flat mapping of field names, the engine's beside the rollout's, as the
-        command line's flags and a training run's saved config name them (`as_flat`'s inverse)."""
-        engine = {name: value for name, value in values.items() if name in _ENGINE_NAMES}
-        own = {name: value for name, value in values.items() if name not in _ENGINE_NAMES}
-        return cls(**own, engine=EngineConfig(**engine))
+        """A config from one flat mapping of field names, those of the configs it holds beside its own,
+        as the command line's flags and a training run's saved config name them (`as_flat`'s inverse)."""
+        held = {
+            name: kind(**{key: value for key, value in values.items() if key in _names(kind)})
+            for name, kind in _HELD.items()
+        }
+        own = {key: value for key, value in values.items() if key not in _HELD_NAMES}
+        return cls(**own, **held)
 
     @classmethod
     def flat_names(cls) -> frozenset[str]:
         """The keys of `as_flat`."""
-        return frozenset(f.name for f in fields(cls) if f.name != "engine") | _ENGINE_NAMES
+        return frozenset(f.name for f in fields(cls) if f.name not in _HELD) | _HELD_NAMES
 
     def as_flat(self) -> dict:
-        """The fields as one flat mapping, the engine's beside the rollout's (their names do not overlap)."""
-        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "engine"}
-        return own | asdict(self.engine)
+        """The fields as one flat mapping, those of the configs it holds beside its own (no name is
+        two fields': `tests/train/test_run_config.py`)."""
+        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _HELD}
+        return own | asdict(self.engine) | asdict(self.cluster)
 
 
-_ENGINE_NAMES = frozenset(f.name for f in fields(EngineConfig))
+_HELD = {"engine": EngineConfig, "cluster": ClusterConfig}  # RolloutConfig's fields that are configs
+
+
+def _names(kind: type) -> frozenset[str]:
+    return frozenset(f.name for f in fields(kind))
+
+
+_HELD_NAMES = frozenset().union(*map(_names, _HELD.values()))
 
 
 @dataclass
@@ -278,7 +281,7 @@ def run_rollout(
     tokenizer = load_tokenizer(config.model_dir)
     prompts = encode_prompts(tokenizer, task, problems)
     requests = make_requests(config, tokenizer, problems.values(), prompts)
-    if config.workers > 1:
+    if config.cluster.num_workers > 1:
         if drafter is not None:
             raise ValueError("a drafter object cannot be shipped to workers: name one with `speculate`")
         return run_on_workers(config, requests, tokenizer, task, problems, progress=worker_progress)
@@ -304,7 +307,7 @@ def run_on_workers(
     on_report=None,
     progress: Callable[[int, int], None] | None = None,
 ) -> RolloutResult:
-    """The rollout over `config.workers` engines (`specroll.cluster`); the same records."""
+    """The rollout over `config.cluster.num_workers` engines (`specroll.cluster`); the same records."""
     longest = max(len(r.prompt_token_ids) for r in requests)
     outcome = run_cluster(config.cluster, config.engine_spec(), requests, longest, on_report, progress)
     records = [make_record(o, tokenizer, task, problems[o.group_id]) for o in outcome.outputs]
@@ -319,8 +322,8 @@ def run_on_workers(
         sum(t.num_forwards for t in outcome.telemetry),
     )
     cluster = {
-        "workers": config.workers,
-        "dispatch": config.dispatch,
+        "workers": config.cluster.num_workers,
+        "dispatch": config.cluster.dispatch,
         "reports": outcome.num_reports,
         "lost_workers": outcome.num_lost_workers,
         "reprefills": outcome.num_reprefills,

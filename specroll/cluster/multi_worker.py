@@ -17,12 +17,14 @@ from specroll.scheduling.dispatch import DISPATCHES, Dispatcher, dense_ids, make
 
 @dataclass(frozen=True)
 class ClusterConfig:
-    num_workers: int
-    dispatch: str = "divided"
+    """A rollout's engines and how its requests are dispatched to them (static dispatch shuffles groups
+    to workers with the engine's seed)."""
+
+    num_workers: int = 1  # engines; more than one runs them on Ray (or inline), coordinated here
+    dispatch: str = "divided"  # static | divided | context-aware (`scheduling.dispatch`)
     chunk_tokens: int = 0  # divided dispatch: tokens a request generates before it is re-dispatched;
     # 0 = a quarter of max_tokens (Seer's 8K chunks of 32K-64K budgets)
     backend: str = "ray"  # ray | inline (every worker in this process, called in turn)
-    seed: int = 0  # static dispatch's shuffle of groups to workers
     fastest_of_n: bool = False  # idle workers run copies of stragglers (exact, batch-invariant mode only)
 
     def __post_init__(self) -> None:
@@ -39,7 +41,9 @@ class ClusterConfig:
         return self.chunk_tokens or max(1, max_tokens // 4)
 
 
-def make_cluster_dispatcher(cluster: ClusterConfig, requests: list[Request], max_tokens: int) -> Dispatcher:
+def make_cluster_dispatcher(
+    cluster: ClusterConfig, requests: list[Request], max_tokens: int, seed: int
+) -> Dispatcher:
     """The dispatcher the config names; a request's length is unknown here, so it may run to max_tokens."""
     return make_dispatcher(
         cluster.dispatch,
@@ -49,7 +53,7 @@ def make_cluster_dispatcher(cluster: ClusterConfig, requests: list[Request], max
         cluster.num_workers,
         cluster.chunk_size(max_tokens),
         max_tokens,
-        cluster.seed,
+        seed,
     )
 
 
@@ -84,7 +88,7 @@ def run_cluster(
         hooks = [h for h in (on_report, _progress_hook(progress)) if h is not None]
         coordinator = Coordinator(
             requests,
-            make_cluster_dispatcher(cluster, requests, spec.max_tokens),
+            make_cluster_dispatcher(cluster, requests, spec.max_tokens, spec.engine.seed),
             pool,
             kv_capacity=float(spec.engine.max_batch_size * (longest_prompt + spec.max_tokens)),
             max_num_seqs=spec.engine.max_batch_size,

@@ -123,21 +123,16 @@ def add_device_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-# flags named as RolloutConfig's fields or its engine's (`RolloutConfig.from_flat`); the worker flags
-# only where the command has them
-_SAME_NAMED = (
-    "task num_prompts n max_tokens temperature top_k top_p seed policy verify max_batch_size max_draft "
-    "threads dtype prompts prompt_field answer_field sampling_rule cost_model"
-).split()
-_WORKER_FLAGS = ("workers", "dispatch", "chunk_tokens", "worker_backend", "fastest_of_n")
-# the flags whose field (of RolloutConfig or its engine, flat) `config_from_args` names otherwise (every
-# other flag names its field)
+# the flags whose field (of RolloutConfig or a config it holds, flat: `RolloutConfig.from_flat`) is named
+# otherwise; every other flag a command has names its field, or none
 FLAG_FIELDS = {
     "model": "model_dir",
     "draft_model": "draft_model_dir",
     "draft_head": "draft_head_dir",
     "reward": "reward_name",
     "fast_numerics": "batch_invariant",
+    "workers": "num_workers",
+    "worker_backend": "backend",
 }
 
 
@@ -147,14 +142,11 @@ def config_from_args(args: argparse.Namespace, head_is_output: bool = False, **o
     if getattr(args, "draft_head", None) is not None and not head_is_output:
         check_head_dir(args.draft_head)
     device = resolve_device(args.device)
-    values = {name: getattr(args, name) for name in _SAME_NAMED if hasattr(args, name)}
-    values |= {name: getattr(args, name) for name in _WORKER_FLAGS if hasattr(args, name)}
-    values |= dict(
+    named = {FLAG_FIELDS.get(flag, flag): value for flag, value in vars(args).items()}
+    values = {name: value for name, value in named.items() if name in RolloutConfig.flat_names()}
+    values |= dict(  # the flags whose value is resolved
         model_dir=resolve_model_dir(args.model),
         draft_model_dir=resolve_model_dir(args.draft_model),
-        draft_head_dir=args.draft_head,
-        speculate=getattr(args, "speculate", "on"),
-        reward_name=getattr(args, "reward", DEFAULTS.reward_name),
         device=device,
         batch_invariant=is_batch_invariant(device, args.fast_numerics),
         cuda_graphs=resolve_cuda_graphs(args.cuda_graphs, device),
@@ -177,18 +169,21 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workers",
         type=int,
-        default=1,
+        default=DEFAULTS.cluster.num_workers,
         help="engines, each its own process on Ray (local, loopback) when more than one",
     )
     parser.add_argument(
         "--dispatch",
         choices=DISPATCHES,
-        default=DEFAULTS.dispatch,
+        default=DEFAULTS.cluster.dispatch,
         help="with --workers: static groups per worker (veRL), divided rollout (Seer: chunks to "
         "the least-loaded worker) or context-aware (divided, probes first, then longest first)",
     )
     parser.add_argument(
-        "--chunk-tokens", type=int, default=0, help="divided dispatch: tokens per chunk (0 = max-tokens / 4)"
+        "--chunk-tokens",
+        type=int,
+        default=DEFAULTS.cluster.chunk_tokens,
+        help="divided dispatch: tokens per chunk (0 = max-tokens / 4)",
     )
     parser.add_argument(
         "--fastest-of-n",
@@ -199,7 +194,7 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--worker-backend",
         choices=("ray", "inline"),
-        default=DEFAULTS.worker_backend,
+        default=DEFAULTS.cluster.backend,
         help="ray: one process per worker; inline: every worker in this process, in turn",
     )
 
@@ -257,7 +252,11 @@ def run_with_progress(config: RolloutConfig, show: bool = True) -> RolloutResult
     def update_workers(finished: int, tokens: int) -> None:
         if progress is not None:
             elapsed = time.perf_counter() - progress.started
-            progress(finished, total, f"{config.workers} workers, {tokens / max(elapsed, 1e-9):.0f} tokens/s")
+            progress(
+                finished,
+                total,
+                f"{config.cluster.num_workers} workers, {tokens / max(elapsed, 1e-9):.0f} tokens/s",
+            )
 
     result = run_rollout(config, update, worker_progress=update_workers)
     if progress is not None:

@@ -10,6 +10,7 @@ A new run refuses an OUT that holds a run: nothing is overwritten or deleted unl
 from __future__ import annotations
 
 import argparse
+from dataclasses import fields
 from pathlib import Path
 
 from specroll.commands.rollout import FLAG_FIELDS, add_rollout_arguments, config_from_args
@@ -139,16 +140,11 @@ def _extra(m) -> str:
 
 
 def _train_config(args: argparse.Namespace):
+    """The run the flags describe: the rollout's flags, and those named as `GRPOConfig`'s fields."""
     from specroll.train.grpo_config import GRPOConfig
 
-    return GRPOConfig(config_from_args(args), **{name: getattr(args, name) for name in _TRAIN_FLAGS})
-
-
-# the flags named as GRPOConfig's fields
-_TRAIN_FLAGS = (
-    "steps dataset_size lr clip_eps kl_coef micro_batch_size shadow_plain track_drift online_head head_lr "
-    "head_reward_weight head_between_steps"
-).split()
+    names = {f.name for f in fields(GRPOConfig)} - {"rollout"}
+    return GRPOConfig(config_from_args(args), **{name: v for name, v in vars(args).items() if name in names})
 
 
 def _fresh(args: argparse.Namespace):
@@ -216,9 +212,9 @@ def _resumed_config(args: argparse.Namespace, saved):
     from specroll.train.run_config import config_from_dict, config_to_dict, describe_changes, future_changes
 
     given = config_to_dict(_train_config(args))
-    fields = {FLAG_FIELDS.get(flag, flag) for flag in _given_flags(args)} & set(given)
+    given_fields = {FLAG_FIELDS.get(flag, flag) for flag in _given_flags(args)} & set(given)
     values = config_to_dict(saved)
-    values.update({name: given[name] for name in fields})
+    values.update({name: given[name] for name in given_fields})
     config = config_from_dict(values)
     changes = future_changes(saved, config)
     if changes:

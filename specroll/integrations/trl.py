@@ -26,7 +26,7 @@ would draw the same noise again. TRL itself is never imported here; `trainer` is
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Iterator, Protocol, Sequence
 
@@ -67,27 +67,48 @@ class GRPOTrainerLike(Protocol):
 
 @dataclass(frozen=True)
 class TrlRolloutConfig:
+    """The checkpoint, its speculation and the engine's settings (`engine`, as every rollout holds them),
+    but for three the trainer settles: the device is the trainer model's (and off the CPU the numerics
+    are the fast ones: batch invariance is proven for the CPU only), the seed is `seed` and CUDA graphs
+    are `cuda_graphs`, a choice made on that device. Those three are left at their defaults in `engine`:
+    another value there is refused, not replaced."""
+
     model_dir: Path | None = None  # the checkpoint the engine loads; None = the trainer model's name_or_path
     speculate: str = "on"  # off | on (the default drafter) | a drafter's name
     policy: str = DEFAULT_POLICY
-    max_batch_size: int = EngineConfig().max_batch_size  # the engine's default
+    engine: EngineConfig = field(default_factory=EngineConfig)  # batch, draft limit, verify, numerics
     seed: int | None = None  # None = the trainer's `args.seed`
     threads: int = 0  # torch threads while rolling out (restored afterwards); 0 = auto
-    batch_invariant: bool = True  # on the CPU; off it they are not proven, and not used
     max_prompt_length: int | None = None  # the engine's room for prompts; None = the first batch's longest
     cuda_graphs: str = "auto"  # auto | on | off: decode and verification as CUDA graphs (auto: on CUDA)
 
     def __post_init__(self) -> None:
         check_graph_choice(self.cuda_graphs)
-        if self.max_batch_size <= 0:
-            raise ValueError(f"max_batch_size must be positive, got {self.max_batch_size}")
+        settled = [
+            name for name in ("device", "seed", "cuda_graphs") if _differs_from_default(self.engine, name)
+        ]
+        if settled:
+            raise ValueError(
+                f"the engine's {', '.join(settled)} follow the trainer: leave them out of `engine` (the "
+                "device is the trainer model's; pass seed= and cuda_graphs= instead)"
+            )
         if self.max_prompt_length is not None and self.max_prompt_length <= 0:
             raise ValueError(f"max_prompt_length must be positive, got {self.max_prompt_length}")
 
 
+def _differs_from_default(engine: EngineConfig, name: str) -> bool:
+    return getattr(engine, name) != getattr(EngineConfig(), name)
+
+
 def make_rollout_func(model_dir: str | Path | None = None, **options: Any) -> "SpecrollRollout":
-    """The function to pass as `GRPOTrainer(..., rollout_func=...)`; `options` are `TrlRolloutConfig`'s."""
-    return SpecrollRollout(TrlRolloutConfig(Path(model_dir) if model_dir is not None else None, **options))
+    """The function to pass as `GRPOTrainer(..., rollout_func=...)`. `options` are `TrlRolloutConfig`'s
+    fields and the engine's (`EngineConfig`'s, e.g. max_batch_size=16, batch_invariant=False)."""
+    own = {f.name for f in fields(TrlRolloutConfig)}
+    engine = replace(
+        options.get("engine", EngineConfig()), **{k: v for k, v in options.items() if k not in own}
+    )
+    given = {name: value for name, value in options.items() if name in own} | {"engine": engine}
+    return SpecrollRollout(TrlRolloutConfig(Path(model_dir) if model_dir is not None else None, **given))
 
 
 class SpecrollRollout:
@@ -255,11 +276,11 @@ def rollout_config(
         temperature=params.temperature,
         top_k=params.top_k,
         top_p=params.top_p,
-        engine=EngineConfig(
-            max_batch_size=config.max_batch_size,
+        engine=replace(
+            config.engine,
             seed=seed,
             device=device,
-            batch_invariant=is_batch_invariant(device, fast_numerics=not config.batch_invariant),
+            batch_invariant=is_batch_invariant(device, fast_numerics=not config.engine.batch_invariant),
             cuda_graphs=resolve_cuda_graphs(config.cuda_graphs, device),
         ),
         speculate=config.speculate,

@@ -9,11 +9,12 @@ threads (they may set the order of a matmul's sums). It may change `steps` (to e
 the speculation policy, the draft limits, the batch size, the cost model, the rollout's workers and
 CUDA graphs (static-shape forwards give the dynamic ones' bits under those numerics).
 
-The config is stored flat, one key per field, the `RolloutConfig` fields and its engine's
-(`RolloutConfig.as_flat`) beside the `GRPOConfig` ones (their names do not overlap), paths as absolute
-strings: a run resumed from another working directory reads the same files, and a path given relative
-to it compares equal. A file saved before the engine's settings were one value reads the same (the same
-flat keys); one saved before the engine's limits beyond these (max_model_len, the KV budget, the
+The config is stored flat, one key per field, the `RolloutConfig` fields and those of its engine and
+its cluster (`RolloutConfig.as_flat`) beside the `GRPOConfig` ones (their names do not overlap), paths
+as absolute strings: a run resumed from another working directory reads the same files, and a path given
+relative to it compares equal. A file saved before the engine's settings were one value reads the same
+(the same flat keys); one saved before the cluster's were names two of them as the flags do
+(`OLD_KEYS`); one saved before the engine's limits beyond these (max_model_len, the KV budget, the
 prefill knobs) were stored gets their defaults.
 """
 
@@ -27,10 +28,11 @@ from specroll.train.grpo_config import GRPOConfig
 
 ALWAYS_FREE = frozenset({"steps", "shadow_plain", "track_drift"})
 SPEED_ONLY = frozenset(
-    "speculate policy max_draft max_batch_size draft_model_dir cost_model step workers dispatch "
-    "chunk_tokens worker_backend fastest_of_n draft_head_dir online_head head_lr head_reward_weight "
+    "speculate policy max_draft max_batch_size draft_model_dir cost_model step num_workers dispatch "
+    "chunk_tokens backend fastest_of_n draft_head_dir online_head head_lr head_reward_weight "
     "head_between_steps cuda_graphs".split()
 )
+OLD_KEYS = {"workers": "num_workers", "worker_backend": "backend"}  # files saved before `ClusterConfig`
 _PATHS = frozenset(f.name for f in fields(RolloutConfig) if "Path" in str(f.type))
 
 
@@ -43,6 +45,7 @@ def config_to_dict(config: GRPOConfig) -> dict:
 
 def config_from_dict(values: dict) -> GRPOConfig:
     """`config_to_dict`'s inverse; an unknown key raises ValueError naming it."""
+    values = {OLD_KEYS.get(name, name): value for name, value in values.items()}
     rollout_names = RolloutConfig.flat_names()
     train_names = {f.name for f in fields(GRPOConfig)} - {"rollout"}
     unknown = sorted(set(values) - rollout_names - train_names)

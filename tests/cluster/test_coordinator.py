@@ -3,7 +3,6 @@ dispatch, through a lost worker, and with a refused request among good ones."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import pytest
 
@@ -53,7 +52,7 @@ def assert_same_tokens(expected, got):
 
 @pytest.mark.parametrize("dispatch", ["static", "divided", "context-aware"])
 def test_every_dispatch_gives_one_engines_tokens(one_engine, dispatch):
-    config = replace(BASE, workers=3, dispatch=dispatch, chunk_tokens=12, worker_backend="inline")
+    config = BASE.with_cluster(num_workers=3, dispatch=dispatch, chunk_tokens=12, backend="inline")
     result = on_workers(config)
     assert_same_tokens(one_engine, result)
     assert result.cluster["lost_workers"] == 0
@@ -63,7 +62,7 @@ def test_every_dispatch_gives_one_engines_tokens(one_engine, dispatch):
 
 @pytest.mark.parametrize("dispatch", ["static", "divided"])
 def test_a_worker_lost_mid_rollout_loses_no_request_and_no_token(one_engine, dispatch):
-    config = replace(BASE, workers=2, dispatch=dispatch, chunk_tokens=16, worker_backend="inline")
+    config = BASE.with_cluster(num_workers=2, dispatch=dispatch, chunk_tokens=16, backend="inline")
     state = {}
 
     def kill_worker_one(coordinator, worker):
@@ -80,7 +79,7 @@ def test_a_worker_lost_mid_rollout_loses_no_request_and_no_token(one_engine, dis
 
 
 def test_a_refused_request_fails_alone(one_engine):
-    config = replace(BASE, workers=2, worker_backend="inline")
+    config = BASE.with_cluster(num_workers=2, backend="inline")
     bad = Request(10_000, 0, 99, (1, 10**9), SamplingParams(config.max_tokens, config.temperature))
     result = on_workers(config, extra=[bad])
     assert_same_tokens(one_engine, result)
@@ -90,7 +89,7 @@ def test_a_refused_request_fails_alone(one_engine):
 
 
 def test_fastest_of_n_copies_stragglers_and_keeps_the_tokens(one_engine):
-    config = replace(BASE, workers=2, dispatch="static", fastest_of_n=True, worker_backend="inline")
+    config = BASE.with_cluster(num_workers=2, dispatch="static", fastest_of_n=True, backend="inline")
     result = on_workers(config)
     assert result.cluster["copies"] > 0  # the worker that finished first copied the other's stragglers
     assert_same_tokens(one_engine, result)
@@ -98,4 +97,4 @@ def test_fastest_of_n_copies_stragglers_and_keeps_the_tokens(one_engine):
 
 def test_fastest_of_n_needs_exact_batch_invariant_decoding():
     with pytest.raises(ValueError, match="fastest_of_n .* needs verify 'exact'"):
-        replace(BASE, workers=2, fastest_of_n=True, engine=replace(BASE.engine, verify="rejection"))
+        BASE.with_cluster(num_workers=2, fastest_of_n=True).with_engine(verify="rejection")

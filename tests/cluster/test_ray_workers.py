@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import replace
 
 import pytest
 import ray
 
 from specroll.cli import main
+from specroll.cluster.multi_worker import ClusterConfig
 from specroll.cluster.ray_pool import WorkerStartError
 from specroll.engine_config import EngineConfig
 from specroll.rollout import DEFAULT_MODEL, RolloutConfig, run_rollout
@@ -67,7 +67,7 @@ def test_a_killed_worker_loses_no_request():
             killed["holding"] = len(coordinator.slots[1].running)
             coordinator.pool.kill(1)  # the actor's process ends; its call in flight fails
 
-    result = on_workers(replace(config, workers=2, dispatch="static"), kill_worker_one)
+    result = on_workers(config.with_cluster(num_workers=2, dispatch="static"), kill_worker_one)
     assert killed["holding"] > 0 and result.cluster["lost_workers"] == 1
     assert all(r.error is None for r in result.records)
     assert_same_tokens(expected, result)
@@ -77,7 +77,10 @@ def test_a_worker_that_cannot_start_names_the_cause(tmp_path):
     broken = tmp_path / "policy"
     shutil.copytree(DEFAULT_MODEL, broken)
     (broken / "model.safetensors").write_bytes(b"not a safetensors file")
-    config = RolloutConfig(model_dir=broken, num_prompts=2, n=2, max_tokens=8, workers=2, speculate="off")
+    cluster = ClusterConfig(num_workers=2)
+    config = RolloutConfig(
+        model_dir=broken, num_prompts=2, n=2, max_tokens=8, cluster=cluster, speculate="off"
+    )
     with pytest.raises(
         WorkerStartError,
         match="worker 0 could not start: ValueError: checkpoint .*cannot read model.safetensors",

@@ -229,3 +229,26 @@ def test_cuda_graphs_follow_the_trainer_models_device():
     assert rollout_config(TrlRolloutConfig(cuda_graphs="on"), trainer, params).engine.cuda_graphs
     with pytest.raises(ValueError, match="'always'"):
         TrlRolloutConfig(cuda_graphs="always")
+
+
+def test_the_engines_settings_are_one_engine_config_and_the_trainer_settles_device_seed_and_graphs():
+    from specroll.engine_config import EngineConfig
+
+    model = SimpleNamespace(name_or_path=str(DEFAULT_MODEL), parameters=lambda: iter([torch.zeros(1)]))
+    trainer = _trainer(
+        model=model,
+        accelerator=SimpleNamespace(unwrap_model=lambda m: m),
+        args=SimpleNamespace(generation_kwargs=None, seed=3),
+        state=SimpleNamespace(global_step=0),
+    )
+    params = sampling_params(trainer)
+    config = make_rollout_func(DEFAULT_MODEL, max_batch_size=16, max_draft=3, batch_invariant=False).config
+    assert config.engine == EngineConfig(max_batch_size=16, max_draft=3, batch_invariant=False)
+    engine = rollout_config(config, trainer, params).engine
+    assert (engine.max_batch_size, engine.max_draft, engine.seed, engine.batch_invariant) == (16, 3, 3, False)
+    assert rollout_config(TrlRolloutConfig(seed=7), trainer, params).engine.seed == 7
+    assert rollout_config(TrlRolloutConfig(), trainer, params).engine.batch_invariant  # on the CPU
+    with pytest.raises(ValueError, match="seed follow the trainer"):
+        TrlRolloutConfig(engine=EngineConfig(seed=7))
+    with pytest.raises(ValueError, match="max_batch_size must be positive"):
+        make_rollout_func(max_batch_size=0)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
@@ -58,3 +58,20 @@ def test_steps_and_speed_may_change_where_speculation_changes_no_token():
     assert future_changes(rejection, replace(rejection, steps=10)) == []
     unspeculated = replace(rejection, rollout=replace(rejection.rollout, speculate="off"))
     assert future_changes(rejection, unspeculated) == ["speculate"]  # rejection-sampled tokens follow drafts
+
+
+def test_a_config_saved_before_the_cluster_was_one_value_reads_the_same():
+    values = config_to_dict(_with(num_workers=2, backend="inline"))
+    old = {{"num_workers": "workers", "backend": "worker_backend"}.get(k, k): v for k, v in values.items()}
+    assert config_from_dict(old) == config_from_dict(values)
+    assert config_from_dict(old).rollout.cluster.num_workers == 2
+
+
+def test_no_flat_name_is_two_fields():
+    rollout = RolloutConfig()
+    flat = rollout.as_flat()
+    held = [rollout.engine, rollout.cluster]
+    num_fields = len(fields(RolloutConfig)) - len(held) + sum(len(fields(c)) for c in held)
+    assert len(flat) == num_fields == len(RolloutConfig.flat_names())
+    assert not set(flat) & ({f.name for f in fields(GRPOConfig)} - {"rollout"})
+    assert RolloutConfig.from_flat(flat) == rollout
