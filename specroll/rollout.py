@@ -369,25 +369,19 @@ def run_requests(
     started afresh) and score them; a refused request gets a record with its error."""
     engine.telemetry.clear()
     add_requests(engine, requests)  # a refused request ends with its error (`Request.fail`)
-    graphs_before = _graph_counts(engine)
+    graphs_before = engine.recorded_graphs()
     finish_times = _run(engine, requests, progress)
     outputs = [r.output() for r in requests]
     records = [make_record(o, tokenizer, task, problems[o.group_id]) for o in outputs]
     summary = _summary(
         outputs, records, finish_times, engine.telemetry.mean_acceptance_length, engine.telemetry.num_forwards
     )
-    graphs, seconds = _graph_counts(engine)
+    graphs, seconds = engine.recorded_graphs()
     summary.graphs_recorded = graphs - graphs_before[0]
     summary.graph_recording_seconds = seconds - graphs_before[1]
     return RolloutResult(
         records, summary, engine.telemetry.as_rows(), engine.telemetry.acceptance_by_source()
     )
-
-
-def _graph_counts(engine: Engine) -> tuple[int, float]:
-    """CUDA graphs the engine's runner has recorded so far, and the seconds that took."""
-    replayer = engine.runner.static.replayer if engine.runner.static is not None else None
-    return (0, 0.0) if replayer is None else (replayer.num_graphs, replayer.recording_seconds)
 
 
 def _run(engine: Engine, requests: list[Request], progress: ProgressFn | None) -> list[float]:

@@ -214,11 +214,10 @@ def run_train(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - started
     print(f"features: {len(sequences)} responses, {positions} positions {how} in {seconds:.1f} s")
     warm = replace(warm, feature_layers=layers)
-    model = runner.model
     result = warm_start(
         sequences,
-        model.model.embed_tokens.weight,
-        model.lm_head.weight,
+        runner.input_embeddings(),
+        runner.lm_head_weight(),
         warm,
         None if args.no_progress else _progress_bar(),
         Path(config.model_dir).name,
@@ -328,9 +327,8 @@ def run_eval(args: argparse.Namespace) -> int:
     head = load_head(args.head or config.head_dir)
     runner.use_feature_layers(head.config.feature_layers)
     sequences = teacher_forced(runner, data.prompts, data.responses, config.temperature)
-    model = runner.model
     reports = coupling_report(
-        head, model.model.embed_tokens.weight, model.lm_head.weight, sequences, args.depth, config.temperature
+        head, runner.input_embeddings(), runner.lm_head_weight(), sequences, args.depth, config.temperature
     )
     print("| depth | positions | " + " | ".join(RATES) + " |")
     print("|---|---|" + "---|" * len(RATES))
@@ -362,7 +360,7 @@ def run_replay(args: argparse.Namespace) -> int:
         config.model_dir, 8, longest, batch_invariant=config.engine.batch_invariant
     )
     head_dir = args.head or config.head_dir
-    embedding = runner.model.model.embed_tokens.weight
+    embedding = runner.input_embeddings()
     head = DraftHeadDrafter.from_dir(head_dir, embedding).head  # loaded once, in its drafting dtype
     runner.use_feature_layers(head.config.feature_layers)
     sequences = teacher_forced(runner, data.prompts, data.responses, config.temperature)

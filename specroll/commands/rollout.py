@@ -244,7 +244,7 @@ def run_with_progress(config: RolloutConfig, show: bool = True) -> RolloutResult
         if progress is not None:
             elapsed = time.perf_counter() - progress.started
             detail = (
-                f"{len(engine.scheduler.running)} running, {tokens / max(elapsed, 1e-9):.0f} tokens/s, "
+                f"{engine.num_running} running, {tokens / max(elapsed, 1e-9):.0f} tokens/s, "
                 f"{engine.telemetry.mean_acceptance_length:.2f} tokens a forward"
             )
             progress(finished, total, detail)

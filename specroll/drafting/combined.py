@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from specroll.drafting.protocol import BaseDrafter, Draft, Drafter, DraftQuery, RequestInfo, TargetFeatures
+from specroll.drafting.protocol import (
+    BaseDrafter,
+    Draft,
+    Drafter,
+    DraftQuery,
+    RequestInfo,
+    TargetFeatures,
+    TrainableHead,
+)
 from specroll.drafting.suffix_draft import expected_accepted
 
 
@@ -72,3 +80,8 @@ class CombinedDrafter(BaseDrafter):
 
     def upkeep_seconds(self) -> float:
         return sum(drafter.upkeep_seconds() for drafter in self.drafters)
+
+    def trainable_head(self) -> TrainableHead | None:
+        """The first member's draft head (`head+suffix`: the draft head's): every member is given
+        the target's features, so the head trains online as it would alone."""
+        return next((h for h in (d.trainable_head() for d in self.drafters) if h is not None), None)

@@ -23,13 +23,13 @@ import copy
 import threading
 import time
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import torch
 
 from specroll.drafting.draft_tree import GrownTree, TreeShape, grow_depth
 from specroll.drafting.draws import check_draw, draw_tokens, ranked_candidates, tempered_probs
-from specroll.drafting.protocol import BaseDrafter, Draft, DraftQuery, TargetFeatures
+from specroll.drafting.protocol import BaseDrafter, Draft, DraftQuery, TargetFeatures, TrainableHead
 from specroll.drafting.head_model import DraftHead, check_compatible, load_head
 from specroll.model.device import fast_bf16
 from specroll.sampling_rules import DEFAULT_SAMPLING_RULE
@@ -82,7 +82,7 @@ class DraftHeadDrafter(BaseDrafter):
         self.draw = draw
         self.seed = seed
         self.states: dict[int, tuple[torch.Tensor, int]] = {}  # request -> (features (F,), context length)
-        self.listeners: list = []  # called with every TargetFeatures (e.g. an online trainer's recorder)
+        self.listeners: list[Callable[[TargetFeatures], None]] = []  # `add_listener`
         self.num_swaps = 0
         self._target_to_draft = head.target_to_draft() if with_scores else None
         self._offered: Mapping[str, torch.Tensor] | None = None
@@ -116,6 +116,19 @@ class DraftHeadDrafter(BaseDrafter):
             master=master,
             on_request=on_request,
         )
+
+    def trainable_head(self) -> TrainableHead:
+        """Itself: it holds the head, takes offered weights and tells listeners its features."""
+        return self
+
+    @property
+    def train_depth(self) -> int:
+        """Draft steps a training window unrolls: as deep as the head's warm start did."""
+        return self.head.config.train_depth
+
+    def add_listener(self, listener: Callable[[TargetFeatures], None]) -> None:
+        """Call `listener` with every TargetFeatures (an online trainer's recorder)."""
+        self.listeners.append(listener)
 
     def trainable_copy(self) -> DraftHead:
         """A float32 copy of the head for a trainer, from full-precision weights where the head

@@ -13,6 +13,10 @@ A drafter that conditions on the target's hidden states (a draft head) sets `nee
 every forward, before `observe`, it is given the hidden states of the positions the forward committed
 (`observe_features(TargetFeatures)`), which the forward computed anyway.
 
+A drafter that holds a draft head trainable online says so with `trainable_head()` (a `TrainableHead`;
+None for the others, and a combination answers with its member's), whatever else it combines: that is
+all online head training (`specroll.train.online_head`) reads of a drafter.
+
 Vocabulary: a *request* is one sampled response; a *group* is the n requests of one prompt; a *step*
 is one RL training step. This module imports no torch: only `Draft.probs` may hold a tensor.
 """
@@ -20,7 +24,7 @@ is one RL training step. This module imports no torch: only `Draft.probs` may ho
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 from specroll.drafting.draft_tree import accepted_path
 
@@ -122,9 +126,37 @@ class TargetFeatures:
 
 
 @runtime_checkable
+class TrainableHead(Protocol):
+    """A draft head held by a drafter, as an online trainer sees it: the trainer listens to the target
+    features the drafter is given, trains a copy of the head on them, and offers the copy's weights
+    back, which the drafter swaps in between two forwards."""
+
+    embedding: Any  # (V, H) the target's input embeddings the head reads, the live tensor
+    num_swaps: int  # offered weights taken in so far
+
+    @property
+    def train_depth(self) -> int:
+        """Draft steps a training window unrolls (as deep as the head's warm start did)."""
+        ...
+
+    def add_listener(self, listener: Callable[[TargetFeatures], None]) -> None:
+        """Call `listener` with every `TargetFeatures` the drafter is given, after the drafter's own use."""
+        ...
+
+    def trainable_copy(self) -> Any:
+        """A float32 copy of the head (a `DraftHead` module) for a trainer to update."""
+        ...
+
+    def offer_weights(self, weights: Mapping[str, Any]) -> None:
+        """New head weights (the copy's `state_dict()`), from any thread, taken in at the next proposal."""
+        ...
+
+
+@runtime_checkable
 class Drafter(Protocol):
     """Strategy object proposing draft tokens; see the module docstring for the lifecycle. This is
-    everything the engine and its factory use of a drafter; `BaseDrafter` gives each a default."""
+    everything the engine, its factory and online head training use of a drafter; `BaseDrafter`
+    gives each a default."""
 
     name: str
     needs_features: bool  # True: the engine calls observe_features after every forward
@@ -156,6 +188,10 @@ class Drafter(Protocol):
     def upkeep_seconds(self) -> float:
         """Seconds of the last `propose` spent catching up context the drafter skipped while nothing
         was drafted (a draft model's cache), not drafting: paid once, not per drafting forward."""
+        ...
+
+    def trainable_head(self) -> TrainableHead | None:
+        """The draft head this drafter holds, for online training; None where it holds none."""
         ...
 
 
@@ -195,3 +231,6 @@ class BaseDrafter:
 
     def upkeep_seconds(self) -> float:
         return 0.0
+
+    def trainable_head(self) -> TrainableHead | None:
+        return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from specroll.drafting.combined import CombinedDrafter
 from specroll.drafting.grouped import GroupedDrafter
@@ -14,6 +14,9 @@ from specroll.drafting.prompt_lookup import PromptLookupDrafter
 from specroll.drafting.suffix_draft import DraftShape
 from specroll.drafting.protocol import Drafter
 from specroll.engine_config import EngineConfig
+
+if TYPE_CHECKING:
+    from specroll.model.runner import ModelRunner
 
 
 @dataclass(frozen=True)
@@ -26,7 +29,7 @@ class DrafterContext:
     engine: EngineConfig = field(default_factory=EngineConfig)
     draft_model_dir: Path | None = None
     draft_head_dir: Path | None = None  # a trained draft head (`specroll head train`)
-    target: Any = None  # the target's ModelRunner, for drafters that read its weights (a draft head)
+    target: ModelRunner | None = None  # the target's runner, for a drafter reading its weights (a draft head)
 
 
 def _draft_model(ctx: DrafterContext, draw: str = "argmax") -> Drafter:
@@ -62,7 +65,7 @@ def _draft_head(
         raise ValueError(
             "the draft-head drafter needs a trained head (--draft-head DIR, `specroll head train`)"
         )
-    embedding = ctx.target.model.model.embed_tokens.weight
+    embedding = ctx.target.input_embeddings()
     engine = ctx.engine
     return DraftHeadDrafter.from_dir(
         ctx.draft_head_dir,

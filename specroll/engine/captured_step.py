@@ -19,6 +19,7 @@ eagerly, the same bits as the eager path under batch-invariant numerics.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Sequence
 
 import torch
@@ -32,7 +33,7 @@ from specroll.model.forward_rows import ORDER
 
 
 class CapturedStep:
-    """verify(requests, drafts, sequences) -> (VerifyResult, hidden (n, Tl, H) or None) for the
+    """verify(requests, drafts, sequences) -> VerifyResult (with the features of its logit rows) for the
     forwards the runner's static path takes (`fits`), replayed from the runner's `Replayer` (one
     memory pool)."""
 
@@ -53,8 +54,9 @@ class CapturedStep:
         drafts: Sequence[Draft],
         sequences: Sequence[SequenceInput],
         with_features: bool = True,
-    ) -> tuple[VerifyResult, torch.Tensor | None]:
-        """with_features: also return the hidden states of the logit rows (a feature-reading drafter's)."""
+    ) -> VerifyResult:
+        """with_features: the result carries the hidden states of the logit rows (n, Tl, F), a
+        feature-reading drafter's."""
         self.runner.check(sequences)
         shape = self.static.shape_of(sequences)
         forward = self.static.load(sequences, shape)
@@ -70,8 +72,10 @@ class CapturedStep:
         order = forward[: len(sequences), ORDER]
         result = per_request(drafts, *unpack(packed.index_select(0, order).cpu()))  # the one copy back
         if not with_features:
-            return result, None
-        return result, hidden.index_select(0, order)[:, : max(s.num_logits for s in sequences)]
+            return result
+        return replace(
+            result, hidden=hidden.index_select(0, order)[:, : max(s.num_logits for s in sequences)]
+        )
 
     def _buffers(self, width: int) -> tuple[torch.Tensor, torch.Tensor]:
         if width not in self.buffers:

@@ -15,20 +15,21 @@ import time
 
 import torch
 from dataclasses import replace
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
 
 from specroll.drafting.protocol import Draft, Drafter, RequestInfo, TargetFeatures
 from specroll.engine.captured_step import CapturedStep
 from specroll.engine.admission import plan_prefill_forwards
+from specroll.engine.step import Committed, DraftBatch
 from specroll.engine.verifier import VerifyResult, build_drafts, verify_batch
 from specroll.engine.verify_inputs import row_parents
 from specroll.engine_config import EngineConfig
 from specroll.engine.request import Request
-from specroll.engine.scheduler import Scheduler, SchedulerConfig
+from specroll.engine.scheduler import ScheduleDecision, Scheduler, SchedulerConfig
 from specroll.engine.telemetry import Telemetry
 from specroll.model.runner import ModelRunner, SequenceInput
-from specroll.policies.base import BatchView, DraftDecision, ForwardStats, RequestView, SpeculationPolicy
+from specroll.policies.base import BatchView, ForwardStats, RequestView, SpeculationPolicy
 from specroll.policies.fixed import NoSpeculation
 from specroll.policies.remaining_lengths import FinishedLengths
 
@@ -61,7 +62,6 @@ class Engine:
         )
         self.telemetry = Telemetry()
         self.finished_lengths = FinishedLengths()  # for the policy's view of a drain (`BatchView`)
-        self._draft_upkeep = 0.0
         # with static forwards, a verification step is one recorded graph: forward, head, verification
         self.captured = (
             None
@@ -114,6 +114,44 @@ class Engine:
     def has_unfinished(self) -> bool:
         return self.scheduler.has_unfinished
 
+    # ----- the front door: what callers set and read of the target and the queue
+
+    def load_weights(self, weights: Mapping[str, torch.Tensor]) -> None:
+        """New target weights, copied in place (`ModelRunner.load_weights`): requests admitted from
+        now on see them; call it between iterations."""
+        self.runner.load_weights(weights)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The target's weights by their Hugging Face names, the live tensors."""
+        return self.runner.state_dict()
+
+    def input_embeddings(self) -> torch.Tensor:
+        """(V, H) the target's input embeddings, the live tensor (a draft head reads them)."""
+        return self.runner.input_embeddings()
+
+    def lm_head_weight(self) -> torch.Tensor:
+        """(V, H) the target's output layer, the live tensor: its values follow `load_weights`."""
+        return self.runner.lm_head_weight()
+
+    def recorded_graphs(self) -> tuple[int, float]:
+        """CUDA graphs recorded so far, and the seconds that took."""
+        return self.runner.recorded_graphs()
+
+    @property
+    def num_running(self) -> int:
+        """Requests admitted and not finished (each holds a cache slot)."""
+        return len(self.scheduler.running)
+
+    @property
+    def num_waiting(self) -> int:
+        """Requests queued, not yet admitted (or preempted back to the queue)."""
+        return len(self.scheduler.waiting)
+
+    @property
+    def context_room(self) -> int:
+        """The most positions a request's prompt plus max_tokens may take (`Scheduler.context_room`)."""
+        return self.scheduler.context_room
+
     def run(self, on_iteration: Callable[[list[Request]], None] | None = None) -> None:
         while self.has_unfinished:
             finished = self.iterate()
@@ -123,25 +161,25 @@ class Engine:
     # ----- one iteration
 
     def iterate(self) -> list[Request]:
-        """Schedule, prefill what was admitted, and run one verification forward over the rest;
-        returns the requests that finished."""
+        """One step over the running batch: schedule -> prefill what was admitted -> draft -> verify
+        -> commit -> observe. Returns the requests that finished."""
+        schedule = self._schedule()
+        finished = self._prefill(schedule.prefill)
+        requests = schedule.decode
+        if requests:
+            drafted = self._draft(requests)
+            result = self._verify(requests, drafted.drafts)
+            committed = self._commit(requests, drafted.drafts, result)
+            self._observe(requests, drafted, result, committed)
+            finished += committed.finished
+        return finished
+
+    def _schedule(self) -> ScheduleDecision:
+        """The scheduler's decision, with the cache slots it compacted moved."""
         schedule = self.scheduler.schedule()
         for move in schedule.moves:
             self.runner.cache.move_slots([move.source], [move.target], move.length)
-        finished = self._prefill(schedule.prefill) if schedule.prefill else []
-        if schedule.decode:
-            requests = schedule.decode
-            started = time.perf_counter()
-            decision, drafts = self._draft(requests)
-            drafted = time.perf_counter()
-            result = self._verify(requests, drafts)
-            outputs = [r.num_output_tokens for r in requests]
-            finished += self._commit(requests, drafts, result)
-            emitted = sum(r.num_output_tokens - n for r, n in zip(requests, outputs))
-            self._observe(
-                requests, decision, drafts, result, emitted, drafted - started, time.perf_counter() - drafted
-            )
-        return finished
+        return schedule
 
     def _prefill(self, requests: list[Request]) -> list[Request]:
         finished = []
@@ -152,45 +190,38 @@ class Engine:
     def _prefill_group(self, requests: list[Request]) -> list[Request]:
         started = time.perf_counter()
         inputs = [SequenceInput(r.slot, r.num_cached, r.pending_tokens()) for r in requests]
-        out = self.runner.forward(inputs)
-        result = verify_batch(
-            requests,
-            [Draft(r.request_id) for r in requests],
-            out.logits,
-            self.config.seed,
-            self.config.verify,
-            self.config.sampling_rule,
-        )
-        self._give_features(requests, inputs, result, out.hidden)
-        finished = self._append(requests, result, [len(i.token_ids) for i in inputs])
+        result = self._forward_and_verify(requests, [Draft(r.request_id) for r in requests], inputs)
+        self._give_features(requests, inputs, result)
+        committed = self._append(requests, result, [len(i.token_ids) for i in inputs])
         self.telemetry.record_prefill(
             len(requests), sum(len(i.token_ids) for i in inputs), time.perf_counter() - started
         )
-        return finished
+        return committed.finished
 
-    def _draft(self, requests: list[Request]) -> tuple[DraftDecision, list[Draft]]:
+    def _draft(self, requests: list[Request]) -> DraftBatch:
         """The policy decides first (lengths and drafter); then the named drafter proposes. The
-        decision returned names the drafter that did propose (None for a single drafter), so that a
+        decision handed on names the drafter that did propose (None for a single drafter), so that a
         policy never files one drafter's acceptance under another's name."""
+        started = time.perf_counter()
         view = self._batch_view(requests)
         decision = self.policy.decide(view)
         name = self._member_name(decision.drafter)
         used = replace(decision, drafter=name, tree=decision.tree and self._offers_trees(name))
         budgets = view.clip(decision.draft_lengths)
-        self._draft_upkeep = 0.0  # the drafter's catch-up in this forward's drafting
-        if self.drafter is None or not any(budgets):
-            return used, [Draft(r.request_id) for r in requests]
-        member = self.drafter.member(used.drafter)
-        drafts = build_drafts(
-            member,
-            requests,
-            budgets,
-            self.runner.config.vocab_size,
-            allow_trees=self.allows_trees,
-            tree=used.tree,
-        )
-        self._draft_upkeep = member.upkeep_seconds()
-        return used, drafts
+        drafts, upkeep = [Draft(r.request_id) for r in requests], 0.0
+        if self.drafter is not None and any(budgets):
+            member = self.drafter.member(used.drafter)
+            drafts = build_drafts(
+                member,
+                requests,
+                budgets,
+                self.runner.config.vocab_size,
+                allow_trees=self.allows_trees,
+                tree=used.tree,
+            )
+            upkeep = member.upkeep_seconds()
+        drafted_at = time.perf_counter()
+        return DraftBatch(used, drafts, drafted_at - started, upkeep, drafted_at)
 
     def _member_name(self, name: str | None) -> str | None:
         """The member that proposes for a decision naming `name`: only a set of drafters has members."""
@@ -225,7 +256,7 @@ class Engine:
             views,
             self.config.max_draft,
             trees=self._offers_trees(),
-            num_waiting=len(self.scheduler.waiting),
+            num_waiting=self.num_waiting,
             finished_lengths=self.finished_lengths.sorted(),
         )
 
@@ -241,30 +272,36 @@ class Engine:
             for r, d in zip(requests, drafts)
         ]
         if self.captured is not None and self.captured.fits(inputs, drafts):
-            result, hidden = self.captured.verify(
-                requests, drafts, inputs, with_features=self._reads_features
-            )
+            result = self.captured.verify(requests, drafts, inputs, with_features=self._reads_features)
         else:
-            out = self.runner.forward(inputs)
-            result = verify_batch(
-                requests, drafts, out.logits, self.config.seed, self.config.verify, self.config.sampling_rule
-            )
-            hidden = out.hidden
-        self._give_features(requests, inputs, result, hidden)
+            result = self._forward_and_verify(requests, drafts, inputs)
+        self._give_features(requests, inputs, result)
         return result
+
+    def _forward_and_verify(
+        self, requests: list[Request], drafts: list[Draft], inputs: list[SequenceInput]
+    ) -> VerifyResult:
+        """One forward over `inputs` and its verification, launched from Python: every prefill, and a
+        verification the captured step does not take."""
+        out = self.runner.forward(inputs)
+        result = verify_batch(
+            requests, drafts, out.logits, self.config.seed, self.config.verify, self.config.sampling_rule
+        )
+        return replace(result, hidden=out.hidden)
 
     @property
     def _reads_features(self) -> bool:
         return self.drafter is not None and self.drafter.needs_features
 
     def _give_features(
-        self, requests: list[Request], inputs: list[SequenceInput], result: VerifyResult, hidden
+        self, requests: list[Request], inputs: list[SequenceInput], result: VerifyResult
     ) -> None:
         """Hand a feature-reading drafter the hidden states (B, Tl, H) of the positions this forward
         committed: each row's last fed token, then its accepted drafts (in tree order, the accepted
         branch). One gather on the device; nothing is read back."""
         if not self._reads_features:
             return
+        hidden = result.hidden
         rows = [
             [0, *(i + 1 for i in (nodes if nodes is not None else range(n)))]
             for n, nodes in zip(result.num_accepted, result.accepted_nodes)
@@ -285,7 +322,7 @@ class Engine:
             )
         )
 
-    def _commit(self, requests: list[Request], drafts: list[Draft], result: VerifyResult) -> list[Request]:
+    def _commit(self, requests: list[Request], drafts: list[Draft], result: VerifyResult) -> Committed:
         """Keep the accepted drafts' K/V, count the forward, append the emitted tokens. The cache
         past the accepted drafts is stale and is overwritten by later forwards."""
         # written: the pending token(s), then the accepted drafts (the rejected ones' K/V are stale)
@@ -301,12 +338,13 @@ class Engine:
             r.num_forwards += 1
         return self._append(requests, result, num_written)
 
-    def _append(self, requests: list[Request], result: VerifyResult, num_written: list[int]) -> list[Request]:
+    def _append(self, requests: list[Request], result: VerifyResult, num_written: list[int]) -> Committed:
         """Append each request's emitted tokens; finish those that stopped or reached max_tokens,
         and confirm to the scheduler the `num_written` cache positions of the others."""
-        finished = []
+        finished, all_kept = [], []
         for r, tokens, logprobs, written in zip(requests, result.token_ids, result.logprobs, num_written):
             kept = r.commit(tokens, logprobs, self.eos_token_ids)
+            all_kept.append(kept)
             if self.drafter is not None and kept:
                 self.drafter.observe(r.request_id, kept)
             if r.finish_reason is None:
@@ -317,33 +355,29 @@ class Engine:
             if self.drafter is not None:
                 self.drafter.finish(r.request_id)
             finished.append(r)
-        return finished
+        return Committed(all_kept, finished)
 
     def _observe(
-        self,
-        requests: list[Request],
-        decision: DraftDecision,
-        drafts: list[Draft],
-        result: VerifyResult,
-        num_emitted: int,
-        draft_seconds: float,
-        forward_seconds: float,
+        self, requests: list[Request], drafted: DraftBatch, result: VerifyResult, committed: Committed
     ) -> None:
-        """num_emitted: the tokens the requests kept (none past a stop token or max_tokens)."""
+        """Time and count the forward (its drafting; then verification and commit together) for the
+        policy and the telemetry."""
+        forward_seconds = time.perf_counter() - drafted.drafted_at
+        decision, drafts = drafted.decision, drafted.drafts
         stats = ForwardStats(
             batch_size=len(requests),
             num_drafted=sum(d.num_tokens for d in drafts),
             num_accepted=sum(result.num_accepted),
-            num_emitted=num_emitted,
+            num_emitted=committed.num_emitted,
             forward_seconds=forward_seconds,
-            draft_seconds=draft_seconds,
+            draft_seconds=drafted.draft_seconds,
             request_ids=tuple(r.request_id for r in requests),
             drafted=tuple(d.num_tokens for d in drafts),
             accepted=tuple(result.num_accepted),
             drafter=decision.drafter,
             sources=tuple(d.source for d in drafts),
             tree=decision.tree or any(d.is_tree for d in drafts),  # asked for, or a drafter's own
-            upkeep_seconds=self._draft_upkeep,
+            upkeep_seconds=drafted.upkeep_seconds,
         )
         self.policy.observe(stats)
         self.telemetry.record_decode(stats)
@@ -352,6 +386,8 @@ class Engine:
 def prefill_groups(requests: list[Request], min_saving: int) -> list[list[Request]]:
     """Requests to prefill, in the forwards `plan_prefill_forwards` cuts them into (prompts here
     range from a few tokens to a few hundred, and a prefill pads every row to its forward's longest)."""
+    if not requests:
+        return []
     return [
         [requests[i] for i in forward]
         for forward in plan_prefill_forwards([r.num_tokens for r in requests], min_saving)

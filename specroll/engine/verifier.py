@@ -42,12 +42,15 @@ class VerifyResult:
     num_accepted: draft tokens accepted.
     accepted_nodes: for tree drafts, the accepted nodes (indices into the draft), root first; their
                     K/V must move to consecutive cache positions. None for linear drafts.
+    hidden: the forward's features at its logit rows (B, Tl, F), on the device, for a feature-reading
+            drafter; None where the forward did not keep them.
     """
 
     token_ids: list[list[int]]
     logprobs: list[list[float]]
     num_accepted: list[int]
     accepted_nodes: list[list[int] | None]
+    hidden: torch.Tensor | None = None
 
 
 def build_drafts(

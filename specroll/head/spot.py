@@ -2,7 +2,7 @@
 
 It trains its own copy of the head in a background thread on batches from a `FeatureBuffer`, and
 every `publish_every` updates offers the copy's weights to the drafter, which swaps them in between
-two forwards (`DraftHeadDrafter.offer_weights`): the rollout never waits for it. The GRPO trainer
+two forwards (`TrainableHead.offer_weights`): the rollout never waits for it. The GRPO trainer
 runs it while a rollout runs and pauses it while the policy is updated (that update uses every core,
 and it changes the target's embeddings the head reads).
 
@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 
 
-from specroll.drafting.draft_head import DraftHeadDrafter
+from specroll.drafting.protocol import TrainableHead
 from specroll.head.buffer import FeatureBuffer
 from specroll.head.training import HeadTrainer, HeadTrainConfig
 
@@ -36,19 +36,17 @@ class SpotStats:
 class SpotTrainer:
     def __init__(
         self,
-        drafter: DraftHeadDrafter,
+        head: TrainableHead,
         buffer: FeatureBuffer,
         config: HeadTrainConfig = HeadTrainConfig(lr=3e-4),
         publish_every: int = 5,
     ) -> None:
-        self.drafter = drafter
+        self.live_head = head  # the drafter's, which drafts with the weights offered to it
         self.buffer = buffer
         self.config = config
         self.publish_every = publish_every
-        head = drafter.trainable_copy()
-        self.trainer = HeadTrainer(
-            head, drafter.embedding, config
-        )  # the live embeddings: paused when they change
+        # on the live embeddings: the trainer is paused while they change
+        self.trainer = HeadTrainer(head.trainable_copy(), head.embedding, config)
         self.stats = SpotStats()
         self._rng = random.Random(config.seed)
         self._running = threading.Event()
@@ -128,5 +126,5 @@ class SpotTrainer:
         if self.stats.num_updates == 0:
             return
         state = {k: v.detach().clone() for k, v in self.trainer.head.state_dict().items()}
-        self.drafter.offer_weights(state)
+        self.live_head.offer_weights(state)
         self.stats.num_published += 1

@@ -147,7 +147,7 @@ class SpecrollRollout:
         """A new trainer step: its weights into the engine, and the drafters into the step."""
         step = trainer.state.global_step
         if step != self.weights_step:
-            engine.runner.load_weights(trainer.accelerator.unwrap_model(trainer.model).state_dict())
+            engine.load_weights(trainer.accelerator.unwrap_model(trainer.model).state_dict())
             engine.advance_step(step)
             self.weights_step = step
 
@@ -188,8 +188,8 @@ def run(engine: Engine, requests: list[Request]) -> None:
 
 def check_room(prompt_ids: list[list[int]], params: SamplingParams, engine: Engine) -> None:
     """Refuse a batch before queueing any of it if a prompt leaves too little room for a completion
-    (the scheduler's own rule, `Scheduler.context_room`, applied to the whole batch first)."""
-    room = engine.scheduler.context_room
+    (the scheduler's own rule, `Engine.context_room`, applied to the whole batch first)."""
+    room = engine.context_room
     longest = max(map(len, prompt_ids))
     if longest + params.max_tokens > room:
         raise ValueError(

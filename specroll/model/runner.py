@@ -134,6 +134,24 @@ class ModelRunner:
         for name, param in params.items():
             param.copy_(weights[name])
 
+    def input_embeddings(self) -> torch.Tensor:
+        """(V, H) the model's input embeddings, the live tensor (a draft head reads the target's)."""
+        return self.model.model.embed_tokens.weight
+
+    def lm_head_weight(self) -> torch.Tensor:
+        """(V, H) the model's output layer, the live tensor (the same as `input_embeddings` where tied)."""
+        return self.model.lm_head.weight
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The model's weights by their Hugging Face names (`load_weights` takes the same)."""
+        return self.model.state_dict()
+
+    def recorded_graphs(self) -> tuple[int, float]:
+        """CUDA graphs recorded so far by the static forwards, and the seconds that took."""
+        if self.static is None:
+            return 0, 0.0
+        return self.static.replayer.num_graphs, self.static.replayer.recording_seconds
+
     def use_static_forwards(self, max_width: int) -> None:
         """Run every forward of at most `max_width` new tokens a row (decode, verification) at a
         bucketed static shape: recorded as a CUDA graph on CUDA, eager elsewhere with the same

@@ -108,10 +108,8 @@ def _add_data_routes(app: FastAPI) -> None:
     async def metrics() -> PlainTextResponse:
         loop = state.engine_loop
         engine = loop.engine if loop is not None else None
-        running = len(engine.scheduler.running) if engine is not None else 0
-        waiting = (len(engine.scheduler.waiting) if engine is not None else 0) + len(
-            loop.held if loop else []
-        )
+        running = engine.num_running if engine is not None else 0
+        waiting = (engine.num_waiting if engine is not None else 0) + len(loop.held if loop else [])
         version = loop.weight_version if loop is not None else 0
         return PlainTextResponse(state.metrics.render(running, waiting, version))
 

@@ -141,7 +141,7 @@ async def update_weights(state: ServeState, directory: str) -> dict:
     loop = state.engine_loop
 
     def swap() -> int:
-        loop.engine.runner.load_weights(weights)
+        loop.engine.load_weights(weights)
         loop.weight_version += 1
         loop.engine.advance_step(loop.weight_version)  # history and grouped drafters key by version
         return loop.weight_version
@@ -167,10 +167,10 @@ async def weight_info(request: Request) -> dict:
     loop = state.engine_loop
 
     def info() -> dict:
-        from specroll.train.weights import weights_sha256
+        from specroll.train.weights import state_sha256
 
         if loop.weight_version not in state.weights_sha256:
-            state.weights_sha256[loop.weight_version] = weights_sha256(loop.engine.runner.model)
+            state.weights_sha256[loop.weight_version] = state_sha256(loop.engine.state_dict())
         return {
             "weight_version": loop.weight_version,
             "weights_sha256": state.weights_sha256[loop.weight_version],

@@ -1,4 +1,5 @@
-"""The draft head trained online in `specroll train` (TLT's spot trainer, ReSpec's reward weighting).
+"""The draft head trained online in `specroll train` (TLT's spot trainer, ReSpec's reward weighting):
+the head of whichever drafter holds one (`draft-head`, `head+suffix`: `Drafter.trainable_head`).
 
 While a step's rollout runs, the spot trainer updates a copy of the head on the buffered hidden states
 of earlier steps and offers its weights to the drafter, which swaps them in between forwards. Once the
@@ -12,7 +13,7 @@ many drafts are kept.
 
 from __future__ import annotations
 
-from specroll.drafting.draft_head import DraftHeadDrafter
+from specroll.drafting.protocol import TrainableHead
 from specroll.head.buffer import FeatureBuffer
 from specroll.head.recorder import HiddenRecorder
 from specroll.head.spot import SpotTrainer
@@ -22,7 +23,7 @@ from specroll.head.training import HeadTrainConfig
 class OnlineHead:
     def __init__(
         self,
-        drafter: DraftHeadDrafter,
+        head: TrainableHead,
         lm_head_weight,
         temperature: float,
         reward_weight: float,
@@ -30,29 +31,31 @@ class OnlineHead:
         seed: int,
         between_steps: int = 0,
     ) -> None:
-        self.drafter = drafter
+        self.head = head  # the drafter's: it records features for us and takes our weights
         self.lm_head_weight = lm_head_weight  # the engine's: its values follow the policy
         self.temperature = temperature
         self.reward_weight = reward_weight
         self.recorder = HiddenRecorder()
-        drafter.listeners.append(self.recorder)
+        head.add_listener(self.recorder)
         self.buffer = FeatureBuffer()
-        depth = drafter.head.config.train_depth  # online updates unroll as deep as the warm start did
-        self.spot = SpotTrainer(drafter, self.buffer, HeadTrainConfig(depth=depth, lr=lr, seed=seed))
+        depth = head.train_depth  # online updates unroll as deep as the warm start did
+        self.spot = SpotTrainer(head, self.buffer, HeadTrainConfig(depth=depth, lr=lr, seed=seed))
         self.between_steps = between_steps  # updates after each rollout; 0: the spot trainer during it
         self.between_seconds = 0.0  # the last step's
 
     @classmethod
     def attach(cls, engine, config) -> "OnlineHead":
-        """The online head of a trainer's engine, whose drafter must be a draft head."""
-        if not isinstance(engine.drafter, DraftHeadDrafter):
+        """The online head of a trainer's engine, whose drafter must hold a draft head (`draft-head`,
+        `head+suffix`: `Drafter.trainable_head`)."""
+        head = engine.drafter.trainable_head() if engine.drafter is not None else None
+        if head is None:
             raise ValueError(
-                "online head training needs the draft-head drafter (--speculate draft-head, or on with a "
-                "head trained by `specroll head train` for the model)"
+                "online head training needs a drafter holding a draft head (--speculate draft-head or "
+                "head+suffix, or on with a head trained by `specroll head train` for the model)"
             )
         return cls(
-            engine.drafter,
-            engine.runner.model.lm_head.weight,
+            head,
+            engine.lm_head_weight(),
             config.rollout.temperature,
             config.head_reward_weight,
             config.head_lr,
@@ -80,7 +83,7 @@ class OnlineHead:
     def metrics(self) -> dict:
         return {
             "head_updates": self.spot.stats.num_updates,
-            "head_swaps": self.drafter.num_swaps,
+            "head_swaps": self.head.num_swaps,
             "head_positions": self.buffer.num_positions,
             "head_seconds": self.between_seconds,
         }

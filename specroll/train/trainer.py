@@ -237,7 +237,7 @@ class GRPOTrainer:
         weights = self.policy.state_dict()
         for engine in (self.engine, self.plain_engine):
             if engine is not None:
-                engine.runner.load_weights(weights)
+                engine.load_weights(weights)
 
 
 def drift_kl_sum(rollout_logprobs: torch.Tensor, initial_logprobs: torch.Tensor, mask: torch.Tensor) -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 from pathlib import Path
+from typing import Mapping
 
 import torch
 
@@ -12,9 +13,14 @@ _WEIGHT_FILES = ("config.json", "generation_config.json", "model.safetensors", "
 
 
 def weights_sha256(model: torch.nn.Module) -> str:
-    """sha256 over every tensor of the state dict, in name order (names, shapes, dtypes and bytes)."""
+    """sha256 over every tensor of the model's state dict (`state_sha256`)."""
+    return state_sha256(model.state_dict())
+
+
+def state_sha256(state: Mapping[str, torch.Tensor]) -> str:
+    """sha256 over every tensor of a state dict, in name order (names, shapes, dtypes and bytes)."""
     digest = hashlib.sha256()
-    for name, tensor in sorted(model.state_dict().items()):
+    for name, tensor in sorted(state.items()):
         data = tensor.detach().cpu().contiguous()
         digest.update(f"{name}:{tuple(data.shape)}:{data.dtype}".encode())
         digest.update(data.view(torch.uint8).numpy().tobytes() if data.numel() else b"")

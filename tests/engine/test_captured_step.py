@@ -63,7 +63,8 @@ def test_the_captured_step_gives_the_eager_steps_results(qwen2_dir, rule, batch_
     expected = verify_batch(requests, drafts, out.logits, 7, "exact", rule)
     step = CapturedStep(captured, 7, "exact", rule)
     assert step.fits(sequences, drafts)
-    result, hidden = step.verify(requests, drafts, sequences)
+    result = step.verify(requests, drafts, sequences)
+    hidden = result.hidden
     assert result.token_ids == expected.token_ids and result.num_accepted == expected.num_accepted
     assert result.accepted_nodes == expected.accepted_nodes
     if batch_invariant:  # the same bits

@@ -7,7 +7,7 @@ from typing import Sequence
 
 from helpers import assert_lossless, rollout, workload
 
-from specroll.drafting.protocol import Draft, Drafter, DraftQuery, RequestInfo, TargetFeatures
+from specroll.drafting.protocol import Draft, Drafter, DraftQuery, RequestInfo, TargetFeatures, TrainableHead
 from specroll.policies.fixed import FixedDraftLength
 
 
@@ -54,6 +54,9 @@ class ReplayingDrafter:
 
     def upkeep_seconds(self) -> float:
         return 0.0
+
+    def trainable_head(self) -> TrainableHead | None:
+        return None
 
 
 def test_a_drafter_written_to_the_protocol_alone_runs_in_the_engine(qwen2_dir):

@@ -138,7 +138,7 @@ def test_a_recorded_verification_step_gives_the_eager_steps_tokens_on_cuda(qwen2
         requests, drafts = _requests(), _drafts(trees=True)
         sequences = [replace(s, start=start) for s in _sequences(requests, drafts)]
         expected = verify_batch(requests, drafts, eager.forward(sequences).logits, 7, "exact", "inverse-cdf")
-        result, _ = step.verify(requests, drafts, sequences)
+        result = step.verify(requests, drafts, sequences)
         assert result.token_ids == expected.token_ids and result.num_accepted == expected.num_accepted
         assert (
             max(abs(a - b) for x, y in zip(result.logprobs, expected.logprobs) for a, b in zip(x, y)) < 1e-4

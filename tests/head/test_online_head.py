@@ -48,7 +48,7 @@ def test_the_recorder_keeps_each_requests_hidden_states_in_order(qwen2_dir, tmp_
     embedding = ModelRunner.from_pretrained(qwen2_dir, 1, 8).model.model.embed_tokens.weight
     drafter = DraftHeadDrafter.from_dir(directory, embedding, seed=7)
     recorder = HiddenRecorder()
-    drafter.listeners.append(recorder)
+    drafter.add_listener(recorder)
     done = rollout(qwen2_dir, workload(num_prompts=3, n=2), drafter, FixedDraftLength(3))
     runner = rollout.last_engine.runner
     recorded = recorder.take(runner.model.lm_head.weight)
@@ -172,6 +172,22 @@ def test_grpo_with_an_online_head_matches_plain_rewards_and_weights(tmp_path):
     assert all(m.mean_acceptance_length > 1.0 for m in online)
     assert online[0].drift_kl == pytest.approx(0.0, abs=1e-5)  # step 0 rolls out the initial policy
     assert online[-1].drift_kl > online[0].drift_kl  # lr 1e-3 moves it
+
+
+def test_a_draft_head_among_suffix_drafters_trains_online(tmp_path):
+    """`head+suffix` (a combination holding a draft head) hands its head to the online trainer: the
+    head's features are recorded, it is trained between steps, and its new weights are swapped in."""
+    model_dir = RolloutConfig().model_dir
+    directory, _ = _head(model_dir, tmp_path / "head", epochs=0)
+    config = RolloutConfig(speculate="head+suffix", draft_head_dir=directory, policy="fixed-2", **SMALL)
+    trainer = GRPOTrainer(GRPOConfig(config, steps=2, lr=1e-3, online_head=True, head_between_steps=2))
+    head = trainer.engine.drafter.trainable_head()
+    assert isinstance(head, DraftHeadDrafter)  # the combination's member
+    online = trainer.run()
+    trainer.close()
+    assert online[0].head_positions > 0  # the combination gave its head the target's features
+    assert [m.head_updates for m in online] == [2, 4]
+    assert [m.head_swaps for m in online] == [0, 1] and head.num_swaps == 1
 
 
 def test_online_training_needs_the_draft_head_drafter():
