@@ -194,7 +194,7 @@ class RolloutResult:
     records: list[RolloutRecord]
     summary: RolloutSummary
     telemetry: list[dict] = field(default_factory=list)
-    acceptance_by_drafter: dict[str, float] = field(default_factory=dict)  # `Telemetry.acceptance_by_source`
+    accepted_per_draft: dict[str, float] = field(default_factory=dict)  # by drafter (`Telemetry`)
     cluster: dict | None = None  # a rollout over several workers: dispatch, re-prefills, lost workers
     cpu: str | None = None  # a CPU run's threads and numerics, and why (`cpu_description`)
 
@@ -380,7 +380,7 @@ def run_requests(
     summary.graphs_recorded = graphs - graphs_before[0]
     summary.graph_recording_seconds = seconds - graphs_before[1]
     return RolloutResult(
-        records, summary, engine.telemetry.as_rows(), engine.telemetry.acceptance_by_source()
+        records, summary, engine.telemetry.as_rows(), engine.telemetry.accepted_per_draft_by_source()
     )
 
 

@@ -1,4 +1,9 @@
-"""Per-forward records of a rollout, kept with its output for benchmarks and reports."""
+"""Per-forward records of a rollout, kept with its output for benchmarks and reports.
+
+Three figures of a draft's acceptance, named apart everywhere: the acceptance rate (alpha, the chance
+that a draft token is accepted; `acceptance_rate` here is accepted over drafted tokens, and the policies
+estimate alpha per request, `policies/acceptance_estimates.py`), the acceptance length (tokens a
+request gains a forward: its accepted draft tokens + 1) and the tokens accepted per draft."""
 
 from __future__ import annotations
 
@@ -48,7 +53,7 @@ class Telemetry:
         drafted = sum(s.num_drafted for s in self.decode_forwards)
         return sum(s.num_accepted for s in self.decode_forwards) / drafted if drafted else 0.0
 
-    def acceptance_by_source(self) -> dict[str, float]:
+    def accepted_per_draft_by_source(self) -> dict[str, float]:
         """Mean tokens accepted per verified draft, by the drafter that proposed it (named drafts only)."""
         drafts: dict[str, int] = {}
         accepted: dict[str, int] = {}

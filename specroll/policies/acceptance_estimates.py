@@ -1,4 +1,5 @@
-"""Live per-request estimates of the per-token acceptance probability alpha. Imports no torch.
+"""Live per-request estimates of the acceptance rate alpha (the chance a draft token is accepted).
+Imports no torch.
 
 A forward that verifies a draft of d tokens and accepts a of them observed a + [a < d] Bernoulli
 trials of "the next draft token is accepted" with a successes (the first rejection ends the run).

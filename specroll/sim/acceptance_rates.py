@@ -1,4 +1,5 @@
-"""Per-request acceptance probability of each drafter, varying by request and along the response.
+"""Each drafter's acceptance rate alpha (the chance a draft token is accepted), varying by request and
+along the response.
 
 Each drafter has a mean per-token acceptance probability; a request's own rate is Beta-distributed
 around it (SpecActor Fig. 7: the best drafter differs from request to request), may drift

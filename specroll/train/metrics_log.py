@@ -31,7 +31,7 @@ class StepMetrics:
         float  # largest |log pi_trainer - log pi_rollout| of a token before the update: rounding only
     )
     num_problems: int
-    acceptance_by_drafter: dict[str, float] = field(default_factory=dict)  # tokens accepted per draft
+    accepted_per_draft: dict[str, float] = field(default_factory=dict)  # tokens accepted a draft, by drafter
     plain_rollout_seconds: float | None = None  # the same rollout without speculation (--shadow-plain)
     same_as_plain: bool | None = None  # its tokens and log-probabilities equal the speculative ones
     drift_kl: float | None = None  # KL(rollout policy || initial policy) per token (--track-drift)
@@ -99,12 +99,15 @@ def plot_metrics(rows: list[dict], path: str | Path) -> Path:
         axes[1].plot(steps, [r.get("plain_rollout_s") for r in rows], marker="s", label="plain rollout")
     axes[1].set_ylabel("seconds")
     axes[1].legend()
-    axes[2].plot(steps, [r["mean_acceptance_length"] for r in rows], marker="o", label="all drafts")
-    for name in sorted({k for r in rows for k in r.get("acceptance_by_drafter", {})}):
+    axes[2].plot(steps, [r["mean_acceptance_length"] for r in rows], marker="o", label="tokens a forward")
+    for name in sorted({k for r in rows for k in r.get("accepted_per_draft", {})}):
         axes[2].plot(
-            steps, [r.get("acceptance_by_drafter", {}).get(name) for r in rows], marker=".", label=name
+            steps,
+            [r.get("accepted_per_draft", {}).get(name) for r in rows],
+            marker=".",
+            label=f"{name}: accepted a draft",
         )
-    axes[2].set_ylabel("acceptance")
+    axes[2].set_ylabel("tokens")
     axes[2].set_xlabel("training step")
     axes[2].legend()
     fig.tight_layout()

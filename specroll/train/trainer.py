@@ -173,7 +173,7 @@ class GRPOTrainer:
             kl,
             max_log_ratio,
             len({r.prompt_id for r in result.records}),
-            result.acceptance_by_drafter,
+            result.accepted_per_draft,
             plain_seconds,
             same,
             drift,

@@ -77,7 +77,7 @@ def test_a_restored_trainer_goes_on_step_for_step(stopped_run, uninterrupted):
     engine_params = dict(trainer.engine.runner.model.named_parameters())
     for name, param in trainer.policy.named_parameters():
         assert torch.equal(engine_params[name], param.detach()), name  # the engine runs the trainer's weights
-    assert resumed[0].acceptance_by_drafter.get("history", 0) > 0  # step 2 drafted from steps 0-1, replayed
+    assert resumed[0].accepted_per_draft.get("history", 0) > 0  # step 2 drafted from steps 0-1, replayed
 
 
 def test_restore_refuses_another_config_or_initial_policy(stopped_run):

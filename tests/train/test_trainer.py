@@ -36,7 +36,7 @@ def test_speculation_changes_no_reward_and_no_weight(drafter):
     assert all(m.mean_acceptance_length > 1.05 for m in spec)
     assert plain[0].weights_sha256 != plain[1].weights_sha256  # the weights moved
     if drafter == "suffix":
-        assert spec[1].acceptance_by_drafter.get("history", 0) > 0  # step 1 drafts from step 0's responses
+        assert spec[1].accepted_per_draft.get("history", 0) > 0  # step 1 drafts from step 0's responses
 
 
 def test_the_engine_runs_the_trainers_weights_after_each_step():
