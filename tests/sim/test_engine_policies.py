@@ -212,12 +212,12 @@ def test_the_simulator_runs_on_a_profile():
 def test_seer_and_specactor_choices_are_the_shared_torch_free_functions():
     """The mechanisms the engine has no counterpart for (issue 38) live in `specroll.scheduling`,
     beside the dispatchers both run: the simulator only calls them."""
-    from specroll.scheduling import adaptive_range, placement
+    from specroll.scheduling import adaptive_range, decoupled_plan
     from specroll.sim import speculation
 
     seer = strategy_for(get_preset("Moonlight"), "grouped")
     assert type(seer.draft_range) is adaptive_range.AdaptiveDraftRange and seer.draft_range.by_concurrency
-    assert speculation.best_request_plan is placement.best_request_plan
+    assert speculation.best_request_plan is decoupled_plan.best_request_plan
     specactor = make_strategy(
         SMALL,
         _topology(SMALL, SYSTEMS["specactor"]),
@@ -226,7 +226,7 @@ def test_seer_and_specactor_choices_are_the_shared_torch_free_functions():
         None,
     )
     plan = specactor.decide(running_batch([0.7], [100]))
-    expected = placement.best_request_plan(
+    expected = decoupled_plan.best_request_plan(
         0.7, 1, specactor.max_window, specactor.draft_seconds(0), specactor.verify_seconds
     )
     assert plan.draft_len.tolist() == [expected.window]
