@@ -276,11 +276,19 @@ def test_a_head_for_another_model_is_refused_by_name(qwen2_dir):
         DraftHeadDrafter(head, torch.zeros(97, 64))
 
 
-def test_the_policy_prices_the_heads_drafts_as_measured(trained, qwen2_dir, tmp_path):
+def test_the_policy_prices_the_heads_drafts_as_measured(trained, qwen2_dir, tmp_path, monkeypatch):
+    """The head times itself once, where the engine is built, and the policy's price of a draft token
+    is that measurement, not the profile's draft model: equal to float rounding (relative 1e-12; the
+    price is the measured affine, copied), at every batch size and draft length."""
     from specroll.engine.factory import build_engine
     from specroll.engine.spec import EngineSpec
     from specroll.policies.cost_model import DEFAULT_COST_MODEL
 
+    measurements = []
+    timed = DraftHeadDrafter.draft_cost
+    monkeypatch.setattr(
+        DraftHeadDrafter, "draft_cost", lambda self: measurements.append(timed(self)) or measurements[-1]
+    )
     directory, *_ = trained
     cost = tmp_path / "fit.cost.json"
     DEFAULT_COST_MODEL.save(cost)
@@ -288,9 +296,14 @@ def test_the_policy_prices_the_heads_drafts_as_measured(trained, qwen2_dir, tmp_
         qwen2_dir, 16, drafter="draft-head", draft_head_dir=directory, cost_model=cost, threads=1
     )
     engine = build_engine(spec, longest_prompt=8)
-    intercept, slope = engine.drafter.draft_cost()
+    assert len(measurements) == 1
+    intercept, slope = measurements[0]
     assert intercept >= 0 and slope >= 0 and intercept + slope > 0
-    assert engine.policy.cost_model.has_draft_model  # auto weighs the head's cost against its gain
+    priced = engine.policy.cost_model  # auto weighs the head's cost against its gain
+    assert priced.draft_affine != DEFAULT_COST_MODEL.draft_affine
+    for batch, length in ((1, 1), (16, 3), (256, 5)):
+        measured = length * (intercept + slope * batch)
+        assert priced.draft_seconds(batch, length) == pytest.approx(measured, rel=1e-12, abs=0.0)
 
 
 def test_a_head_combined_with_suffix_drafters_gets_its_features_and_changes_no_token(trained, qwen2_dir):

@@ -16,7 +16,9 @@ import math
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -87,9 +89,34 @@ def server(tmp_path_factory):
     assert served.stop() == 0, served.log()
 
 
-def test_health_with_a_json_body(server):
-    status, _ = http_json(f"{server.url}/health", {}, method="GET")
-    assert status == 200
+def metrics(url: str) -> dict[str, float]:
+    """The server's unlabelled Prometheus counters and gauges (/metrics), by name."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=60) as response:
+        lines = response.read().decode().splitlines()
+    rows = (line.split() for line in lines if line and not line.startswith("#") and "{" not in line)
+    return {name: float(value) for name, value in rows}
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    """Return once `condition()` holds; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout:.0f} s"
+        time.sleep(0.005)
+
+
+def engine_round_trip(url: str) -> None:
+    """/weight_info runs in the engine thread, between forwards, after every request submitted before
+    it (the thread's inbox is first in, first out): once it answers, they have been taken in."""
+    status, body = http_json(f"{url}/weight_info")
+    assert status == 200, body
+
+
+def test_health_with_a_json_body_reports_the_serving_weights(server):
+    status, body = http_json(f"{server.url}/health", {}, method="GET")
+    assert status == 200, body
+    _, info = http_json(f"{server.url}/weight_info")
+    assert body == {"status": "ok", "weight_version": info["weight_version"]}
 
 
 def test_completions_as_areal_sends_and_reads_them(server, tokenizer):
@@ -116,9 +143,11 @@ def test_pause_aborts_running_holds_new_and_continue_resumes(server, tokenizer):
     def send(name: str) -> None:
         results[name] = http_json(f"{server.url}/v1/completions", areal_payload(prompt, max_new))
 
+    # the pause finds the request generating: it has emitted tokens (it runs ~0.7 s for 150)
+    emitted = metrics(server.url)["specroll_output_tokens_total"]
     running = threading.Thread(target=send, args=("running",))
     running.start()
-    time.sleep(0.1)  # it runs ~0.7 s: the pause finds it running (or not yet started: 0 tokens)
+    wait_for(lambda: metrics(server.url)["specroll_output_tokens_total"] > emitted, "its first token")
     status, body = http_json(f"{server.url}/areal_pause_generation", {})
     assert status == 200, body
     running.join(timeout=30)
@@ -127,12 +156,21 @@ def test_pause_aborts_running_holds_new_and_continue_resumes(server, tokenizer):
     assert status == 200, body
     partial, partial_logprobs, reason = areal_parse(body)
     assert reason == "abort", (reason, len(partial))
-    assert len(partial) < max_new and len(partial_logprobs) == len(partial)
+    assert 1 <= len(partial) < max_new and len(partial_logprobs) == len(partial)
 
+    # sent while paused, the request is taken in and held: no forward runs until continue
+    before = metrics(server.url)
     held = threading.Thread(target=send, args=("held",))
     held.start()
-    held.join(timeout=0.8)
-    assert held.is_alive(), "a request sent while paused was answered before /areal_continue_generation"
+    total = before["specroll_requests_total"]
+    wait_for(lambda: metrics(server.url)["specroll_requests_total"] > total, "the held request's arrival")
+    engine_round_trip(server.url)  # the engine thread has taken it in
+    engine_round_trip(server.url)  # and has since had its chance to run a forward
+    while_paused = metrics(server.url)
+    assert "held" not in results, "a request sent while paused was answered before continue"
+    for counter in ("specroll_prefills_total", "specroll_forwards_total", "specroll_output_tokens_total"):
+        assert while_paused[counter] == before[counter], counter
+    assert while_paused["specroll_requests_running"] == 0 and while_paused["specroll_requests_waiting"] == 1
     status, body = http_json(f"{server.url}/areal_continue_generation", {})
     assert status == 200, body
     held.join(timeout=60)
@@ -163,6 +201,8 @@ def test_update_weights_from_disk_changes_greedy_tokens(server, tokenizer, tmp_p
     assert status == 200 and body["success"] is True, body
     status, info_after = http_json(f"{server.url}/weight_info")
     assert info_after["weight_version"] != info_before["weight_version"]
+    health = http_json(f"{server.url}/health", {}, method="GET")[1]
+    assert health["weight_version"] == info_after["weight_version"]  # health names the weights now serving
     after = areal_generate(server.url, prompt, 16, temperature=0.0)
     assert after["tokens"] != before["tokens"]
 
