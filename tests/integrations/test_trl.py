@@ -185,7 +185,7 @@ def test_sampling_follows_the_trainer_and_refuses_what_the_engine_lacks():
 
 
 def test_a_prompt_too_long_for_the_engine_is_refused_before_anything_is_queued():
-    engine = SimpleNamespace(scheduler=SimpleNamespace(context_room=40))
+    engine = SimpleNamespace(context_room=40)
     check_room([[3] * 24, [3] * 8], SamplingParams(max_tokens=16), engine)  # 24 + 16 fits 40
     with pytest.raises(ValueError, match="max_prompt_length"):
         check_room([[3] * 25], SamplingParams(max_tokens=16), engine)
@@ -202,7 +202,7 @@ def test_the_batch_check_is_the_engines_own_rule():
         RolloutConfig(speculate="off", max_tokens=16, engine=EngineConfig(max_batch_size=2)).engine_spec(), 24
     )
     params = SamplingParams(max_tokens=16)
-    fits, too_long = [3] * (engine.scheduler.context_room - 16), [3] * (engine.scheduler.context_room - 15)
+    fits, too_long = [3] * (engine.context_room - 16), [3] * (engine.context_room - 15)
     check_room([fits], params, engine)
     with pytest.raises(ValueError, match="max_prompt_length"):
         check_room([too_long], params, engine)
