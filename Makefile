@@ -11,7 +11,7 @@ TORCH_INDEX ?= $(if $(shell command -v nvidia-smi 2>/dev/null),,--index-url http
 
 install:
 	$(PYTHON) -m pip install -q torch==2.13.0 $(TORCH_INDEX)
-	$(PYTHON) -m pip install -q -e ".[test,models,train,trl,ray,serve]"
+	$(PYTHON) -m pip install -q -e ".[test,models,train,trl,ray,serve,gpu]"
 
 models: install
 	$(PYTHON) -m specroll.cli models pull smollm2

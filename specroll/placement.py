@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 RESOLVED_DEVICES = ("cpu", "cuda")
 DTYPES = ("float32", "bfloat16", "float16")
 
 
 def check_placement(device: str, dtype: str, batch_invariant: bool) -> None:
-    """A resolved device, a known dtype, and batch-invariant numerics only on the CPU (they rest on
-    probes of the CPU's BLAS and its in-order cumsum: elsewhere they are not proven)."""
+    """A resolved device, a known dtype, and batch-invariant numerics where they can run
+    (`check_numerics`)."""
     if device not in RESOLVED_DEVICES:
         raise ValueError(
             f"device must be one of {', '.join(RESOLVED_DEVICES)} (resolve 'auto' first), got {device!r}"
@@ -22,16 +24,29 @@ def check_dtype(dtype: str) -> None:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
 
 
+def invariant_kernels(device: str) -> str:
+    """The kernels batch-invariant numerics run on `device`: "probed" on the CPU (its BLAS at call
+    sizes probed per layer, `model.batch_invariant`; `meta`, shapes only, too), "triton" on a GPU
+    (fixed-order kernels, `specroll.kernels`)."""
+    if device in ("cpu", "meta"):
+        return "probed"
+    if device == "cuda":
+        return "triton"
+    raise ValueError(f"batch-invariant numerics have no kernels for {device}: pass --fast-numerics there")
+
+
 def check_numerics(device: str, batch_invariant: bool) -> None:
-    """Batch-invariant numerics only on the CPU (`meta`, shapes only, passes too)."""
-    if batch_invariant and device not in ("cpu", "meta"):
+    """Batch-invariant numerics where their kernels run: the CPU, and a GPU with Triton installed."""
+    needs_triton = batch_invariant and invariant_kernels(device) == "triton"
+    if needs_triton and importlib.util.find_spec("triton") is None:
         raise ValueError(
-            f"batch-invariant numerics are built and proven for the CPU's kernels, not for "
-            f"{device}: pass --fast-numerics there"
+            "batch-invariant numerics on a GPU run as Triton kernels, and Triton is not installed: "
+            "pip install 'specroll[gpu]' (or pass --fast-numerics)"
         )
 
 
 def is_batch_invariant(device: str, fast_numerics: bool) -> bool:
-    """The numerics a run gets on `device`: batch-invariant on the CPU unless the fast ones are asked
-    for; the fast ones elsewhere."""
-    return device == "cpu" and not fast_numerics
+    """The numerics a run gets: batch-invariant (exact mode's identity at any batch size) on every
+    device unless the fast ones are asked for."""
+    del device  # the CPU and a GPU both have them (`invariant_kernels`)
+    return not fast_numerics

@@ -1,11 +1,15 @@
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
+if not torch.cuda.is_available():  # the GPU's Triton kernels run in Triton's interpreter (tests/kernels)
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from real_models import require_smollm2  # noqa: E402
 from tiny_checkpoints import ARCHITECTURES, COMMON, save_tiny_checkpoint  # noqa: E402

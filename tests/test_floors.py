@@ -46,9 +46,10 @@ ALLOWED = {  # part -> the parts, or single modules of parts, it may import (a p
     "drafting": {"engine_config", "model", "noise", "sampling", "sampling_rules"},
     "profiling": {"model", "placement", "policies"},
     # the model and the pure math
-    "model": {"cpu_env", "placement"},
+    "model": {"cpu_env", "kernels", "placement"},
     "verification": {"sampling"},
-    "sampling": set(),
+    "sampling": {"kernels"},  # a GPU's vocabulary reductions
+    "kernels": set(),  # a GPU's batch-invariant Triton kernels
     "sampling_rules": set(),
     "noise": set(),
     "tokenizer": set(),

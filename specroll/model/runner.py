@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 import torch
 
 from specroll.model.config import ModelConfig
-from specroll.placement import check_numerics
+from specroll.placement import check_numerics, invariant_kernels
 from specroll.model.kv_cache import KVCache
 from specroll.model.loader import load_model, read_config
 from specroll.model.attention_chunks import Chunk, plan_chunks
@@ -75,11 +75,20 @@ class ModelRunner:
     max_attention_chunks: rows are attended in at most this many consecutive chunks, each reading
     only as far as its longest row (`specroll.model.attention_chunks`); 1 reads every row to the
     batch's longest context. A cut is made only if it saves `min_chunk_saving` (512) row-positions.
-    batch_invariant: every row's logits are the same bits whatever else the forward holds
-    (`specroll.model.batch_invariant`); exact-mode token identity on large vocabularies needs it.
+    batch_invariant: every row's logits are the same bits whatever else the forward holds;
+    exact-mode token identity on large vocabularies needs it. Its kernels follow the device
+    (`placement.invariant_kernels`: the CPU's probed BLAS, a GPU's Triton kernels); `kernels` names
+    them instead ("triton" on a CPU runs them in Triton's interpreter, as the tests do).
     """
 
-    def __init__(self, model: CausalLM, num_slots: int, capacity: int, batch_invariant: bool = False) -> None:
+    def __init__(
+        self,
+        model: CausalLM,
+        num_slots: int,
+        capacity: int,
+        batch_invariant: bool = False,
+        kernels: str | None = None,
+    ) -> None:
         self.model = model
         self.max_attention_chunks = 4  # a draft model's runner takes 1 (`from_pretrained`)
         self.min_chunk_saving = 512  # row-positions a cut must save (tests set 0 to cut wherever it can)
@@ -88,8 +97,9 @@ class ModelRunner:
         self.batch_invariant = batch_invariant
         self.static: StaticForwards | None = None  # `use_static_forwards`
         check_numerics(self.device.type, batch_invariant)
+        self.kernels = (kernels or invariant_kernels(self.device.type)) if batch_invariant else None
         if batch_invariant:
-            model.use_batch_invariant_numerics()
+            model.use_batch_invariant_numerics(self.kernels)
         self.cache = KVCache(
             self.config,
             num_slots,

@@ -7,6 +7,7 @@ reads and writes a `KVCache` described by a `ForwardBatch`; it knows nothing of 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -50,23 +51,31 @@ class ForwardBatch:
 
 class Linear(nn.Linear):
     """nn.Linear that, given `row_sizes`, makes every BLAS call with one of those row counts so that
-    each row's result is the same bits whatever the batch (`specroll.model.batch_invariant`)."""
+    each row's result is the same bits whatever the batch (`specroll.model.batch_invariant`); given
+    `kernel`, runs it instead (a GPU's batch-invariant matmul, `specroll.kernels.linear`)."""
 
     row_sizes: tuple[int, ...] = ()
+    kernel: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor] | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.kernel is not None:
+            return self.kernel(x, self.weight, self.bias)
         if self.row_sizes:
             return padded_linear(x, self.weight, self.bias, self.row_sizes)
         return F.linear(x, self.weight, self.bias)
 
 
 class RMSNorm(nn.Module):
+    kernel: Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor] | None = None  # a GPU's row kernel
+
     def __init__(self, dim: int, eps: float) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.ones(dim))
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.kernel is not None:
+            return self.kernel(x, self.weight, self.eps)
         if x.dtype == torch.float32:  # one fused kernel; the same arithmetic as below
             return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
         dtype = x.dtype  # as Hugging Face: normalise in float32, scale in the model's dtype
@@ -94,6 +103,7 @@ class Attention(nn.Module):
             self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
         self.has_qk_norm = config.has_qk_norm
         self.invariant_rows = 0  # > 0: batch-invariant block attention with at least this many query rows
+        self.kernel: Callable | None = None  # a GPU's invariant attention (`specroll.kernels.attention`)
 
     def forward(
         self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], cache: KVCache, batch: ForwardBatch
@@ -116,6 +126,9 @@ class Attention(nn.Module):
     def _attend(self, q: torch.Tensor, cache: KVCache, span: AttentionSpan) -> torch.Tensor:
         """q (b, H, T, D) -> (b, H, T, D) over the span's cached keys and values."""
         keys, values = cache.read(self.layer, span.slots, span.read_length)  # (b, Hkv, L, D)
+        if self.kernel is not None:
+            columns = None if span.order is None else span.order.columns
+            return self.kernel(q, keys, values, span.attn_mask, columns)
         if self.invariant_rows:
             return block_attention(q, keys, values, span.attn_mask, self.invariant_rows, span.order)
         return grouped_attention(q, keys, values, span.attn_mask)
@@ -197,10 +210,17 @@ class CausalLM(nn.Module):
         self.rotary = RotaryTable(inverse_frequencies(config.rope, config.head_dim))
         self.feature_layers: tuple[int, ...] = ()  # set through `use_feature_layers`
 
-    def use_batch_invariant_numerics(self) -> None:
-        """Make every row's result independent of the forward's shape (`batch_invariant`), probing
-        each linear layer's shape at the current thread count; the runner that owns the model calls
-        this once, before any forward. Raises `BatchInvarianceUnavailable` where the BLAS allows none."""
+    def use_batch_invariant_numerics(self, kernels: str = "probed") -> None:
+        """Make every row's result independent of the forward's shape; the runner that owns the model
+        calls this once, before any forward. `kernels` (`invariant_kernels`): "probed", the CPU's
+        BLAS at call sizes probed at the current thread count (`batch_invariant`; raises
+        `BatchInvarianceUnavailable` where it allows none), or "triton", a GPU's kernels with fixed
+        reduction orders (`specroll.kernels`)."""
+        if kernels == "triton":
+            self._use_triton_kernels()
+            return
+        if kernels != "probed":
+            raise ValueError(f"batch-invariant kernels are 'probed' or 'triton', got {kernels!r}")
         linears = [m for m in self.modules() if isinstance(m, Linear)]
         threads = torch.get_num_threads()
         for linear in linears:
@@ -209,6 +229,16 @@ class CausalLM(nn.Module):
         for module in self.modules():
             if isinstance(module, Attention):
                 module.invariant_rows = query_rows
+
+    def _use_triton_kernels(self) -> None:
+        from specroll.kernels.attention import invariant_attention
+        from specroll.kernels.linear import invariant_linear
+        from specroll.kernels.rms_norm import invariant_rms_norm
+
+        kernels = {Linear: invariant_linear, RMSNorm: invariant_rms_norm, Attention: invariant_attention}
+        for module in self.modules():
+            if type(module) in kernels:
+                module.kernel = kernels[type(module)]
 
     def use_feature_layers(self, layers: tuple[int, ...]) -> None:
         """Append these decoder layers' outputs (ascending, distinct) to every forward's features, as

@@ -41,7 +41,6 @@ def test_a_bad_spec_is_refused_where_it_is_made(tmp_path, field, value, message)
         ("sampling_rule", "nonsense", "'nonsense'"),
         ("device", "auto", "resolve 'auto' first"),
         ("dtype", "int8", "dtype must be one of float32, bfloat16, float16, got 'int8'"),
-        ("device", "cuda", "--fast-numerics"),  # batch-invariant numerics are the CPU's only
     ],
 )
 def test_bad_engine_settings_are_refused_once_where_they_are_made(field, value, message):

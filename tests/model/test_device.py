@@ -28,14 +28,30 @@ def test_unknown_devices_and_dtypes_are_named():
     check_placement("cuda", "bfloat16", batch_invariant=False)
 
 
-def test_batch_invariant_numerics_are_refused_off_the_cpu():
+def test_batch_invariant_numerics_follow_the_device(monkeypatch):
+    """The CPU's probed BLAS on the CPU, Triton's kernels on a GPU, on by default on both; a GPU
+    without Triton refuses them by name; another device has none."""
+    import importlib.util
+
+    from specroll.placement import invariant_kernels
+
+    assert [invariant_kernels("cpu"), invariant_kernels("meta"), invariant_kernels("cuda")] == [
+        "probed",
+        "probed",
+        "triton",
+    ]
+    with pytest.raises(ValueError, match="no kernels for mps"):
+        invariant_kernels("mps")
     check_numerics("cpu", batch_invariant=True)
-    check_numerics("meta", batch_invariant=True)
     check_numerics("cuda", batch_invariant=False)
-    with pytest.raises(ValueError, match="--fast-numerics"):
+    real_find_spec = importlib.util.find_spec
+    without_triton = lambda name, *a: None if name == "triton" else real_find_spec(name, *a)  # noqa: E731
+    monkeypatch.setattr(importlib.util, "find_spec", without_triton)
+    with pytest.raises(ValueError, match=r"specroll\[gpu\].*--fast-numerics"):
         check_numerics("cuda", batch_invariant=True)
+    check_numerics("cpu", batch_invariant=True)  # the CPU's kernels need no Triton
     assert [is_batch_invariant("cpu", False), is_batch_invariant("cpu", True)] == [True, False]
-    assert not is_batch_invariant("cuda", False)  # off the CPU the fast numerics run
+    assert [is_batch_invariant("cuda", False), is_batch_invariant("cuda", True)] == [True, False]
 
 
 def test_dtype_names_map_to_torch_and_unknown_ones_are_named():

@@ -1,0 +1,91 @@
+"""Batch-invariant attention: each query's keys in fixed blocks, in column order.
+
+One program per (sequence, key head, query token) computes the head's G query heads for that token:
+scores over the head dim, then an online softmax over blocks of `BLOCK_N` key columns, in order,
+to the span's read length. A block past the query's context is all masked: its maximum is -inf, so
+the running maximum stays, the rescaling factor is exp(0) = 1 and the sums add exact zeros; so
+neither the read length, nor how many queries the sequence has (a decode's one, a verification's
+k+1), nor the other sequences change a query's bits. A tree node reads its path's keys in chain
+order (`model.chain_order`), at the columns plain decoding of that path reads them at.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+BLOCK_N, NUM_WARPS = 32, 4
+
+
+@triton.jit(do_not_specialize=["L"])
+def _attention_kernel(
+    q_ptr, k_ptr, v_ptr, mask_ptr, col_ptr, out_ptr, L, scale,
+    sqb, sqh, sqt, skb, skh, skl, smb, smt, sml, scb, sct, ob, oh, ot,
+    G: tl.constexpr, D: tl.constexpr, G_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
+    CHAIN_ORDER: tl.constexpr,
+):  # fmt: skip
+    b, h, t = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    g, d = tl.arange(0, G_PAD), tl.arange(0, D)
+    heads = h * G + g
+    q = tl.load(q_ptr + b * sqb + heads[:, None] * sqh + t * sqt + d[None, :], mask=g[:, None] < G, other=0.0)
+    q = q.to(tl.float32) * scale  # (G_PAD, D)
+    top = tl.full((G_PAD,), float("-inf"), tl.float32)
+    total = tl.zeros((G_PAD,), tl.float32)
+    acc = tl.zeros((G_PAD, D), tl.float32)
+    n0 = L * 0  # a while loop: Triton's interpreter cannot bound a `for` by a runtime length
+    while n0 < L:
+        n = n0 + tl.arange(0, BLOCK_N)
+        seen = tl.load(mask_ptr + b * smb + t * smt + n * sml, mask=n < L, other=0) != 0
+        columns = n
+        if CHAIN_ORDER:
+            columns = tl.load(col_ptr + b * scb + t * sct + n, mask=n < L, other=0)
+        at = b * skb + h * skh + columns[:, None] * skl + d[None, :]
+        keys = tl.load(k_ptr + at, mask=seen[:, None], other=0.0).to(tl.float32)  # (BLOCK_N, D)
+        scores = tl.sum(q[:, None, :] * keys[None, :, :], axis=2)  # (G_PAD, BLOCK_N)
+        scores = tl.where(seen[None, :], scores, float("-inf"))
+        new_top = tl.maximum(top, tl.max(scores, axis=1))
+        alive = new_top > float("-inf")
+        factor = tl.where(alive, tl.exp(top - tl.where(alive, new_top, 0.0)), 1.0)
+        probs = tl.where(seen[None, :], tl.exp(scores - tl.where(alive, new_top, 0.0)[:, None]), 0.0)
+        values = tl.load(v_ptr + at, mask=seen[:, None], other=0.0).to(tl.float32)
+        total = total * factor + tl.sum(probs, axis=1)
+        acc = acc * factor[:, None] + tl.sum(probs[:, :, None] * values[None, :, :], axis=1)
+        top = new_top
+        n0 += BLOCK_N
+    out = acc / total[:, None]
+    dest = out_ptr + b * ob + heads[:, None] * oh + t * ot + d[None, :]
+    tl.store(dest, out.to(out_ptr.dtype.element_ty), mask=g[:, None] < G)
+
+
+def invariant_attention(
+    q: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    mask: torch.Tensor,
+    columns: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Softmax attention, batch-invariant: q (b, H, T, D); keys, values (b, Hkv, L, D) (a view of
+    the cache: only the last dimension need be contiguous); mask (b, 1, T, L) True where a query may
+    attend (every query sees at least one key); with `columns` (b, T, L) (trees: `ChainOrder.columns`),
+    query t reads chain column j at cache column columns[b, t, j] and `mask` is in chain order
+    -> (b, H, T, D)."""
+    b, H, T, D = q.shape
+    Hkv, L = keys.shape[1], keys.shape[2]
+    if keys.stride(-1) != 1 or values.stride() != keys.stride():
+        keys, values = keys.contiguous(), values.contiguous()
+    q = q.contiguous()
+    out = torch.empty_like(q)
+    in_chain_order = columns is not None
+    columns = columns.contiguous() if in_chain_order else mask  # without chain order: never read
+    G = H // Hkv
+    if D & (D - 1):
+        raise ValueError(f"invariant attention needs a power-of-two head dim, got {D}")
+    _attention_kernel[(b, Hkv, T)](
+        q, keys, values, mask, columns, out, L, D**-0.5,
+        *q.stride()[:3], *keys.stride()[:3], mask.stride(0), mask.stride(2), mask.stride(3),
+        columns.stride(0), columns.stride(1), *out.stride()[:3],
+        G=G, D=D, G_PAD=triton.next_power_of_2(G), BLOCK_N=BLOCK_N, CHAIN_ORDER=in_chain_order,
+        num_warps=NUM_WARPS,
+    )  # fmt: skip
+    return out

@@ -1,0 +1,64 @@
+"""A batch-invariant linear layer: y = x @ W.T + b with fixed tiles and no split along K.
+
+Every output element is accumulated in fp32 over K in order, BLOCK_K columns at a time, by a tile
+of BLOCK_M x BLOCK_N outputs; the tile sizes never change and the row count is a plain argument
+(not specialised), so one compiled kernel serves every call and a row's bits do not depend on how
+many rows share it. At decode the padded tile costs little: the weights' read dominates.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from specroll.kernels import interpreted
+
+BLOCK_M, BLOCK_N, BLOCK_K, NUM_WARPS = 64, 64, 64, 4
+
+
+@triton.jit(do_not_specialize=["M"])
+def _linear_kernel(
+    x_ptr, w_ptr, b_ptr, out_ptr, M, N, K: tl.constexpr,
+    HAS_BIAS: tl.constexpr, IEEE: tl.constexpr, DOT_FP32: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):  # fmt: skip
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        ks = k0 + tl.arange(0, BLOCK_K)
+        in_k = ks < K
+        a = tl.load(
+            x_ptr + rows[:, None] * K + ks[None, :], mask=(rows[:, None] < M) & in_k[None, :], other=0.0
+        )
+        b = tl.load(
+            w_ptr + cols[None, :] * K + ks[:, None], mask=(cols[None, :] < N) & in_k[:, None], other=0.0
+        )
+        if DOT_FP32:
+            a, b = a.to(tl.float32), b.to(tl.float32)
+        if IEEE:
+            acc += tl.dot(a, b, input_precision="ieee")
+        else:
+            acc += tl.dot(a, b)
+    if HAS_BIAS:
+        acc += tl.load(b_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]
+    out = out_ptr + rows[:, None] * N + cols[None, :]
+    tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=(rows[:, None] < M) & (cols[None, :] < N))
+
+
+def invariant_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """F.linear(x, weight, bias) for x (..., K), weight (N, K), each row's bits its own."""
+    K, N = x.shape[-1], weight.shape[0]
+    flat = x.reshape(-1, K).contiguous()
+    M = flat.shape[0]
+    out = torch.empty(M, N, dtype=x.dtype, device=x.device)
+    if M:
+        grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))
+        is_fp32 = x.dtype == torch.float32
+        _linear_kernel[grid](
+            flat, weight.contiguous(), bias if bias is not None else weight, out, M, N, K,
+            HAS_BIAS=bias is not None, IEEE=is_fp32, DOT_FP32=interpreted() and not is_fp32,
+            BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps=NUM_WARPS,
+        )  # fmt: skip
+    return out.reshape(*x.shape[:-1], N)
