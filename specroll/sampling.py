@@ -21,6 +21,11 @@ so that the same noise and the same distribution always give the same token:
   both CDFs in vocabulary order matches only where their intervals overlap (measured on SmolLM2: 0.34
   against 0.47 a token for a draft head, `specroll head eval`). Only the top tokens get noise: a
   Gumbel for each of 49k tokens costs a CPU more than the forward it serves.
+
+Every reduction over the vocabulary (softmax, log-softmax, the CDF's running sum, a row's total)
+runs in an order fixed per row, so a row's distribution and draw do not depend on how many rows
+are sampled with it: on the CPU torch's kernels (a running sum in order, measured invariant), on a
+GPU the Triton row kernels (`specroll.kernels.rows`) wherever no gradient is asked for.
 """
 
 from __future__ import annotations
@@ -106,10 +111,39 @@ def tempered_softmax(logits: torch.Tensor, temperature: float | Sequence[float])
     return _softmax_or_one_hot(scaled, is_greedy)
 
 
+def _on_gpu_kernels(x: torch.Tensor) -> bool:
+    """Whether a reduction over x's rows runs as a Triton row kernel: on a GPU, with no gradient."""
+    return x.is_cuda and not (x.requires_grad and torch.is_grad_enabled())
+
+
+def softmax(x: torch.Tensor, log: bool = False) -> torch.Tensor:
+    """(log-)softmax over the last dimension of float32 x, each row's bits its own (module docstring)."""
+    if _on_gpu_kernels(x):
+        from specroll.kernels.rows import softmax_rows
+
+        return softmax_rows(x, log)
+    return torch.log_softmax(x, dim=-1) if log else torch.softmax(x, dim=-1)
+
+
+def running_sum(x: torch.Tensor) -> torch.Tensor:
+    """The running sum over the last dimension of float64 x, in vocabulary order per row."""
+    if _on_gpu_kernels(x):
+        from specroll.kernels.rows import cumsum_rows
+
+        return cumsum_rows(x)
+    return x.cumsum(-1)
+
+
+def row_total(x: torch.Tensor) -> torch.Tensor:
+    """The sum over the last dimension of float64 x: on a GPU the running sum's last element (one
+    order per row), on the CPU torch's sum."""
+    return running_sum(x)[..., -1] if _on_gpu_kernels(x) else x.sum(-1)
+
+
 def _softmax_or_one_hot(scaled: torch.Tensor, is_greedy: torch.Tensor | None) -> torch.Tensor:
     """softmax of `tempered` logits (..., V), the rows where is_greedy (... or ()) holds one-hot on
     their argmax; None: no row is greedy."""
-    probs = torch.softmax(scaled, dim=-1)
+    probs = softmax(scaled)
     if is_greedy is None:
         return probs
     one_hot = torch.zeros_like(probs).scatter_(-1, scaled.argmax(-1, keepdim=True), 1.0)
@@ -118,12 +152,12 @@ def _softmax_or_one_hot(scaled: torch.Tensor, is_greedy: torch.Tensor | None) ->
 
 def _truncate(scaled: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
     """Mask (to -inf) tokens outside each row's top-k and top-p nucleus."""
-    sorted_logits, order = scaled.sort(dim=-1, descending=True)
+    sorted_logits, order = scaled.sort(dim=-1, descending=True, stable=scaled.is_cuda)  # ties by id on a GPU
     rank = torch.arange(scaled.shape[-1], device=scaled.device)[None]
     outside_k = (top_k[:, None] > 0) & (rank >= top_k[:, None])
     sorted_logits = sorted_logits.masked_fill(outside_k, float("-inf"))
-    sorted_probs = torch.softmax(sorted_logits, dim=-1)
-    mass_before = sorted_probs.cumsum(-1) - sorted_probs  # mass of strictly more likely tokens
+    sorted_probs = softmax(sorted_logits)
+    mass_before = running_sum(sorted_probs) - sorted_probs  # mass of strictly more likely tokens
     outside_p = mass_before >= top_p[:, None]  # the top token always stays (mass_before = 0)
     sorted_logits = sorted_logits.masked_fill(outside_p, float("-inf"))
     return torch.full_like(scaled, float("-inf")).scatter(1, order, sorted_logits)
@@ -131,7 +165,7 @@ def _truncate(scaled: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor) ->
 
 def sample_from(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """Inverse-CDF draw: probs (N, V) (need not be normalised), u (N,) in (0, 1) -> tokens (N,) long."""
-    cdf = probs.double().cumsum(-1)  # (N, V)
+    cdf = running_sum(probs.double())  # (N, V)
     target = u.double() * cdf[:, -1]
     tokens = torch.searchsorted(cdf, target[:, None], right=True).squeeze(-1)
     return tokens.clamp_(max=probs.shape[-1] - 1)
@@ -142,7 +176,11 @@ GUMBEL_TOP = 64
 
 def top_candidates(probs: torch.Tensor, k: int = GUMBEL_TOP) -> tuple[torch.Tensor, torch.Tensor]:
     """probs (N, V) -> the k most likely tokens' ids and probabilities (N, k), most likely first."""
-    top = probs.topk(min(k, probs.shape[-1]), -1)
+    k = min(k, probs.shape[-1])
+    if probs.is_cuda:  # a stable sort: ties in id order, whatever the batch
+        values, ids = probs.sort(-1, descending=True, stable=True)
+        return ids[..., :k], values[..., :k]
+    top = probs.topk(k, -1)
     return top.indices, top.values
 
 
@@ -152,8 +190,8 @@ def sample_two_stage(
     """The gumbel rule's draw (module docstring). probs (N, V) need not be normalised; top_ids and
     top_probs (N, k) from `top_candidates`; u (N,) uniform; gumbel (N, k) the noise of the top tokens
     -> tokens (N,) long."""
-    total = probs.double().sum(-1)
-    mass = top_probs.double().sum(-1) / total  # (N,) m
+    total = row_total(probs.double())
+    mass = row_total(top_probs.double()) / total  # (N,) m
     race = top_probs.double().log() + gumbel  # log 0 = -inf never wins
     top_token = top_ids.gather(-1, race.argmax(-1, keepdim=True)).squeeze(-1)
     rest = probs.scatter(-1, top_ids, 0.0)
@@ -184,4 +222,4 @@ def policy_logprobs(
 
 def token_logprobs(scaled: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     """`policy_logprobs` from logits already `tempered` (..., V), for a caller that has them."""
-    return torch.log_softmax(scaled, dim=-1).gather(-1, tokens[..., None]).squeeze(-1)
+    return softmax(scaled, log=True).gather(-1, tokens[..., None]).squeeze(-1)
