@@ -8,7 +8,10 @@ Nothing is installed or downloaded: the machine's own `python3` runs the project
 with pip and Hugging Face offline and an empty model cache. The model is built on the machine:
 SmolLM2-135M-Instruct's exact shape (`scripts/gpu_check/smollm2/`: its config, tokenizer and chat
 template, Apache-2.0) with seeded random weights, because the real weights (257 MiB) cannot travel.
-Random weights accept no draft, so the oracle (all drafts right) is the speculation figure.
+Random weights accept no draft, so the oracle (all drafts right) is the speculation figure. Part
+`exact` runs first: speculative (oracle drafts, the suffix drafters under `auto`) against plain in
+bf16 and fp32 at batch 1 to 128, request by request to the bit, and the batch-invariant numerics'
+price against the fast ones (`benchmarks/exact_identity.py`).
 
 Each part runs in its own process under its own time cap (the caps sum to eight minutes) and
 writes one file to $OUT (default runs/gpu-check); `summary.txt` lists every part's outcome. A part
@@ -53,11 +56,12 @@ class Sizes:
     repeats: int
     trace_batch: int
     shape: dict
+    exact: tuple[str, str, int]  # part `exact`: dtypes, batch sizes, tokens a request
     cap_scale: float = 1.0  # the smoke run's caps are looser: a shared CPU is slow and noisy
 
 
-FULL = Sizes("cuda", "bfloat16", 128, 64, 256, 2, 64, {})
-SMOKE = Sizes("cpu", "float32", 8, 4, 8, 1, 4, SMOKE_SHAPE, cap_scale=3.0)
+FULL = Sizes("cuda", "bfloat16", 128, 64, 256, 2, 64, {}, ("bfloat16,float32", "1,8,64,128", 64))
+SMOKE = Sizes("cpu", "float32", 8, 4, 8, 1, 4, SMOKE_SHAPE, ("float32", "1,4", 8), cap_scale=3.0)
 
 
 @dataclass(frozen=True)
@@ -70,11 +74,12 @@ class Part:
 
 PARTS = (
     Part("model", 30, needs_model=False),
-    Part("profile", 60),
+    Part("exact", 120),  # first: exact mode's identity to the bit in bf16 and fp32, and its price
+    Part("profile", 50),
     Part("tests", 60, needs_cuda=True, needs_model=False),
-    Part("bench-128", 150),
-    Part("bench-64", 120),
-    Part("trace", 60),
+    Part("bench-128", 110),
+    Part("bench-64", 70),
+    Part("trace", 40),
 )
 TESTS = ("tests/gpu", "tests/engine/test_device_placement.py")
 BENCH_SYSTEMS = "plain,plain-eager,oracle:fixed-4,hf-generate"
@@ -87,6 +92,10 @@ def commands(part: str, sizes: Sizes, work: Path) -> list[list[str]]:
     if part == "model":
         shape = [f"{k}={v}" for k, v in sizes.shape.items()]
         return [[py, __file__, "--build-model", model, "--device", sizes.device, *shape]]
+    if part == "exact":
+        dtypes, batches, tokens = sizes.exact
+        return [[py, "benchmarks/exact_identity.py", "--model", model, "--device", sizes.device,
+                 "--dtypes", dtypes, "--batches", batches, "--max-tokens", str(tokens)]]  # fmt: skip
     if part == "profile":
         # widths to 17: a tree of 16 nodes priced at every batch size, as `auto` weighs one
         grid = ["--max-batch-size", str(sizes.large_batch), "--max-draft", "16"]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = REPO_ROOT / "scripts" / "gpu_check.py"
-PARTS = ("model", "profile", "tests", "bench-128", "bench-64", "trace")
+PARTS = ("model", "exact", "profile", "tests", "bench-128", "bench-64", "trace")
 
 
 def _smoke(tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess, Path]:
@@ -45,6 +45,8 @@ def test_every_part_runs_offline_and_writes_its_file(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == sorted([f"{p}.txt" for p in PARTS] + ["summary.txt"])
     assert (out / "tests.txt").read_text().startswith("needs CUDA")
     assert "skipped" in (out / "tests.txt").read_text()  # the GPU tests skip on the CPU: not a pass
+    exact = (out / "exact.txt").read_text()  # speculative against plain, request by request, in smoke sizes
+    assert "| float32 | 4 | 4/4 (drafted" in exact and "every request equal to plain's, to the bit" in exact
     bench = (out / "bench-64.txt").read_text()
     for system in ("plain-eager", "oracle:fixed-4", "hf-generate"):
         assert system in bench
