@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "engine"))
 from helpers import assert_lossless, rollout, workload  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-GPU = dict(device="cuda", batch_invariant=False)  # batch-invariant numerics are the CPU's only
+GPU = dict(device="cuda", batch_invariant=False)  # the fast numerics (exact ones: test_exact_cuda.py)
 
 
 @pytest.mark.parametrize("dtype, atol", [(torch.float32, 1e-4), (torch.bfloat16, 0.1)])
