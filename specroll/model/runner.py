@@ -100,13 +100,19 @@ class ModelRunner:
         self.kernels = (kernels or invariant_kernels(self.device.type)) if batch_invariant else None
         if batch_invariant:
             model.use_batch_invariant_numerics(self.kernels)
+        self.use_new_cache(num_slots, capacity)
+
+    def use_new_cache(self, num_slots: int, capacity: int, dtype: torch.dtype | None = None) -> None:
+        """Forwards from now on read and write a new, zeroed cache of this shape, in `dtype` (the
+        model's by default). A training forward takes one each: autograd records a cache's writes,
+        so a cache serves one differentiated forward."""
         self.cache = KVCache(
             self.config,
             num_slots,
             capacity,
-            dtype=next(model.parameters()).dtype,
+            dtype=dtype or next(self.model.parameters()).dtype,
             device=self.device,
-            column_multiple=BLOCK if batch_invariant else 1,
+            column_multiple=BLOCK if self.batch_invariant else 1,
         )
 
     @classmethod

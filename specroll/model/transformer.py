@@ -76,12 +76,17 @@ class RMSNorm(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.kernel is not None:
             return self.kernel(x, self.weight, self.eps)
-        if x.dtype == torch.float32:  # one fused kernel; the same arithmetic as below
-            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
-        dtype = x.dtype  # as Hugging Face: normalise in float32, scale in the model's dtype
-        x = x.to(torch.float32)
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x.to(dtype)
+        return rms_norm(x, self.weight, self.eps)
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm over x's last dimension with `weight` in torch's own kernels."""
+    if x.dtype == torch.float32:  # one fused kernel; the same arithmetic as below
+        return F.rms_norm(x, weight.shape, weight, eps)
+    dtype = x.dtype  # as Hugging Face: normalise in float32, scale in the model's dtype
+    x = x.to(torch.float32)
+    x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * x.to(dtype)
 
 
 class Attention(nn.Module):

@@ -30,11 +30,11 @@ from safetensors.torch import load_file, save_file
 from specroll.train.recent_responses import FinishedResponse
 from specroll.train.run_config import config_from_dict, config_to_dict
 from specroll.train.train_state import TrainState
+from specroll.train.weights import WEIGHT_SUFFIXES, unique_tensors
 
 STATE_DIR = "train_state"
 FORMAT = 1
 _PREFIX, _PARTIAL = "step-", ".partial-"
-_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".safetensors.index.json", ".bin.index.json")
 
 
 def save_state(run_dir: str | Path, state: TrainState, keep: int = 1) -> Path:
@@ -115,16 +115,9 @@ def _write_policy(folder: Path, weights: dict[str, torch.Tensor], source_dir: Pa
     """model.safetensors (tied tensors once, under their first name, as `save_pretrained` does) and
     every other file of the source checkpoint (config, tokenizer), so `--model` loads the folder."""
     folder.mkdir()
-    seen: set[tuple] = set()
-    unique = {}
-    for name, tensor in weights.items():
-        key = (tensor.data_ptr(), tuple(tensor.shape))
-        if tensor.numel() == 0 or key not in seen:
-            seen.add(key)
-            unique[name] = tensor.detach().contiguous()
-    _save_tensors(unique, folder / "model.safetensors")
+    _save_tensors(unique_tensors(weights), folder / "model.safetensors")
     for path in source_dir.iterdir():
-        if path.is_file() and not path.name.endswith(_WEIGHT_SUFFIXES):
+        if path.is_file() and not path.name.endswith(WEIGHT_SUFFIXES):
             shutil.copyfile(path, folder / path.name)
             _sync(folder / path.name)
     _sync(folder)

@@ -2,9 +2,10 @@
 
 Each step: the schedule names the step's problems; the engine moves to the step (history drafters
 take the previous steps' responses) and rolls out n responses per problem; the task scores them; one
-AdamW step on the GRPO objective (`specroll.train.grpo`) updates the trainer's copy of the policy (a
-`transformers` model); its new weights are copied into the running engine in place. Drafters,
-their indexes and the cost model carry over from step to step.
+AdamW step on the GRPO objective (`specroll.train.grpo`) updates the trainer's copy of the policy
+(specroll's own model, run with the engine's numerics: `specroll.train.policy_forward`, so before the
+update every token's importance ratio is exactly 1); its new weights are copied into the running
+engine in place. Drafters, their indexes and the cost model carry over from step to step.
 
 In exact mode a rollout's tokens are a function of (seed, request id, position) and the weights, so
 speculation changes no token, no reward and no gradient: `--speculate on` and `off` give the same
@@ -22,7 +23,6 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import replace
-from pathlib import Path
 from typing import Callable
 
 import torch
@@ -33,9 +33,9 @@ from specroll.engine.threads import apply_threads
 from specroll.model.catalog import resolve_model_dir
 from specroll.rollout import RolloutResult, encode_prompts, make_requests, make_task, run_requests
 from specroll.tokenizer import load_tokenizer
-from specroll.sampling import policy_logprobs
 from specroll.train.grpo import group_advantages, policy_loss
 from specroll.train.online_head import OnlineHead
+from specroll.train.policy_forward import PolicyForward, load_trainable, sequence_logprobs
 from specroll.train.metrics_log import StepMetrics
 from specroll.train.recent_responses import RecentResponses
 from specroll.train.run_config import describe_changes, future_changes
@@ -67,8 +67,13 @@ class GRPOTrainer:
         plain = replace(spec, drafter=None)  # the same engine without speculation
         self.plain_engine = build_engine(plain, longest) if config.shadow_plain else None
         self.policy = load_trainable(rollout.model_dir, rollout.engine.device)
+        self.policy_forward = PolicyForward(self.policy, rollout.engine)
         keeps_reference = config.kl_coef > 0 or config.track_drift
-        self.reference = copy.deepcopy(self.policy).requires_grad_(False) if keeps_reference else None
+        self.reference = (
+            PolicyForward(copy.deepcopy(self.policy).requires_grad_(False), rollout.engine)
+            if keeps_reference
+            else None
+        )
         self.online_head = OnlineHead.attach(self.engine, config) if config.online_head else None
         self.optimizer = torch.optim.AdamW(
             self.policy.parameters(), lr=config.lr, weight_decay=config.weight_decay
@@ -223,7 +228,7 @@ class GRPOTrainer:
         prompts = [self.prompts[r.prompt_id] for r in records]
         completions = [r.token_ids for r in records]
         temperature = self.rollout.temperature
-        new, mask = sequence_logprobs(self.policy, prompts, completions, temperature)
+        new, mask = sequence_logprobs(self.policy_forward, prompts, completions, temperature)
         rollout_lp = _padded([r.logprobs for r in records], mask.shape[1], torch.float32, mask.device)
         ref, drift = None, 0.0
         if self.reference is not None:
@@ -245,32 +250,6 @@ def drift_kl_sum(rollout_logprobs: torch.Tensor, initial_logprobs: torch.Tensor,
     drawn from pi_rollout, so exp(r) - r - 1 with r = log pi_initial - log pi_rollout is unbiased, >= 0."""
     log_ratio = initial_logprobs - rollout_logprobs
     return float(((torch.exp(log_ratio) - log_ratio - 1) * mask).sum())
-
-
-def load_trainable(model_dir: str | Path, device: str = "cpu"):
-    """The policy as a `transformers` model in fp32 on `device`, in training mode."""
-    import transformers
-
-    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    return model.to(device).train()
-
-
-def sequence_logprobs(model, prompts, completions, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Log-probabilities of each completion's tokens after its prompt (`policy_logprobs`, the engine's
-    definition), (B, T) with a (B, T) mask; sequences are right-padded, so positions count from 0."""
-    device = next(model.parameters()).device
-    full = [list(p) + list(c) for p, c in zip(prompts, completions)]
-    length, width = max(map(len, full)), max(map(len, completions))
-    input_ids = _padded(full, length, torch.long, device)
-    attention = _padded([[1] * len(ids) for ids in full], length, torch.long, device)
-    logits = model(input_ids=input_ids, attention_mask=attention).logits  # (B, L, V)
-    offsets = torch.arange(width, device=device)
-    starts = torch.tensor([len(p) - 1 for p in prompts], device=device)
-    index = (starts[:, None] + offsets).clamp(max=length - 1)  # (B, T) the position predicting each token
-    mask = offsets[None] < torch.tensor([len(c) for c in completions], device=device)[:, None]
-    picked = logits.gather(1, index[..., None].expand(-1, -1, logits.shape[-1]))  # (B, T, V)
-    tokens = _padded(completions, width, torch.long, device)
-    return policy_logprobs(picked, tokens, temperature) * mask, mask.float()
 
 
 def _padded(

@@ -8,8 +8,16 @@ from pathlib import Path
 from typing import Mapping
 
 import torch
+from safetensors.torch import save_file
 
-_WEIGHT_FILES = ("config.json", "generation_config.json", "model.safetensors", "model.safetensors.index.json")
+WEIGHT_SUFFIXES = (  # files that hold weights, not carried over from the source checkpoint
+    ".safetensors",
+    ".bin",
+    ".pt",
+    ".pth",
+    ".safetensors.index.json",
+    ".bin.index.json",
+)
 
 
 def weights_sha256(model: torch.nn.Module) -> str:
@@ -27,12 +35,25 @@ def state_sha256(state: Mapping[str, torch.Tensor]) -> str:
     return digest.hexdigest()
 
 
-def save_checkpoint(model, source_dir: str | Path, out_dir: str | Path) -> Path:
-    """The trained model as safetensors with its config, plus the source checkpoint's tokenizer files."""
+def save_checkpoint(model: torch.nn.Module, source_dir: str | Path, out_dir: str | Path) -> Path:
+    """The trained model as Hugging Face's layout: model.safetensors (`unique_tensors`) beside the
+    source checkpoint's config, generation config and tokenizer files; `--model` loads it."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
+    save_file(unique_tensors(model.state_dict()), out / "model.safetensors", metadata={"format": "pt"})
     for path in Path(source_dir).iterdir():
-        if path.is_file() and path.name not in _WEIGHT_FILES and not path.name.endswith(".safetensors"):
+        if path.is_file() and not path.name.endswith(WEIGHT_SUFFIXES):
             shutil.copy2(path, out / path.name)
     return out
+
+
+def unique_tensors(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """`state` with tied tensors once, under their first name (as `save_pretrained` writes them)."""
+    seen: set[tuple] = set()
+    unique = {}
+    for name, tensor in state.items():
+        key = (tensor.data_ptr(), tuple(tensor.shape))
+        if tensor.numel() == 0 or key not in seen:
+            seen.add(key)
+            unique[name] = tensor.detach().contiguous()
+    return unique

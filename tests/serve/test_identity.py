@@ -110,12 +110,13 @@ def test_an_unseeded_aborted_choice_resent_as_prompt_plus_partial_continues_exac
 def test_logprobs_equal_the_trainers_recomputation(server, one_at_a_time):
     import torch
 
+    from specroll.engine_config import EngineConfig
     from specroll.rollout import DEFAULT_MODEL
-    from specroll.train.trainer import load_trainable, sequence_logprobs
+    from specroll.train.policy_forward import PolicyForward, load_trainable, sequence_logprobs
 
-    model = load_trainable(DEFAULT_MODEL).eval()
+    forward = PolicyForward(load_trainable(DEFAULT_MODEL), EngineConfig())
     for i in (0, 3):  # temperature 1: the trainer's policy_logprobs at that temperature
         for tokens, logprobs, _ in one_at_a_time[i]:
             with torch.no_grad():
-                ours, mask = sequence_logprobs(model, [PROMPTS[i]], [tokens], 1.0)
+                ours, mask = sequence_logprobs(forward, [PROMPTS[i]], [tokens], 1.0)
             assert torch.allclose(ours[0], torch.tensor(logprobs), atol=1e-4)

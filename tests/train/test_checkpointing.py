@@ -14,7 +14,7 @@ from specroll.train.checkpointing import latest_state_dir, load_state, save_stat
 from specroll.train.recent_responses import FinishedResponse
 from specroll.train.train_state import TrainState
 from specroll.train.grpo_config import GRPOConfig
-from specroll.train.trainer import load_trainable
+from specroll.train.policy_forward import PolicyForward, load_trainable, sequence_logprobs
 from specroll.train.weights import weights_sha256
 
 CONFIG = GRPOConfig(
@@ -44,7 +44,8 @@ def _trained(num_updates: int = 2):
 
 def _update(policy, optimizer) -> None:
     optimizer.zero_grad()
-    policy(input_ids=torch.tensor([[1, 5, 9, 2, 7]])).logits.square().mean().backward()
+    logprobs, _ = sequence_logprobs(PolicyForward(policy, EngineConfig()), [[1, 5, 9]], [[2, 7]], 1.0)
+    logprobs.sum().backward()
     optimizer.step()
 
 
