@@ -165,37 +165,40 @@ def check_head_dir(directory: Path) -> None:
 
 
 def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
-    """Flags of a rollout over several engines (`specroll.cluster`)."""
-    parser.add_argument(
+    """Flags of a rollout over several engines (`specroll.cluster`), each defaulting to its
+    `ClusterConfig` field's default."""
+
+    def flag(name: str, field: str, help: str, **kind) -> None:
+        parser.add_argument(name, default=getattr(DEFAULTS.cluster, field), help=help, **kind)
+
+    flag(
         "--workers",
+        "num_workers",
+        "engines, each its own process on Ray (local, loopback) when more than one",
         type=int,
-        default=DEFAULTS.cluster.num_workers,
-        help="engines, each its own process on Ray (local, loopback) when more than one",
     )
-    parser.add_argument(
+    flag(
         "--dispatch",
+        "dispatch",
+        "with --workers: static groups per worker (veRL), divided rollout (Seer: "
+        "chunks to the least-loaded worker) or context-aware (divided, probes first, then longest first)",
         choices=DISPATCHES,
-        default=DEFAULTS.cluster.dispatch,
-        help="with --workers: static groups per worker (veRL), divided rollout (Seer: chunks to "
-        "the least-loaded worker) or context-aware (divided, probes first, then longest first)",
     )
-    parser.add_argument(
-        "--chunk-tokens",
-        type=int,
-        default=DEFAULTS.cluster.chunk_tokens,
-        help="divided dispatch: tokens per chunk (0 = max-tokens / 4)",
+    flag(
+        "--chunk-tokens", "chunk_tokens", "divided dispatch: tokens per chunk (0 = max-tokens / 4)", type=int
     )
-    parser.add_argument(
+    flag(
         "--fastest-of-n",
+        "fastest_of_n",
+        "with --workers: once nothing waits, idle workers run copies of "
+        "the stragglers (SpecActor); each request ends with its first copy (same tokens in exact mode)",
         action="store_true",
-        help="with --workers: once nothing waits, idle workers run copies of the stragglers "
-        "(SpecActor); each request ends with its first copy (same tokens in exact mode)",
     )
-    parser.add_argument(
+    flag(
         "--worker-backend",
+        "backend",
+        "ray: one process per worker; inline: every worker in this process, in turn",
         choices=("ray", "inline"),
-        default=DEFAULTS.cluster.backend,
-        help="ray: one process per worker; inline: every worker in this process, in turn",
     )
 
 

@@ -21,7 +21,7 @@ class ReplayingDrafter:
     drafts_trees = False
 
     def __init__(self, outputs: dict[int, list[int]]) -> None:
-        self.outputs, self.done, self.calls = outputs, {}, []
+        self.outputs, self.done, self.calls, self.steps = outputs, {}, [], []
 
     def begin(self, info: RequestInfo) -> None:
         self.done[info.request_id] = 0
@@ -44,19 +44,21 @@ class ReplayingDrafter:
         del self.done[request_id]
 
     def advance_step(self, step: int) -> None:
-        pass
+        self.steps.append(step)
 
     def member(self, name: str | None) -> Drafter:
+        if name not in (None, self.name):
+            raise KeyError(f"{self.name} has no member {name!r}")
         return self
 
     def draft_cost(self) -> tuple[float, float] | None:
+        return (0.0, 0.0)  # replaying a record costs nothing: (intercept, slope) of seconds a token
+
+    def trainable_head(self) -> TrainableHead | None:
         return None
 
     def upkeep_seconds(self) -> float:
         return 0.0
-
-    def trainable_head(self) -> TrainableHead | None:
-        return None
 
 
 def test_a_drafter_written_to_the_protocol_alone_runs_in_the_engine(qwen2_dir):

@@ -212,16 +212,19 @@ def test_the_batch_check_is_the_engines_own_rule():
     assert list(errors) == [1]  # the scheduler refuses exactly what the batch check refuses
 
 
-def test_cuda_graphs_follow_the_trainer_models_device():
-    import torch
-
+def _trainer_on_the_cpu():
+    """A trainer whose model (the bundled policy's name) holds its parameters on the CPU."""
     model = SimpleNamespace(name_or_path=str(DEFAULT_MODEL), parameters=lambda: iter([torch.zeros(1)]))
-    trainer = _trainer(
+    return _trainer(
         model=model,
         accelerator=SimpleNamespace(unwrap_model=lambda m: m),
         args=SimpleNamespace(generation_kwargs=None, seed=3),
         state=SimpleNamespace(global_step=0),
     )
+
+
+def test_cuda_graphs_follow_the_trainer_models_device():
+    trainer = _trainer_on_the_cpu()
     params = sampling_params(trainer)
     assert not rollout_config(
         TrlRolloutConfig(), trainer, params
@@ -234,13 +237,7 @@ def test_cuda_graphs_follow_the_trainer_models_device():
 def test_the_engines_settings_are_one_engine_config_and_the_trainer_settles_device_seed_and_graphs():
     from specroll.engine_config import EngineConfig
 
-    model = SimpleNamespace(name_or_path=str(DEFAULT_MODEL), parameters=lambda: iter([torch.zeros(1)]))
-    trainer = _trainer(
-        model=model,
-        accelerator=SimpleNamespace(unwrap_model=lambda m: m),
-        args=SimpleNamespace(generation_kwargs=None, seed=3),
-        state=SimpleNamespace(global_step=0),
-    )
+    trainer = _trainer_on_the_cpu()
     params = sampling_params(trainer)
     config = make_rollout_func(DEFAULT_MODEL, max_batch_size=16, max_draft=3, batch_invariant=False).config
     assert config.engine == EngineConfig(max_batch_size=16, max_draft=3, batch_invariant=False)

@@ -10,6 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tree_paths import TREE, chain_of_path
 from triton_required import require_triton
 
 require_triton()
@@ -104,8 +105,6 @@ def test_attention_query_is_the_same_bits_alone_in_any_width_batch_and_read_leng
             assert torch.equal(alone[0, :, 0], batched[i, :, t]), (i, t)
 
 
-TREE = [-1, -1, 0, 0, 1, 2, 2, 4, 7, 3]  # two roots, branching below both, up to 4 deep
-
 
 @pytest.mark.parametrize("start", [5, 30, 62, 64])  # the tree within a block and across a boundary
 def test_a_tree_node_gets_the_bits_of_the_chain_holding_its_path(start):
@@ -120,12 +119,6 @@ def test_a_tree_node_gets_the_bits_of_the_chain_holding_its_path(start):
     tree = invariant_attention(q, keys, values, chain_mask(starts, depth.expand(2, T), L), order.columns)
     for t in range(T):
         path = [u for u in range(T) if relation[t, u]]
-        length = -(-(start + len(path)) // 64) * 64
-        chain_keys, chain_values = torch.randn(1, HKV, length, D), torch.randn(1, HKV, length, D)
-        chain_keys[..., :start, :], chain_values[..., :start, :] = keys[:1, :, :start], values[:1, :, :start]
-        chain_keys[..., start : start + len(path), :] = keys[:1, :, [start + u for u in path]]
-        chain_values[..., start : start + len(path), :] = values[:1, :, [start + u for u in path]]
-        mask = torch.zeros(1, 1, 1, length, dtype=torch.bool)
-        mask[..., : start + len(path)] = True
+        chain_keys, chain_values, mask = chain_of_path(keys, values, start, path)
         alone = invariant_attention(q[:1, :, t : t + 1], chain_keys, chain_values, mask)
         assert torch.equal(alone[0, :, 0], tree[0, :, t]), t

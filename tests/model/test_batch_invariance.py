@@ -21,6 +21,7 @@ from specroll.model.batch_invariant import (
     padded_linear,
 )
 from specroll.model.runner import ModelRunner, SequenceInput
+from tree_paths import TREE, chain_of_path
 
 H, HKV, D = 6, 2, 32
 
@@ -145,8 +146,6 @@ def test_runner_logits_are_the_same_bits_in_any_forward(model, large_vocab_dir):
     assert all(torch.equal(x, y) for x, y in zip(alone, batched))
 
 
-TREE = [-1, -1, 0, 0, 1, 2, 2, 4, 7, 3]  # two roots, branching below both, up to 4 deep
-
 
 @pytest.mark.parametrize("start", [5, 62, 64, 127])  # the tree within a block and across a boundary
 def test_a_tree_node_gets_the_bits_of_the_chain_holding_its_path(start):
@@ -163,13 +162,7 @@ def test_a_tree_node_gets_the_bits_of_the_chain_holding_its_path(start):
     tree = block_attention(q, keys, values, chain_mask(starts, depth.expand(2, T), L), rows, order)
     for t in range(T):
         path = [u for u in range(T) if relation[t, u]]
-        length = -(-(start + len(path)) // BLOCK) * BLOCK
-        chain_keys, chain_values = torch.randn(1, HKV, length, D), torch.randn(1, HKV, length, D)
-        chain_keys[..., :start, :], chain_values[..., :start, :] = keys[:1, :, :start], values[:1, :, :start]
-        chain_keys[..., start : start + len(path), :] = keys[:1, :, [start + u for u in path]]
-        chain_values[..., start : start + len(path), :] = values[:1, :, [start + u for u in path]]
-        mask = torch.zeros(1, 1, 1, length, dtype=torch.bool)
-        mask[..., : start + len(path)] = True
+        chain_keys, chain_values, mask = chain_of_path(keys, values, start, path, BLOCK)
         alone = block_attention(q[:1, :, t : t + 1], chain_keys, chain_values, mask, rows)
         assert torch.equal(alone[0, :, 0], tree[0, :, t]), t
 
