@@ -27,9 +27,9 @@ class StepMetrics:
     loss: float
     clip_fraction: float  # tokens whose importance ratio was clipped
     kl: float  # mean per-token KL estimate to the reference (0 without one)
-    max_log_ratio: (
-        float  # largest |log pi_trainer - log pi_rollout| of a token before the update: rounding only
-    )
+    # largest |log pi_trainer - log pi_rollout| of a token before the update: 0 with batch-invariant
+    # numerics (the trainer's forward is the engine's), rounding only with fast ones
+    max_log_ratio: float
     num_problems: int
     accepted_per_draft: dict[str, float] = field(default_factory=dict)  # tokens accepted a draft, by drafter
     plain_rollout_seconds: float | None = None  # the same rollout without speculation (--shadow-plain)
