@@ -7,11 +7,22 @@
 Nothing is installed or downloaded: the machine's own `python3` runs the project from this checkout,
 with pip and Hugging Face offline and an empty model cache. The model is built on the machine:
 SmolLM2-135M-Instruct's exact shape (`scripts/gpu_check/smollm2/`: its config, tokenizer and chat
-template, Apache-2.0) with seeded random weights, because the real weights (257 MiB) cannot travel.
-Random weights accept no draft, so the oracle (all drafts right) is the speculation figure. Part
-`exact` runs first: speculative (oracle drafts, the suffix drafters under `auto`) against plain in
-bf16 and fp32 at batch 1 to 128, request by request to the bit, and the batch-invariant numerics'
-price against the fast ones (`benchmarks/exact_identity.py`).
+template, Apache-2.0) with seeded random weights, since the real weights (257 MiB in bf16) exceed what
+one call carries. Random weights accept no draft, so the oracle (all drafts right) is the speculation
+figure. Part `exact` runs first: speculative (oracle drafts, the suffix drafters under `auto`) against
+plain in bf16 and fp32 at batch 1 to 128, request by request to the bit, and the batch-invariant
+numerics' price against the fast ones (`benchmarks/exact_identity.py`).
+
+The real weights travel apart, one piece a call (`scripts/gpu_weights.py`: SmolLM2 in bf16 and its
+draft head where one is installed, pieces of at most 48 MiB, every hash checked on the machine).
+Rebuilt where part `model` would build, they replace the random weights for every other part:
+
+    python scripts/gpu_weights.py --pack          # here, once
+    python scripts/gpu_weights.py --piece N       # here, for N = 0, 1, ..., each followed at once by
+    python3 scripts/gpu_weights.py --receive      # there, in a call carrying runs/gpu-weights/outgoing
+    # the last call: rebuild where part `model` builds, then every other part
+    python3 scripts/gpu_weights.py --receive --assemble /tmp/specroll-gpu-check-full/smollm2-shape &&
+    PARTS=exact,profile,tests,bench-128,bench-64,trace python3 scripts/gpu_check.py
 
 Each part runs in its own process under its own time cap (the caps sum to eight minutes) and
 writes one file to $OUT (default runs/gpu-check); `summary.txt` lists every part's outcome. A part
