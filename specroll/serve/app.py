@@ -8,6 +8,7 @@ import asyncio
 import itertools
 import json
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable
 
@@ -80,7 +81,8 @@ def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def unexpected(request: Request, err: Exception) -> JSONResponse:
         log.exception("unexpected error on %s", request.url.path)
-        return JSONResponse(ApiError(f"internal error: {err}", None, 500, "server_error").body(), 500)
+        message = str(err).encode("utf-8", "backslashreplace").decode()  # an error may quote bad text
+        return JSONResponse(ApiError(f"internal error: {message}", None, 500, "server_error").body(), 500)
 
 
 def _add_data_routes(app: FastAPI) -> None:
@@ -204,18 +206,19 @@ async def _generate(
 ) -> Response:
     service = state.ready()
     call = parse(await read_json(request, state.options.max_body_bytes))
-    rid = f"{prefix}-{next(_response_ids)}"
+    rid = f"{prefix}-{call.client_id or next(_response_ids)}"  # vLLM's: cmpl-<the client's request_id>
     generation = service.start(call)
-    state.generations[rid] = generation
+    call = generation.call  # a resent aborted choice continues under the seed that drew it
+    names = state.track(generation, rid, call.client_id)
     model = call.model or state.options.model_name
     if call.stream:
-        events = _stream(request, state, generation, rid, model, chunk_kind)
+        events = _stream(request, state, generation, _StreamHeader(rid, model, chunk_kind, names))
         return StreamingResponse(events, media_type="text/event-stream")
     try:
         if not await _follow(request, state, generation):
             return Response(status_code=499)
     finally:
-        state.generations.pop(rid, None)
+        state.untrack(names)
     return JSONResponse(render(rid, model, call, generation.choices, service.codec))
 
 
@@ -240,29 +243,47 @@ async def _next_arrival(request: Request, state: ServeState, generation: Generat
                 return False
 
 
+class _StreamHeader:
+    """What every chunk of one stream repeats (id, object, created, model), and the names the stream's
+    generation is tracked under."""
+
+    def __init__(self, rid: str, model: str, kind: str, names: tuple[str, ...]) -> None:
+        self.rid, self.model, self.kind, self.names = rid, model, kind, names
+        self.created = int(time.time())
+
+    def chunk(self, index: int, row: dict) -> dict:
+        return {**self.envelope(), "choices": [{"index": index, **row}]}
+
+    def envelope(self) -> dict:
+        return {"id": self.rid, "object": self.kind, "created": self.created, "model": self.model}
+
+
 async def _stream(
-    request: Request, state: ServeState, generation: Generation, rid: str, model: str, kind: str
+    request: Request, state: ServeState, generation: Generation, header: _StreamHeader
 ) -> AsyncIterator[str]:
-    """Server-sent events in OpenAI's chunk format, one chunk a choice that moved, then [DONE]."""
+    """Server-sent events in OpenAI's chunk format, one chunk a choice that moved, then (with
+    `stream_options.include_usage`) one with the usage and no choices, then [DONE]."""
     codec = state.service.codec
     call = generation.call
     sent = {c.index: (0, 0) for c in generation.choices}  # tokens, characters
-    chat = kind == "chat.completion.chunk"
+    chat = header.kind == "chat.completion.chunk"
     try:
         if chat:
             for c in generation.choices:
-                yield _sse(_chunk(rid, kind, model, c.index, {"delta": {"role": "assistant", "content": ""}}))
+                yield _sse(header.chunk(c.index, {"delta": {"role": "assistant", "content": ""}}))
         while True:
             finished = generation.is_finished
             for c in generation.choices:
                 chunk = _choice_delta(codec, call, c, sent, chat, final=c.is_finished)
                 if chunk is not None:
-                    yield _sse(_chunk(rid, kind, model, c.index, chunk))
+                    yield _sse(header.chunk(c.index, chunk))
             if finished or not await _next_arrival(request, state, generation):
                 break
+        if call.include_usage:
+            yield _sse({**header.envelope(), "choices": [], "usage": responses.usage(generation.choices)})
         yield "data: [DONE]\n\n"
     finally:
-        state.generations.pop(rid, None)
+        state.untrack(header.names)
         if not generation.is_finished:  # the client went away mid-stream
             state.service.abort(generation)
 
@@ -282,6 +303,8 @@ def _choice_delta(codec, call: GenerateCall, c, sent: dict, chat: bool, final: b
     sent[c.index] = (-1, -1) if final else (len(c.token_ids), end)
     piece = text[num_chars:] if final else text[num_chars:end]
     row: dict[str, Any] = {"finish_reason": responses.finish_reason(c) if final else None}
+    if final:
+        row["stop_reason"] = c.stop_reason
     if chat:
         row["delta"] = {"content": piece}
         row["logprobs"] = responses.chat_logprobs(codec, call, new_ids, new_lps)
@@ -293,10 +316,6 @@ def _choice_delta(codec, call: GenerateCall, c, sent: dict, chat: bool, final: b
     if final:
         row.update(responses.replay_fields(call, c))
     return row
-
-
-def _chunk(rid: str, kind: str, model: str, index: int, row: dict) -> dict:
-    return {"id": rid, "object": kind, "model": model, "choices": [{"index": index, **row}]}
 
 
 def _sse(payload: dict) -> str:

@@ -28,6 +28,7 @@ class Choice:
     logprobs: list[float] = field(default_factory=list)
     versions: list[tuple[int, int]] = field(default_factory=list)
     finish_reason: str | None = None
+    stop_reason: str | int | None = None  # the stop string, or stop token id, that ended it (vLLM's)
     error: str | None = None
     _text: str | None = None
 
@@ -80,5 +81,5 @@ class Choice:
         del self.token_ids[keep:], self.logprobs[keep:]
         self.versions = [v for v in self.versions if v[0] < keep] or self.versions[:1]
         self._text = text[: end if self.include_stop_str else at]
-        self.finish_reason = "stop"
+        self.finish_reason, self.stop_reason = "stop", stop
         return True

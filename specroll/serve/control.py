@@ -70,19 +70,32 @@ async def is_paused(request: Request) -> dict:
 @router.post("/abort_requests")
 @router.post("/abort_request")
 async def abort_requests(request: Request) -> dict:
-    """Abort the named responses (`request_ids`: response ids), or every running one."""
+    """Abort the named requests (`request_ids`, SGLang's `rid`: response ids or the clients' own
+    `request_id`/`rid`), or, with none named or `abort_all`, every running one."""
     state = _state(request)
     body = await _body(request, state)
-    ids = body.get("request_ids")
+    ids = _named_ids(body)
     if ids is None or body.get("abort_all"):
         count = await state.engine_loop.call(state.engine_loop.abort_all)
-        return {"aborted": count}
-    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-        raise ApiError("request_ids: must be a list of response ids", "request_ids")
-    generations = [state.generations[i] for i in ids if i in state.generations]
-    for generation in generations:
+        return {"aborted": count, "success": True}
+    generations = {id(g): g for g in (state.generations.get(i) for i in ids) if g is not None}
+    for generation in generations.values():
         state.service.abort(generation)
-    return {"aborted": sum(len(g.choices) for g in generations)}
+    unfinished = sum(not c.is_finished for g in generations.values() for c in g.choices)
+    return {"aborted": unfinished, "success": True}
+
+
+def _named_ids(body: dict) -> list[str] | None:
+    """The ids a body names under vLLM's or SGLang's field; None where it names none."""
+    for name in ("request_ids", "rid", "request_id"):
+        value = body.get(name)
+        if value is None or value == "":
+            continue
+        ids = [value] if isinstance(value, str) else value
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise ApiError(f"{name}: must be a request id or a list of them", name)
+        return ids
+    return None
 
 
 @router.post("/sleep")

@@ -42,16 +42,13 @@ NEUTRAL = {
     "lora_path": None,
     "return_text_in_logprobs": False,
     "return_hidden_states": False,
+    "priority": 0,  # one queue, first come first served
 }
 # fields that say nothing about sampling: read and dropped
 IGNORED = (
     "user",
-    "request_id",
-    "rid",
     "session_id",
     "metadata",
-    "stream_options",
-    "priority",
     "spaces_between_special_tokens",
     "detokenize",
     "output_kind",

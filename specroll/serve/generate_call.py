@@ -19,6 +19,7 @@ from specroll.serve.fields import Fields
 from specroll.serve.keys import draw_seed
 
 MAX_STOP_STRINGS = 16
+MAX_CLIENT_ID = 256
 SEED_RANGE = (-(1 << 63), (1 << 64) - 1)
 
 
@@ -39,6 +40,7 @@ class Limits:
     max_tokens: int  # the most new tokens one choice may ask for
     max_n: int  # the most choices one prompt may ask for
     model_names: frozenset[str]  # the names `model` may give (absent: any)
+    served_name: str = ""  # the name errors show (never the checkpoint's path on this machine)
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,8 @@ class GenerateCall:
     tokens_as_ids: bool = False
     skip_special_tokens: bool = True
     model: str | None = None
+    client_id: str | None = None  # the client's own id (vLLM's `request_id`, SGLang's `rid`): aborts by it
+    include_usage: bool = False  # stream_options.include_usage: a last chunk with the usage
 
 
 # ----- the endpoints
@@ -111,7 +115,7 @@ def parse_skyrl_generate(body: Any, limits: Limits) -> GenerateCall:
         raise ApiError("token_ids: missing", "token_ids")
     prompts = _prompts(fields.raw("token_ids"), "token_ids", limits, None, False, single=True)
     sampling = Fields(fields.raw("sampling_params") or {}, "sampling_params.")
-    for name in ("continue_from", "sample_index", "stream"):
+    for name in ("continue_from", "sample_index", "stream", "request_id"):
         if fields.has(name):
             sampling.values[name] = fields.raw(name)
     fields.finish()
@@ -140,6 +144,8 @@ def parse_sglang_generate(body: Any, limits: Limits, codec: TextCodec) -> Genera
     for name in ("continue_from", "sample_index"):
         if fields.has(name):
             sampling.values[name] = fields.raw(name)
+    if fields.has("rid"):
+        sampling.values["request_id"] = fields.raw("rid")
     fields.finish()
     renames = {"max_new_tokens": "max_tokens", "sampling_seed": "seed"}
     for sglang, vllm in renames.items():
@@ -156,7 +162,7 @@ def parse_sglang_generate(body: Any, limits: Limits, codec: TextCodec) -> Genera
 def _model(fields: Fields, limits: Limits) -> str | None:
     model = fields.str("model")
     if model is not None and model not in limits.model_names:
-        served = ", ".join(sorted(limits.model_names))
+        served = limits.served_name or ", ".join(sorted(n for n in limits.model_names if "/" not in n))
         raise ApiError(
             f"model: {model!r} is not served here (served: {served})", "model", 404, code="model_not_found"
         )
@@ -255,9 +261,29 @@ def _sampled(
         tokens_as_ids=fields.bool("return_tokens_as_token_ids"),
         skip_special_tokens=fields.bool("skip_special_tokens", True),
         model=model,
+        client_id=_client_id(fields),
+        include_usage=_include_usage(fields),
     )
     fields.finish()
     return call
+
+
+def _client_id(fields: Fields) -> str | None:
+    """vLLM's `request_id` (SGLang's `rid`): the response's id and a name /abort_requests takes."""
+    value = fields.values.pop("request_id", None)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or len(value) > MAX_CLIENT_ID:
+        raise fields.fail("request_id", f"must be a non-empty string of at most {MAX_CLIENT_ID} characters")
+    return value
+
+
+def _include_usage(fields: Fields) -> bool:
+    options = Fields(fields.raw("stream_options") or {}, fields.param("stream_options."))
+    include = options.bool("include_usage")
+    options.bool("continuous_usage_stats")  # usage on every chunk: the last one carries it
+    options.finish()
+    return include
 
 
 def _top_k(top_k: int, limits: Limits) -> int:

@@ -56,6 +56,7 @@ def build_service(spec: EngineSpec, state: ServeState, engine_loop: EngineLoop) 
         max_tokens=min(options.max_tokens, max_model_len - 1),
         max_n=options.max_n,
         model_names=options.model_aliases | {options.model_name},
+        served_name=options.model_name,
     )
     codec = Codec(load_tokenizer(spec.model_dir))
     return Service(codec, engine_loop, state.metrics), engine

@@ -30,7 +30,7 @@ def _token_strings(codec, call: GenerateCall, token_ids: list[int]) -> list[str]
     return [codec.token_text(t) for t in token_ids]
 
 
-def _usage(choices: list[Choice]) -> dict[str, int]:
+def usage(choices: list[Choice]) -> dict[str, int]:
     prompt = sum(
         len(p) for p in {(c.group_id, c.prompt_token_ids): c.prompt_token_ids for c in choices}.values()
     )
@@ -69,7 +69,7 @@ def completion(rid: str, model: str, call: GenerateCall, choices: list[Choice], 
             "text": c.text,
             "logprobs": completion_logprobs(codec, call, c.token_ids, c.logprobs, ""),
             "finish_reason": finish_reason(c),
-            "stop_reason": None,
+            "stop_reason": c.stop_reason,
             **replay_fields(call, c),
         }
         if call.return_token_ids:
@@ -90,7 +90,7 @@ def _envelope(rid, kind, model, call, rows, choices) -> dict[str, Any]:
         "created": int(time.time()),
         "model": model,
         "choices": rows,
-        "usage": _usage(choices),
+        "usage": usage(choices),
         "seed": call.seed,
         "weight_version": latest_version(choices),
     }
@@ -124,7 +124,7 @@ def chat(rid: str, model: str, call: GenerateCall, choices: list[Choice], codec)
             "message": {"role": "assistant", "content": c.text},
             "logprobs": chat_logprobs(codec, call, c.token_ids, c.logprobs),
             "finish_reason": finish_reason(c),
-            "stop_reason": None,
+            "stop_reason": c.stop_reason,
             **replay_fields(call, c),
         }
         if call.return_token_ids:
@@ -167,7 +167,9 @@ def skyrl_generate(rid: str, model: str, call: GenerateCall, choices: list[Choic
 
 
 def sglang_generate(rid: str, call: GenerateCall, choices: list[Choice]) -> dict[str, Any] | list:
-    rows = [_sglang_one(f"{rid}-{c.index}", call, c) for c in choices]
+    if call.client_id is not None and len(choices) == 1:  # SGLang answers with the client's `rid`
+        return _sglang_one(call.client_id, call, choices[0])
+    rows = [_sglang_one(f"{call.client_id or rid}-{c.index}", call, c) for c in choices]
     return rows[0] if len(rows) == 1 else rows
 
 

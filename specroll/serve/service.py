@@ -131,9 +131,18 @@ class Service:
                 self.metrics.finished("stop")
             elif emission.finish_reason is not None and not choice.is_finished:
                 choice.finish(emission.finish_reason, emission.error)
+                choice.stop_reason = _stop_token(generation.call, choice)
                 self.metrics.finished(emission.finish_reason)
                 if emission.finish_reason == "abort":
                     self._remember(generation.call, choice)
             generation.changed.set()
 
         return receive
+
+
+def _stop_token(call: GenerateCall, choice: Choice) -> int | None:
+    """The stop token id that ended a choice (vLLM's `stop_reason`); None for EOS, length or abort."""
+    last = choice.token_ids[-1] if choice.token_ids else None
+    if choice.finish_reason == "stop" and last in call.params.stop_token_ids:
+        return last
+    return None

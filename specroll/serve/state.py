@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +37,19 @@ class ServeState:
     accepting: bool = True  # False once SIGTERM came: new work is refused
     sleeping: bool = False
     weights_sha256: dict[int, str] = field(default_factory=dict)  # by weight version
-    generations: dict[str, Any] = field(default_factory=dict)  # response id -> running `Generation`
+    generations: dict[str, Any] = field(default_factory=dict)  # response or client id -> running `Generation`
+
+    def track(self, generation: Any, rid: str, client_id: str | None) -> tuple[str, ...]:
+        """Name a running generation by its response id and the client's own id (vLLM's `request_id`,
+        SGLang's `rid`), so either aborts it; returns the names for `untrack`."""
+        names = (rid,) if client_id is None else (rid, client_id)
+        for name in names:
+            self.generations[name] = generation
+        return names
+
+    def untrack(self, names: tuple[str, ...]) -> None:
+        for name in names:
+            self.generations.pop(name, None)
 
     def ready(self) -> Any:
         """The service, or a 503 while loading, after a failed load or once shutting down."""
@@ -63,6 +76,30 @@ async def read_json(request, limit: int) -> Any:
     if not body:
         return {}
     try:
-        return json.loads(body)
+        value = json.loads(body)
     except (ValueError, UnicodeDecodeError) as err:
         raise ApiError(f"the body is not valid JSON ({err})", None, 400) from None
+    except RecursionError:
+        raise ApiError("the body's JSON is nested too deep to read", None, 400) from None
+    if _SURROGATE_ESCAPE.search(body):
+        _refuse_lone_surrogates(value)
+    return value
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # a \uD800-\uDFFF escape: maybe unpaired
+
+
+def _refuse_lone_surrogates(value: Any) -> None:
+    """JSON may escape half a UTF-16 pair; such a string is not text (no tokenizer can read it)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack += [*item.keys(), *item.values()]
+        elif isinstance(item, list):
+            stack += item
+        elif isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ApiError("the body holds a lone surrogate (\\ud800-\\udfff): not valid text") from None

@@ -23,7 +23,7 @@ from typing import Callable
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "clients"))
-from served_process import ServedModel, http_json, perturbed_copy  # noqa: E402
+from served_process import http_json, module_server, perturbed_copy  # noqa: E402
 
 LONG_PROMPT = "add " + " ".join(f"{chr(ord('a') + i)}{(3 * i) % 9 + 1}" for i in range(20)) + "\n"
 
@@ -81,12 +81,9 @@ def tokenizer():
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    served = ServedModel(
-        ["--max-batch-size", "8", "--max-model-len", "256", "--max-tokens", "160"],
-        tmp_path_factory.mktemp("areal") / "serve.log",
+    yield from module_server(
+        tmp_path_factory, "areal", ["--max-batch-size", "8", "--max-model-len", "256", "--max-tokens", "160"]
     )
-    yield served
-    assert served.stop() == 0, served.log()
 
 
 def metrics(url: str) -> dict[str, float]:

@@ -45,6 +45,14 @@ class ServedModel(ServeProcess):
         return body["data"][0]["id"]
 
 
+def module_server(tmp_path_factory, name: str, args: list[str]):
+    """A module fixture's body: `specroll serve ARGS`, logging under a temporary `name` folder, stopped
+    (and checked to exit 0) when the module's tests are done."""
+    served = ServedModel(args, tmp_path_factory.mktemp(name) / "serve.log")
+    yield served
+    assert served.stop() == 0, served.log()
+
+
 def perturbed_copy(source: Path, dest: Path, scale: float = 1.0, seed: int = 0) -> Path:
     """A copy of a checkpoint directory whose floating-point tensors carry Gaussian noise of `scale`
     times each tensor's standard deviation: other weights, same names, shapes and config."""
