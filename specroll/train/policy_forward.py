@@ -24,6 +24,7 @@ import torch
 from specroll.engine_config import EngineConfig
 from specroll.model.device import torch_dtype
 from specroll.model.loader import load_model
+from specroll.model.recomputed_grad import use_recomputed_attention_gradient
 from specroll.model.runner import ModelRunner, SequenceInput
 from specroll.model.transformer import CausalLM
 from specroll.sampling import tempered, token_logprobs
@@ -44,6 +45,8 @@ class PolicyForward:
             from specroll.kernels.autograd import use_differentiable_kernels
 
             use_differentiable_kernels(model)
+        elif self.runner.kernels == "probed":
+            use_recomputed_attention_gradient(model)
         self.dtype = torch_dtype(engine.dtype)
 
     @property
