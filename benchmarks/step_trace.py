@@ -9,6 +9,9 @@ verifying `--width` - 1 drafts in exact mode, with its one copy to the host: wit
 (the default on CUDA) one recorded graph of forward, LM head and verification
 (`engine.captured_step`), else `ModelRunner.forward` and `verify_on_device`, timed apart with a
 device synchronisation between them. The cache holds zeros: the work does not depend on its values.
+Then what a warm step asks of the device, counted from torch's dispatch (`engine.step_counters`, the
+same counts on any device): reads back to the host, ops launched from Python and inside the recorded
+step, tensors allocated.
 """
 
 from __future__ import annotations
@@ -84,7 +87,27 @@ def main() -> None:
         print(f"  {phase:<15} median {statistics.median(values) * 1e3:8.3f} ms over {len(values)} steps")
     if runner.static is not None:
         print(f"  graphs recorded: {runner.static.replayer.num_graphs} (none off CUDA: run eagerly)")
+    _count(step, runner, args.steps)
     _profile(step, device, args)
+
+
+def _count(step, runner, num_steps: int) -> None:
+    """What a warm step asks of the device (`engine.step_counters`): the same counts on any device."""
+    from specroll.engine.step_counters import count_device_work
+
+    with count_device_work(None if runner.static is None else runner.static.replayer) as counts:
+        for _ in range(num_steps):
+            step()
+    per = counts.per(num_steps)
+    print(f"  host reads a step {per['num_host_reads']:g} ({', '.join(counts.reads) or 'none'})")
+    launched, recorded = per["num_ops_launched"], per["num_ops_recorded"]
+    print(f"  ops a step: {launched:g} launched from Python, {recorded:g} recorded")
+    print(
+        f"  tensors allocated a step: {per['num_allocations']:g} from Python, "
+        f"{per['num_allocations_recorded']:g} recorded (a graph's pool on CUDA)"
+    )
+    common = ", ".join(f"{name} {n / num_steps:g}" for name, n in counts.ops.most_common(6))
+    print(f"  most frequent ops a step: {common}")
 
 
 def _profile(step, device: str, args: argparse.Namespace) -> None:
