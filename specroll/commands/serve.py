@@ -33,12 +33,21 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-tokens", type=int, default=4096, help="the most new tokens one choice may ask for"
     )
+    parser.add_argument(
+        "--kv-memory",
+        default=None,
+        help="the KV cache's budget: GiB (8, 8GiB), MiB (512MiB) or a share of free memory (0.4, 40%%); "
+        "the slots (requests at once) and, where one slot does not fit, the context follow from it "
+        "(default: the slots of --max-batch-size that fit half the free memory)",
+    )
     parser.add_argument("--max-n", type=int, default=64, help="the most choices one prompt may ask for")
     parser.add_argument("--max-body-mb", type=float, default=8.0, help="the largest request body")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    _check_extra()
+    from specroll.engine.memory import KvMemory
     from specroll.serve.launch import check_exposure, serve
     from specroll.serve.state import ServeOptions
 
@@ -56,5 +65,19 @@ def run(args: argparse.Namespace) -> int:
         max_tokens=args.max_tokens,
         max_n=args.max_n,
         max_body_bytes=int(args.max_body_mb * (1 << 20)),
+        kv_memory=None if args.kv_memory is None else KvMemory.parse(args.kv_memory),
     )
     return serve(config.engine_spec(), options, args.host, args.port)
+
+
+def _check_extra() -> None:
+    """The HTTP server comes with the `serve` extra; say so instead of an import's traceback."""
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as err:
+        missing = getattr(err, "name", None) or "fastapi/uvicorn"
+        raise ValueError(
+            f"`specroll serve` needs the `serve` extra ({missing} is not installed): "
+            "pip install 'specroll[serve]'"
+        ) from None

@@ -34,11 +34,15 @@ def policy_cost_model(spec: EngineSpec) -> CostModel | None:
     return cost_model if spec.runs_draft_model else cost_model.with_draft(Affine(0.0, 0.0))
 
 
-def build_engine(spec: EngineSpec, longest_prompt: int, drafter: Drafter | None = None) -> Engine:
+def build_engine(
+    spec: EngineSpec, longest_prompt: int, drafter: Drafter | None = None, fit_memory: bool = True
+) -> Engine:
     """An engine whose cache fits the longest prompt plus max_tokens (within the model's positions);
-    `drafter` replaces the one the spec names (an object made in this process, such as an oracle)."""
+    `drafter` replaces the one the spec names (an object made in this process, such as an oracle).
+    `fit_memory` False: the spec's batch was sized by its caller (a budget the user gave)."""
     sized = replace(spec.engine, max_model_len=_max_model_len(spec, longest_prompt))
-    engine_config = replace(sized, max_batch_size=_batch_that_fits(spec.model_dir, sized))
+    slots = _batch_that_fits(spec.model_dir, sized) if fit_memory else sized.max_batch_size
+    engine_config = replace(sized, max_batch_size=slots)
     runner = ModelRunner.from_pretrained(
         spec.model_dir,
         engine_config.max_batch_size,

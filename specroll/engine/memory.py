@@ -10,7 +10,9 @@ No torch here, except to ask a GPU for its free memory.
 
 from __future__ import annotations
 
+import re
 import sys
+from dataclasses import dataclass
 
 from specroll.model.config import ModelConfig
 
@@ -52,12 +54,71 @@ def batch_that_fits(requested: int, config: ModelConfig, positions: int, dtype: 
     if fitted < requested:
         print(
             f"specroll: a KV cache of {requested} slots x {positions} positions needs "
-            f"{_size(requested * per_slot)}, more than half of the {_size(available)} available: "
+            f"{size_text(requested * per_slot)}, more than half of the {size_text(available)} available: "
             f"running {fitted} requests at once (--max-batch-size sets it)",
             file=sys.stderr,
         )
     return fitted
 
 
-def _size(num_bytes: float) -> str:
+_UNITS = {
+    "": 1 << 30,
+    "g": 1 << 30,
+    "gb": 1 << 30,
+    "gib": 1 << 30,
+    "m": 1 << 20,
+    "mb": 1 << 20,
+    "mib": 1 << 20,
+}
+_KV_MEMORY = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(%|[a-z]*)\s*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class KvMemory:
+    """A KV-cache budget: a size ("8" and "8GiB" are 8 GiB, "512MiB") or a share of the memory free
+    when the engine is built ("0.4" or "40%", as vLLM's --gpu-memory-utilization and SGLang's
+    --mem-fraction-static). A bare number up to 1 is a share, above 1 a size in GiB."""
+
+    num_bytes: int | None = None
+    fraction: float | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> KvMemory:
+        match = _KV_MEMORY.match(text)
+        unit = match.group(2).lower() if match else ""
+        value = float(match.group(1)) if match else 0.0
+        if match is None or value <= 0 or (unit != "%" and unit not in _UNITS):
+            raise ValueError(
+                f"--kv-memory: give GiB (8, 8GiB), MiB (512MiB) or a share (0.4, 40%), got {text!r}"
+            )
+        if unit == "%" or (not unit and value <= 1):
+            share = value / 100 if unit == "%" else value
+            if share > 1:
+                raise ValueError(f"--kv-memory: a share must be at most 100%, got {text!r}")
+            return cls(fraction=share)
+        return cls(num_bytes=int(value * _UNITS[unit]))
+
+    def budget(self, available: int | None) -> int:
+        """The budget in bytes, given the free memory (None: unknown)."""
+        if self.num_bytes is not None:
+            return self.num_bytes
+        if available is None:
+            raise ValueError(
+                "--kv-memory: a share of free memory, but this machine does not say how much is free"
+            )
+        return int(self.fraction * available)
+
+
+def cache_shape(
+    budget_bytes: int, bytes_per_position: int, max_batch_size: int, positions: int
+) -> tuple[int, int]:
+    """(slots, positions a slot) of a cache within `budget_bytes`: as many slots of `positions` as fit,
+    up to `max_batch_size`; where not even one fits, one slot of the positions that do."""
+    slots = min(max_batch_size, budget_bytes // (bytes_per_position * positions))
+    if slots >= 1:
+        return slots, positions
+    return 1, budget_bytes // bytes_per_position
+
+
+def size_text(num_bytes: float) -> str:
     return f"{num_bytes / 2**30:.1f} GiB" if num_bytes >= 2**30 else f"{num_bytes / 2**20:.0f} MiB"

@@ -14,6 +14,7 @@ from typing import Any
 
 import uvicorn
 
+from specroll.engine.memory import KvMemory, available_bytes, cache_shape, kv_bytes_per_slot, size_text
 from specroll.engine.spec import EngineSpec
 from specroll.serve.app import build_app
 from specroll.serve.engine_loop import EngineLoop
@@ -48,7 +49,12 @@ def build_service(spec: EngineSpec, state: ServeState, engine_loop: EngineLoop) 
     options = state.options
     config = read_config(spec.model_dir)
     max_model_len = min(options.max_model_len, config.max_position_embeddings)
-    engine = build_engine(replace(spec, max_tokens=max_model_len), 0)
+    spec = replace(spec, max_tokens=max_model_len)
+    if options.kv_memory is not None:
+        spec = sized_by_budget(spec, config, options.kv_memory)
+        max_model_len = spec.max_tokens
+    engine = build_engine(spec, 0, fit_memory=options.kv_memory is None)
+    print(cache_line(engine.config, config), flush=True)
     state.options = replace(options, max_model_len=max_model_len)
     state.limits = Limits(
         vocab_size=config.vocab_size,
@@ -60,6 +66,32 @@ def build_service(spec: EngineSpec, state: ServeState, engine_loop: EngineLoop) 
     )
     codec = Codec(load_tokenizer(spec.model_dir))
     return Service(codec, engine_loop, state.metrics), engine
+
+
+def sized_by_budget(spec: EngineSpec, config, kv_memory: KvMemory) -> EngineSpec:
+    """The spec with as many slots as `kv_memory` holds at the asked context, or, where not one slot
+    fits, one slot and the context that fits."""
+    engine = spec.engine
+    per_position = kv_bytes_per_slot(config, 1, engine.dtype)
+    extra = engine.max_draft + 1  # a cache slot holds max_model_len + max_draft + 1 positions
+    budget = kv_memory.budget(available_bytes(engine.device))
+    slots, positions = cache_shape(budget, per_position, engine.max_batch_size, spec.max_tokens + extra)
+    if positions - extra < 2:
+        raise ValueError(
+            f"--kv-memory: {size_text(budget)} holds {positions} positions of {per_position} bytes; "
+            f"a context needs {extra + 2} at least"
+        )
+    return replace(spec, max_tokens=positions - extra, engine=replace(engine, max_batch_size=slots))
+
+
+def cache_line(engine_config, config) -> str:
+    """What the KV cache holds: its size, slots (requests at once) and positions a slot."""
+    positions = engine_config.cache_capacity
+    total = engine_config.max_batch_size * kv_bytes_per_slot(config, positions, engine_config.dtype)
+    return (
+        f"specroll serve: KV cache {size_text(total)}: {engine_config.max_batch_size} slots x {positions} "
+        f"positions (a context of {engine_config.max_model_len}; --kv-memory sets the budget)"
+    )
 
 
 class _Server(uvicorn.Server):

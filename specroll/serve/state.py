@@ -24,6 +24,9 @@ class ServeOptions:
     max_tokens: int = 4096  # the most new tokens one choice may ask for
     max_n: int = 64
     max_body_bytes: int = 8 << 20
+    kv_memory: Any = (
+        None  # `KvMemory`: the KV cache's budget; None: as many slots as fit half the free memory
+    )
 
 
 @dataclass
