@@ -219,6 +219,12 @@ async def _generate(
             return Response(status_code=499)
     finally:
         state.untrack(names)
+    if call.top_logprobs or call.prompt_logprobs is not None:
+        from specroll.serve.scoring import score_choices  # torch: only once the engine runs
+
+        await state.engine_loop.call(
+            lambda: score_choices(state.engine_loop.engine, call, generation.choices)
+        )
     return JSONResponse(render(rid, model, call, generation.choices, service.codec))
 
 

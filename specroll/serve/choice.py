@@ -30,6 +30,9 @@ class Choice:
     finish_reason: str | None = None
     stop_reason: str | int | None = None  # the stop string, or stop token id, that ended it (vLLM's)
     error: str | None = None
+    # with top_logprobs / prompt_logprobs asked: `scoring.PositionLogprobs` of each output / prompt token
+    output_scores: list | None = None
+    prompt_scores: list | None = None
     _text: str | None = None
 
     @property

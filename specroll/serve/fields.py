@@ -23,7 +23,6 @@ NEUTRAL = {
     "suffix": None,
     "ignore_eos": False,
     "use_beam_search": False,
-    "prompt_logprobs": None,
     "logprob_start_len": -1,
     "top_logprobs_num": 0,
     "truncate_prompt_tokens": None,

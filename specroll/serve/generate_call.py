@@ -10,7 +10,7 @@ tokens are those an uninterrupted run draws (`specroll.serve.keys`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from specroll.engine.request import SamplingParams
@@ -20,6 +20,7 @@ from specroll.serve.keys import draw_seed
 
 MAX_STOP_STRINGS = 16
 MAX_CLIENT_ID = 256
+MAX_TOP_LOGPROBS = 20  # vLLM's default cap on `logprobs` and `prompt_logprobs`
 SEED_RANGE = (-(1 << 63), (1 << 64) - 1)
 
 
@@ -63,6 +64,8 @@ class GenerateCall:
     tokens_as_ids: bool = False
     skip_special_tokens: bool = True
     model: str | None = None
+    top_logprobs: int = 0  # alternatives reported a sampled token (vLLM's `logprobs: k`)
+    prompt_logprobs: int | None = None  # vLLM's: each prompt token's log-probability, and k alternatives
     client_id: str | None = None  # the client's own id (vLLM's `request_id`, SGLang's `rid`): aborts by it
     include_usage: bool = False  # stream_options.include_usage: a last chunk with the usage
 
@@ -77,9 +80,9 @@ def parse_completion(body: Any, limits: Limits, codec: TextCodec) -> GenerateCal
         raise ApiError("prompt: missing", "prompt")
     add_special = fields.bool("add_special_tokens", True)
     prompts = _prompts(fields.raw("prompt"), "prompt", limits, codec, add_special)
-    logprobs = fields.int("logprobs", None, 0)
-    _check_logprobs(logprobs, "logprobs")
-    return _sampled(fields, prompts, limits, model=model, logprobs=logprobs is not None, default_tokens=16)
+    logprobs = fields.int("logprobs", None, 0, MAX_TOP_LOGPROBS)
+    call = _sampled(fields, prompts, limits, model=model, logprobs=logprobs is not None, default_tokens=16)
+    return _with_top_logprobs(call, logprobs or 0, "logprobs")
 
 
 def parse_chat(body: Any, limits: Limits, codec: TextCodec) -> GenerateCall:
@@ -100,11 +103,13 @@ def parse_chat(body: Any, limits: Limits, codec: TextCodec) -> GenerateCall:
         raise ApiError(f"messages: cannot apply the chat template ({err})", "messages") from None
     _check_tokens(prompt, "messages", limits)
     logprobs = fields.bool("logprobs")
-    top = fields.int("top_logprobs", None, 0)
-    _check_logprobs(top, "top_logprobs")
+    top = fields.int("top_logprobs", None, 0, MAX_TOP_LOGPROBS)
+    if top and not logprobs:
+        raise ApiError("top_logprobs: needs logprobs: true", "top_logprobs")
     if fields.has("max_completion_tokens"):
         fields.values.setdefault("max_tokens", fields.raw("max_completion_tokens"))
-    return _sampled(fields, (prompt,), limits, model=model, logprobs=logprobs, default_tokens=None)
+    call = _sampled(fields, (prompt,), limits, model=model, logprobs=logprobs, default_tokens=None)
+    return _with_top_logprobs(call, top or 0, "top_logprobs")
 
 
 def parse_skyrl_generate(body: Any, limits: Limits) -> GenerateCall:
@@ -119,6 +124,7 @@ def parse_skyrl_generate(body: Any, limits: Limits) -> GenerateCall:
         if fields.has(name):
             sampling.values[name] = fields.raw(name)
     fields.finish()
+    _refuse_scores(sampling, "/inference/v1/generate")
     logprobs = sampling.int("logprobs", None, 0)
     _check_logprobs(logprobs, "sampling_params.logprobs")
     return _sampled(
@@ -151,6 +157,7 @@ def parse_sglang_generate(body: Any, limits: Limits, codec: TextCodec) -> Genera
     for sglang, vllm in renames.items():
         if sampling.has(sglang):
             sampling.values[vllm] = sampling.raw(sglang)
+    _refuse_scores(sampling, "/generate")
     if sampling.has("no_stop_trim"):
         sampling.values["include_stop_str_in_output"] = sampling.raw("no_stop_trim")
     return _sampled(sampling, prompts, limits, model=model, logprobs=logprobs, default_tokens=128)
@@ -172,10 +179,23 @@ def _model(fields: Fields, limits: Limits) -> str | None:
 def _check_logprobs(k: int | None, param: str) -> None:
     if k is not None and k > 1:
         raise ApiError(
-            f"{param}: {k} alternatives asked; specroll serve reports the sampled token's "
-            "log-probability only (0 or 1)",
+            f"{param}: {k} alternatives asked; this endpoint reports the sampled token's "
+            "log-probability only (0 or 1; /v1/completions takes up to 20)",
             param,
         )
+
+
+def _with_top_logprobs(call: GenerateCall, k: int, param: str) -> GenerateCall:
+    if k and call.stream:
+        raise ApiError(
+            f"{param}: alternatives are not reported on a stream (0, or ask without stream)", param
+        )
+    return replace(call, top_logprobs=k)
+
+
+def _refuse_scores(fields: Fields, endpoint: str) -> None:
+    if fields.has("prompt_logprobs"):
+        raise fields.fail("prompt_logprobs", f"not on {endpoint} (/v1/completions and chat take it)")
 
 
 def _prompts(
@@ -242,6 +262,7 @@ def _sampled(
     stop_token_ids = fields.ints("stop_token_ids")
     if any(not 0 <= t < limits.vocab_size for t in stop_token_ids):
         raise fields.fail("stop_token_ids", f"ids must be in the vocabulary 0..{limits.vocab_size - 1}")
+    prompt_logprobs = fields.int("prompt_logprobs", None, 0, MAX_TOP_LOGPROBS)
     stop = fields.strings("stop")
     if len(stop) > MAX_STOP_STRINGS:
         raise fields.fail("stop", f"at most {MAX_STOP_STRINGS} stop strings")
@@ -261,10 +282,13 @@ def _sampled(
         tokens_as_ids=fields.bool("return_tokens_as_token_ids"),
         skip_special_tokens=fields.bool("skip_special_tokens", True),
         model=model,
+        prompt_logprobs=prompt_logprobs,
         client_id=_client_id(fields),
         include_usage=_include_usage(fields),
     )
     fields.finish()
+    if call.stream and prompt_logprobs is not None:
+        raise fields.fail("prompt_logprobs", "not on a stream (ask without stream)")
     return call
 
 

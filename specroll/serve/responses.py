@@ -45,7 +45,11 @@ def finish_reason(c: Choice) -> str | None:
 # ----- /v1/completions
 
 
-def completion_logprobs(codec, call: GenerateCall, token_ids: list[int], logprobs: list[float], offset: str):
+def completion_logprobs(
+    codec, call: GenerateCall, token_ids: list[int], logprobs: list[float], offset: str, scores=None
+):
+    """vLLM's completions logprobs; `top_logprobs` holds the sampled token and, with `scores`
+    (`scoring.PositionLogprobs` a token), the k most likely."""
     if not call.logprobs:
         return None
     tokens = _token_strings(codec, call, token_ids)
@@ -53,12 +57,35 @@ def completion_logprobs(codec, call: GenerateCall, token_ids: list[int], logprob
     for t in tokens:
         offsets.append(at)
         at += len(t)
+    tops = [{} for _ in tokens] if scores is None else [_alternatives(codec, call, row) for row in scores]
     return {
         "tokens": tokens,
         "token_logprobs": list(logprobs),
-        "top_logprobs": [{t: lp} for t, lp in zip(tokens, logprobs)],
+        "top_logprobs": [{**top, t: lp} for top, t, lp in zip(tops, tokens, logprobs)],
         "text_offset": offsets,
     }
+
+
+def _alternatives(codec, call: GenerateCall, row) -> dict[str, float]:
+    names = _token_strings(codec, call, list(row.top_ids))
+    return dict(zip(names, row.top_logprobs))
+
+
+def prompt_logprobs(codec, call: GenerateCall, c: Choice) -> list | None:
+    """vLLM's `prompt_logprobs`: None for the first token, then each token's entry and the k most
+    likely, by token id: {"logprob", "rank", "decoded_token"}."""
+    if c.prompt_scores is None:
+        return None if call.prompt_logprobs is None else [None] * len(c.prompt_token_ids)
+    rows: list = [None]
+    for row in c.prompt_scores:
+        names = _token_strings(codec, call, [*row.top_ids, row.token_id])
+        entry = {
+            str(t): {"logprob": lp, "rank": rank, "decoded_token": name}
+            for t, lp, rank, name in zip(row.top_ids, row.top_logprobs, range(1, len(row.top_ids) + 1), names)
+        }
+        entry[str(row.token_id)] = {"logprob": row.logprob, "rank": row.rank, "decoded_token": names[-1]}
+        rows.append(entry)
+    return rows
 
 
 def completion(rid: str, model: str, call: GenerateCall, choices: list[Choice], codec) -> dict[str, Any]:
@@ -67,11 +94,13 @@ def completion(rid: str, model: str, call: GenerateCall, choices: list[Choice], 
         row = {
             "index": c.index,
             "text": c.text,
-            "logprobs": completion_logprobs(codec, call, c.token_ids, c.logprobs, ""),
+            "logprobs": completion_logprobs(codec, call, c.token_ids, c.logprobs, "", c.output_scores),
             "finish_reason": finish_reason(c),
             "stop_reason": c.stop_reason,
             **replay_fields(call, c),
         }
+        if call.prompt_logprobs is not None:
+            row["prompt_logprobs"] = prompt_logprobs(codec, call, c)
         if call.return_token_ids:
             row["prompt_token_ids"], row["token_ids"] = list(c.prompt_token_ids), list(c.token_ids)
         rows.append(row)
@@ -99,19 +128,26 @@ def _envelope(rid, kind, model, call, rows, choices) -> dict[str, Any]:
 # ----- /v1/chat/completions
 
 
-def chat_logprobs(codec, call: GenerateCall, token_ids: list[int], logprobs: list[float]):
+def chat_logprobs(codec, call: GenerateCall, token_ids: list[int], logprobs: list[float], scores=None):
+    """OpenAI's chat logprobs; `top_logprobs` lists the k most likely with `scores`, else the sampled."""
     if not call.logprobs:
         return None
     tokens = _token_strings(codec, call, token_ids)
+    if scores is None:
+        tops = [{s: lp} for s, lp in zip(tokens, logprobs)]
+    else:
+        tops = [_alternatives(codec, call, row) for row in scores]
     return {
         "content": [
             {
                 "token": s,
                 "logprob": lp,
                 "bytes": list(s.encode()),
-                "top_logprobs": [{"token": s, "logprob": lp, "bytes": list(s.encode())}],
+                "top_logprobs": [
+                    {"token": a, "logprob": x, "bytes": list(a.encode())} for a, x in top.items()
+                ],
             }
-            for s, lp in zip(tokens, logprobs)
+            for s, lp, top in zip(tokens, logprobs, tops)
         ]
     }
 
@@ -122,7 +158,7 @@ def chat(rid: str, model: str, call: GenerateCall, choices: list[Choice], codec)
         row = {
             "index": c.index,
             "message": {"role": "assistant", "content": c.text},
-            "logprobs": chat_logprobs(codec, call, c.token_ids, c.logprobs),
+            "logprobs": chat_logprobs(codec, call, c.token_ids, c.logprobs, c.output_scores),
             "finish_reason": finish_reason(c),
             "stop_reason": c.stop_reason,
             **replay_fields(call, c),
@@ -133,6 +169,8 @@ def chat(rid: str, model: str, call: GenerateCall, choices: list[Choice], codec)
     body = _envelope(rid, "chat.completion", model, call, rows, choices)
     if call.return_token_ids:
         body["prompt_token_ids"] = list(choices[0].prompt_token_ids)
+    if call.prompt_logprobs is not None:  # vLLM's chat gives the prompt's once, beside the choices
+        body["prompt_logprobs"] = prompt_logprobs(codec, call, choices[0])
     return body
 
 

@@ -28,7 +28,7 @@ CASES = [
     ("unsupported penalty", {"prompt": [5], "presence_penalty": 0.5}, 400, "presence_penalty"),
     ("unsupported logit_bias", {"prompt": [5], "logit_bias": {"5": 3}}, 400, "logit_bias"),
     ("unknown field", {"prompt": [5], "frobnicate": 1}, 400, "frobnicate"),
-    ("top logprobs", {"prompt": [5], "logprobs": 5}, 400, "logprobs"),
+    ("top logprobs past 20", {"prompt": [5], "logprobs": 21}, 400, "logprobs"),
     ("wrong type", {"prompt": [5], "max_tokens": "many"}, 400, "max_tokens"),
     ("oversized body", {"prompt": [5] * 3_000_000}, 413, None),
 ]
