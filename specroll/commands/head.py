@@ -6,7 +6,9 @@ it runs, and save it where `--speculate on` finds it (`<checkpoint>/draft-head` 
 from __future__ import annotations
 
 import argparse
+import shutil
 import time
+from contextlib import nullcontext
 from dataclasses import replace
 from itertools import count
 from pathlib import Path
@@ -14,9 +16,16 @@ from pathlib import Path
 from specroll.commands.progress import ProgressLines, add_progress_flag
 from specroll.commands.rollout import add_rollout_arguments, config_from_args
 from specroll.drafting.draft_tree import TreeShape
-from specroll.drafting.head_files import read_head_config
+from specroll.drafting.head_files import TRAINING_DATA_FILE, read_head_config
 from specroll.head.training import PRECISIONS, HeadTrainConfig
-from specroll.provenance import REPLAY_FIELDS, TRAINING_FIELDS, RolloutProvenance, check_provenance
+from specroll.head.warm_start import EPOCHS, WarmStartConfig, WarmStartResult
+from specroll.provenance import (
+    REPLAY_FIELDS,
+    TRAINING_FIELDS,
+    RolloutProvenance,
+    check_provenance,
+    provenance_path,
+)
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -43,7 +52,13 @@ def register(parser: argparse.ArgumentParser) -> None:
         help="replace a head already saved there; the old one is moved aside to <out>.previous[-N]",
     )
     train.add_argument("--minutes", type=float, default=10.0, help="training budget (> 0)")
-    train.add_argument("--max-epochs", type=int, default=20)
+    train.add_argument(
+        "--max-epochs",
+        type=int,
+        default=WarmStartConfig.max_epochs,
+        help="the second limit: training also ends after this many passes over the responses, where "
+        "that comes before --minutes (the output says which limit ended it)",
+    )
     train.add_argument("--lr", type=float, default=1e-3)
     add_progress_flag(train)
     train.add_argument(
@@ -108,8 +123,9 @@ def register(parser: argparse.ArgumentParser) -> None:
     )
     add_rollout_arguments(evaluate)
     evaluate.add_argument("--rollouts", type=Path, required=True, metavar="FILE.jsonl")
-    evaluate.add_argument("--head", type=Path, default=None, help="default: <checkpoint>/draft-head")
-    evaluate.add_argument("--depth", type=int, default=3)
+    _add_head_alias(evaluate)
+    evaluate.add_argument("--depth", type=int, default=3, help="draft depths to measure")
+    add_progress_flag(evaluate)
     evaluate.set_defaults(func=run_eval)
     again = actions.add_parser(
         "replay",
@@ -123,7 +139,7 @@ def register(parser: argparse.ArgumentParser) -> None:
         metavar="FILE.jsonl",
         help="recorded in exact mode with the same workload flags, --seed and --sampling-rule",
     )
-    again.add_argument("--head", type=Path, default=None, help="default: <checkpoint>/draft-head")
+    _add_head_alias(again)
     again.add_argument("--chains", default="1,2,4", help="comma-separated chain budgets (draft tokens)")
     again.add_argument("--trees", default="8,16,32", help="comma-separated tree budgets (nodes)")
     shape = TreeShape()
@@ -132,11 +148,44 @@ def register(parser: argparse.ArgumentParser) -> None:
         "--tree-width", type=int, default=shape.width, help="candidates drawn at each expanded node"
     )
     again.add_argument("--tree-beam", type=int, default=shape.beam, help="nodes expanded at each depth")
+    add_progress_flag(again)
     again.set_defaults(func=run_replay)
 
 
-def run_train(args: argparse.Namespace) -> int:
+def _add_head_alias(parser: argparse.ArgumentParser) -> None:
+    """`--head DIR`, the older spelling of `--draft-head DIR`: the same flag, not listed twice."""
+    parser.add_argument("--head", dest="draft_head", type=Path, help=argparse.SUPPRESS)
+
+
+def _use_threads(config) -> None:
+    """torch's threads for a command that runs the target outside an engine: --threads, 0 leaving
+    torch's own choice."""
     import torch
+
+    torch.set_num_threads(config.threads or torch.get_num_threads())
+
+
+def _progress(args: argparse.Namespace, label: str, unit: str) -> ProgressLines | None:
+    return None if args.no_progress else ProgressLines(label, unit)
+
+
+def _kept_alive(lines: ProgressLines | None):
+    """`lines.kept_alive()`: a line every interval however long one unit of work takes."""
+    return nullcontext() if lines is None else lines.kept_alive()
+
+
+def _teacher_forced(args: argparse.Namespace, runner, data, temperature: float):
+    """The target's features along the responses (`head.features.teacher_forced`), with progress."""
+    from specroll.head.features import teacher_forced
+
+    lines = _progress(args, "features", "responses")
+    if lines is not None:
+        lines(0, len(data.responses), "teacher-forced forwards of the target")
+    with _kept_alive(lines):
+        return teacher_forced(runner, data.prompts, data.responses, temperature, progress=lines)
+
+
+def run_train(args: argparse.Namespace) -> int:
 
     from specroll.head.feature_cache import (
         FeatureSource,
@@ -145,10 +194,9 @@ def run_train(args: argparse.Namespace) -> int:
         save_features,
         sequences_sha256,
     )
-    from specroll.head.features import teacher_forced
     from specroll.commands.head_data import read_responses
     from specroll.head.shape import chosen_shape
-    from specroll.head.warm_start import WarmStartConfig, warm_start
+    from specroll.head.warm_start import warm_start
     from specroll.model.device import torch_dtype
     from specroll.model.runner import ModelRunner
     from specroll.rollout import load_problems
@@ -174,7 +222,7 @@ def run_train(args: argparse.Namespace) -> int:
         ),
     )
     print(f"head shape: {shape.describe()} (for drafting on {config.engine.device})")
-    torch.set_num_threads(config.threads or torch.get_num_threads())
+    _use_threads(config)
     if args.rollouts is not None:
         check_provenance(args.rollouts, RolloutProvenance.of(config), TRAINING_FIELDS)
     rollouts = args.rollouts or _run_rollout(config, args)
@@ -202,10 +250,7 @@ def run_train(args: argparse.Namespace) -> int:
         how = f"read from {cache}"
     else:
         runner.use_feature_layers(layers)
-        progress = None if args.no_progress else ProgressLines("features", "responses")
-        sequences = teacher_forced(
-            runner, data.prompts, data.responses, config.temperature, progress=progress
-        )
+        sequences = _teacher_forced(args, runner, data, config.temperature)
         how = "computed"
         if cache is not None:
             save_features(cache, sequences, source, layers)
@@ -214,26 +259,27 @@ def run_train(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - started
     print(f"features: {len(sequences)} responses, {positions} positions {how} in {seconds:.1f} s")
     warm = replace(warm, feature_layers=layers)
+    lines = None if args.no_progress else ProgressLines("training", "s of the budget")
     result = warm_start(
         sequences,
         runner.input_embeddings(),
         runner.lm_head_weight(),
         warm,
-        None if args.no_progress else _progress_bar(),
+        None if lines is None else _progress_bar(lines, warm),
         Path(config.model_dir).name,
     )
+    if lines is not None:
+        lines.close()
     if result.num_steps == 0:
         raise ValueError(
             f"no training step ran in {args.minutes} minutes: nothing saved (give more --minutes)"
         )
     moved = _move_aside(out) if args.force else None
     out = result.head.save(out)
+    shutil.copyfile(provenance_path(rollouts), out / TRAINING_DATA_FILE)  # for `specroll models list`
     if moved is not None:
         print(f"the head that was in {out} is kept in {moved}")
-    print(
-        f"trained {result.num_steps} steps ({result.num_epochs:.2f} epochs over {result.num_train_positions} "
-        f"positions) in {result.seconds:.0f} s; saved {out}"
-    )
+    print(f"{_trained_line(result, args)}; saved {out}")
     if result.held_out is not None:
         overlap = ", ".join(f"{o:.3f}" for o in result.held_out.overlap)
         print(f"held out: loss {result.held_out.loss:.3f}, overlap with the target by depth {overlap}")
@@ -299,37 +345,57 @@ def _run_rollout(config, args: argparse.Namespace) -> Path:
     return path
 
 
-def _progress_bar():
-    """The training's progress: percent of the budget, and the loss and overlap of the training batch
-    (the held-out figures come at the end)."""
-    lines = ProgressLines("training", "% of the budget")
+def _progress_bar(lines: ProgressLines, warm: WarmStartConfig):
+    """The training's progress: seconds of the time budget and epochs of `max_epochs`, each its own
+    limit, and the loss and overlap of the training batch (the held-out figures come at the end)."""
 
-    def show(fraction: float, metrics) -> None:
+    def show(spent, metrics) -> None:
         overlap = " ".join(f"{o:.2f}" for o in metrics.overlap)
-        lines(int(100 * fraction), 100, f"training batch: loss {metrics.loss:.3f}, overlap {overlap}")
+        epochs = f"epoch {spent.epochs:.1f} of at most {warm.max_epochs}"
+        batch = f"training batch: loss {metrics.loss:.3f}, overlap {overlap}"
+        lines(int(spent.seconds), int(warm.seconds), f"{epochs}, {batch}")
 
     return show
+
+
+def _trained_line(result: WarmStartResult, args: argparse.Namespace) -> str:
+    """What trained, and which of the two limits ended it."""
+    line = (
+        f"trained {result.num_steps} steps ({result.num_epochs:.2f} epochs over {result.num_train_positions} "
+        f"positions) in {result.seconds:.0f} s"
+    )
+    if result.ended_by == EPOCHS:
+        return f"{line}: ended by --max-epochs {args.max_epochs}, before --minutes {args.minutes:g} ran out"
+    return f"{line}: ended by --minutes {args.minutes:g}"
 
 
 def run_eval(args: argparse.Namespace) -> int:
     """Teacher-forced coupling rates of a saved head on a rollout's responses, by depth."""
     from specroll.head.evaluation import RATES, coupling_report
-    from specroll.head.features import teacher_forced
     from specroll.drafting.head_model import load_head
     from specroll.commands.head_data import read_responses
     from specroll.model.runner import ModelRunner
 
     config = config_from_args(args, speculate="off")
+    _use_threads(config)
     check_provenance(args.rollouts, RolloutProvenance.of(config), TRAINING_FIELDS)
     data = read_responses(args.rollouts, config)
     longest = max(len(p) + len(r) for p, r in zip(data.prompts, data.responses))
     runner = ModelRunner.from_pretrained(config.model_dir, 8, longest)
-    head = load_head(args.head or config.head_dir)
+    head = load_head(config.head_dir)
     runner.use_feature_layers(head.config.feature_layers)
-    sequences = teacher_forced(runner, data.prompts, data.responses, config.temperature)
-    reports = coupling_report(
-        head, runner.input_embeddings(), runner.lm_head_weight(), sequences, args.depth, config.temperature
-    )
+    sequences = _teacher_forced(args, runner, data, config.temperature)
+    lines = _progress(args, "coupling rates", "drafts measured")
+    with _kept_alive(lines):
+        reports = coupling_report(
+            head,
+            runner.input_embeddings(),
+            runner.lm_head_weight(),
+            sequences,
+            args.depth,
+            config.temperature,
+            progress=lines,
+        )
     print("| depth | positions | " + " | ".join(RATES) + " |")
     print("|---|---|" + "---|" * len(RATES))
     for r in reports:
@@ -339,16 +405,14 @@ def run_eval(args: argparse.Namespace) -> int:
 
 def run_replay(args: argparse.Namespace) -> int:
     """Replay a rollout through the head (`specroll.head.head_replay`) at each chain and tree budget."""
-    import torch
 
     from specroll.drafting.draft_head import DraftHeadDrafter
-    from specroll.head.features import teacher_forced
     from specroll.head.head_replay import ReplayedResponse, replay
     from specroll.commands.head_data import read_responses
     from specroll.model.runner import ModelRunner
 
     config = config_from_args(args, speculate="off")
-    torch.set_num_threads(config.threads or torch.get_num_threads())
+    _use_threads(config)
     chains, trees = _budgets(args.chains, "--chains"), _budgets(args.trees, "--trees")
     shape = TreeShape(args.tree_depth, args.tree_width, args.tree_beam)
     check_provenance(args.rollouts, RolloutProvenance.of(config), REPLAY_FIELDS)
@@ -359,11 +423,10 @@ def run_replay(args: argparse.Namespace) -> int:
     runner = ModelRunner.from_pretrained(
         config.model_dir, 8, longest, batch_invariant=config.engine.batch_invariant
     )
-    head_dir = args.head or config.head_dir
     embedding = runner.input_embeddings()
-    head = DraftHeadDrafter.from_dir(head_dir, embedding).head  # loaded once, in its drafting dtype
+    head = DraftHeadDrafter.from_dir(config.head_dir, embedding).head  # loaded once, in its drafting dtype
     runner.use_feature_layers(head.config.feature_layers)
-    sequences = teacher_forced(runner, data.prompts, data.responses, config.temperature)
+    sequences = _teacher_forced(args, runner, data, config.temperature)
     responses = [
         ReplayedResponse(i, tuple(p), tuple(r), s, config.max_tokens)
         for i, p, r, s in zip(data.request_ids, data.prompts, data.responses, sequences)

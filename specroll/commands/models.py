@@ -1,15 +1,20 @@
 """`specroll models`: list the models specroll knows by name, and pull one into the local cache.
 
 A pulled model is a checkpoint directory like any other; `--model NAME` finds it
-(`specroll.model.catalog.resolve_model_dir`).
+(`specroll.model.catalog.resolve_model_dir`). The listing shows the draft head saved in it, where
+`specroll head train` put one, with its shape and the rollout it learned from.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import time
 from pathlib import Path
 
+from specroll.drafting.head_files import HEAD_DIR_NAME, TRAINING_DATA_FILE, WEIGHTS_FILE, read_head_config
+from specroll.head.shape import HeadShape
 from specroll.model.catalog import CATALOG, SPECROLL_HOME_ENV, model_cache_dir, pulled_manifest
 
 
@@ -30,8 +35,33 @@ def run_list(args: argparse.Namespace) -> int:
         state = "pulled" if pulled_manifest(name) else "not pulled"
         print(f"{name:10s} {state:10s} {model_cache_dir(name)}")
         print(f"{'':10s} {entry.description} ({entry.requirement}, {entry.license})")
+        head = model_cache_dir(name) / HEAD_DIR_NAME
+        if read_head_config(head) is not None:
+            print(f"{'':10s} {describe_head(head)}")
     print(f"cache root: ${SPECROLL_HOME_ENV} or ~/.cache/specroll")
     return 0
+
+
+def describe_head(directory: Path) -> str:
+    """The draft head saved in `directory`: its shape, when it was saved and what it learned from."""
+    fields = read_head_config(directory) or {}
+    shape = HeadShape(
+        fields.get("train_depth", 1), fields.get("num_blocks", 1), fields.get("draft_vocab_size", 0)
+    )
+    saved = time.strftime("%Y-%m-%d %H:%M", time.localtime((directory / WEIGHTS_FILE).stat().st_mtime))
+    return f"draft head ({shape.describe()}), saved {saved}: {directory}; {_learned_from(directory)}"
+
+
+def _learned_from(directory: Path) -> str:
+    try:
+        data = json.loads((directory / TRAINING_DATA_FILE).read_text())
+    except (OSError, ValueError):
+        return "what it learned from is not recorded (a head saved before specroll recorded it)"
+    return (
+        f"learned from a {data.get('task')} rollout of {data.get('num_prompts')} prompts x {data.get('n')}, "
+        f"seed {data.get('seed')}, max tokens {data.get('max_tokens')}, T={data.get('temperature')}, "
+        f"sampling rule {data.get('sampling_rule')}"
+    )
 
 
 def run_pull(args: argparse.Namespace) -> int:

@@ -226,7 +226,19 @@ def run(args: argparse.Namespace) -> int:
     if args.telemetry != "none":
         result.write_telemetry(args.telemetry or args.out.with_suffix(".telemetry.jsonl"))
     print_summary(result, config, args.out)
+    print(speed_hint(config))
     return 0
+
+
+def speed_hint(config: RolloutConfig) -> str:
+    """Where the speed-up is measured: one rollout has no plain run beside it to compare with."""
+    flags = "with the same flags (on a shared machine, --repeats 3)"
+    if config.speculate == "off":
+        return f"what speculation would gain here: `specroll bench --systems plain,speculative` {flags}"
+    return (
+        "speculation changes the speed, never the tokens; its speed-up over plain decoding: "
+        f"`specroll bench --systems plain,speculative` {flags}"
+    )
 
 
 def save_rollout(result: RolloutResult, config: RolloutConfig, path: Path) -> None:
@@ -242,6 +254,8 @@ def run_with_progress(config: RolloutConfig, show: bool = True) -> RolloutResult
     (`commands.progress`)."""
     total = len(load_problems(config)[1]) * config.n  # a prompts file may hold fewer than num_prompts
     progress = ProgressLines("rollout", "requests") if show else None
+    if progress is not None:  # loading the model and the first prefills take a while on a CPU
+        progress(0, total, f"loading {Path(config.model_dir).name}, then the first prefills")
 
     def update(engine, finished: int, tokens: int) -> None:
         if progress is not None:

@@ -10,6 +10,8 @@ from typing import Any
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 FORMAT = "specroll-draft-head"
+HEAD_DIR_NAME = "draft-head"  # where `specroll head train` saves a checkpoint's head by default
+TRAINING_DATA_FILE = "training-data.provenance.json"  # `specroll.provenance` of the rollout it learned from
 
 
 def read_head_config(directory: str | Path | None) -> dict[str, Any] | None:

@@ -1,8 +1,9 @@
 """The warm start: a new head for a checkpoint, trained on feature sequences within a time budget.
 
 Sequences are split into training and held-out ones (by sequence, so that no held-out position was
-seen); training runs epochs of shuffled windows until the budget or `max_epochs` is spent, with a
-cosine learning rate over the budget; the held-out overlap per depth is what it reports.
+seen); training runs epochs of shuffled windows until the time budget or `max_epochs` is spent,
+whichever comes first (the result says which), with a cosine learning rate over the budget; the
+held-out overlap per depth is what it reports.
 """
 
 from __future__ import annotations
@@ -26,7 +27,19 @@ from specroll.head.training import (
     windows,
 )
 
-ProgressFn = Callable[[float, HeadMetrics], None]  # fraction of the budget spent, the last step's metrics
+TIME, EPOCHS = "time", "epochs"  # the two limits of a warm start
+
+
+@dataclass(frozen=True)
+class Spent:
+    """How much of a warm start's budget is spent, by each of its two limits."""
+
+    seconds: float  # training time so far
+    epochs: float  # passes over the training windows so far
+    fraction: float  # of the time or of the epochs, whichever runs out first (the learning rate's clock)
+
+
+ProgressFn = Callable[[Spent, HeadMetrics], None]  # after each step: the budget spent, the step's metrics
 
 
 @dataclass(frozen=True)
@@ -57,6 +70,7 @@ class WarmStartResult:
     num_epochs: float
     num_train_positions: int
     held_out: HeadMetrics | None  # loss and overlap per depth on the held-out sequences
+    ended_by: str = TIME  # the limit that ended the training: TIME (`seconds`) or EPOCHS (`max_epochs`)
 
 
 def new_head(
@@ -109,7 +123,8 @@ def warm_start(
     while epoch < config.max_epochs and time.perf_counter() - started < config.seconds:
         spans = shuffled_windows(train, config.train, epoch)
         for first in range(0, len(spans), config.train.windows_per_batch):
-            spent = _spent(time.perf_counter() - started, trainer.num_steps, steps_per_epoch, config)
+            seconds = time.perf_counter() - started
+            spent = _spent(seconds, trainer.num_steps, steps_per_epoch, config)
             if spent >= 1.0:
                 break
             batch = make_batch(
@@ -117,16 +132,17 @@ def warm_start(
             )
             metrics = trainer.step(batch, cosine_lr(config.train.lr, spent))
             if progress is not None:
-                progress(min(spent, 1.0), metrics)
+                progress(Spent(seconds, trainer.num_steps / steps_per_epoch, min(spent, 1.0)), metrics)
         epoch += 1
-    seconds = time.perf_counter() - started
+    is_epochs_end = trainer.num_steps >= config.max_epochs * steps_per_epoch
     return WarmStartResult(
         head,
-        seconds,
+        time.perf_counter() - started,
         trainer.num_steps,
         trainer.num_steps / steps_per_epoch,
         sum(s.num_positions for s in train),
         evaluate(trainer, held_out, config.train) if held_out else None,
+        EPOCHS if is_epochs_end else TIME,
     )
 
 

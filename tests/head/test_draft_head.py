@@ -18,7 +18,7 @@ from specroll.drafting.protocol import BaseDrafter
 from specroll.head.features import teacher_forced
 from specroll.drafting.head_model import DraftHead, HeadConfig, check_compatible, load_head
 from specroll.head.training import HeadTrainer, HeadTrainConfig, make_batch, windows
-from specroll.head.warm_start import WarmStartConfig, warm_start
+from specroll.head.warm_start import EPOCHS, WarmStartConfig, warm_start
 from specroll.model.runner import ModelRunner, SequenceInput
 from specroll.policies.fixed import FixedDraftLength
 
@@ -81,10 +81,14 @@ def test_a_warm_start_bounded_by_epochs_spends_its_schedule_by_epochs(trained, q
     for _ in range(2):
         torch.manual_seed(0)
         result = warm_start(
-            sequences, _embedding(runner), runner.model.lm_head.weight, config, lambda f, _: spent.append(f)
+            sequences,
+            _embedding(runner),
+            runner.model.lm_head.weight,
+            config,
+            lambda now, _: spent.append(now.fraction),
         )
         heads.append(result.head.state_dict())
-    assert result.num_epochs == pytest.approx(3.0)
+    assert result.num_epochs == pytest.approx(3.0) and result.ended_by == EPOCHS
     steps = len(spent) // 2  # the last step of a run starts one step short of the schedule's end
     assert spent[steps - 1] == pytest.approx(1 - 1 / steps)
     for name, weight in heads[0].items():
