@@ -17,7 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException
 
-from specroll.serve import control, responses
+from specroll.serve import control, responses, sglang_control
 from specroll.serve.errors import ApiError
 from specroll.serve.generate_call import (
     GenerateCall,
@@ -38,6 +38,7 @@ def build_app(state: ServeState, lifespan=None) -> FastAPI:
     app = FastAPI(title="specroll serve", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.serve = state
     app.include_router(control.router)
+    app.include_router(sglang_control.router)
     _add_data_routes(app)
     _add_error_handlers(app)
     app.add_middleware(_KeyCheck, key=state.options.api_key)

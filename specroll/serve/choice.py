@@ -3,6 +3,7 @@ Stop strings are applied here (the engine knows token ids only). Imports no torc
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -33,6 +34,7 @@ class Choice:
     # with top_logprobs / prompt_logprobs asked: `scoring.PositionLogprobs` of each output / prompt token
     output_scores: list | None = None
     prompt_scores: list | None = None
+    started: float = field(default_factory=time.monotonic)  # for SGLang's e2e_latency
     _text: str | None = None
 
     @property

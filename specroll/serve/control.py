@@ -132,7 +132,7 @@ async def reset_prefix_cache(request: Request) -> dict:
 
 def _weights_dir(body: dict) -> str:
     info = body.get("update_info") if isinstance(body.get("update_info"), dict) else body
-    for name in ("model_path", "path", "weights_dir", "load_path"):
+    for name in ("model_path", "path", "weights_dir", "weight_dir", "load_path"):  # weight_dir: prime-rl's
         if isinstance(info.get(name), str):
             return info[name]
     where = "update_info." if info is not body else ""
@@ -196,12 +196,6 @@ async def weight_info(request: Request) -> dict:
 @router.get("/get_world_size")
 async def world_size(request: Request) -> dict[str, Any]:
     return {"world_size": 1}
-
-
-@router.get("/get_server_info")
-async def server_info(request: Request) -> dict[str, Any]:
-    state = request.app.state.serve
-    return {"world_size": 1, "model": state.options.model_name, "max_model_len": state.options.max_model_len}
 
 
 @router.post("/start_weight_update")

@@ -214,11 +214,24 @@ def sglang_generate(rid: str, call: GenerateCall, choices: list[Choice]) -> dict
 def _sglang_one(rid: str, call: GenerateCall, c: Choice) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "id": rid,
-        "finish_reason": {"type": finish_reason(c)},
+        "finish_reason": _sglang_finish(c),
         "prompt_tokens": len(c.prompt_token_ids),
         "completion_tokens": len(c.token_ids),
+        "cached_tokens": 0,  # no prefix cache across requests
+        "e2e_latency": time.monotonic() - c.started,
         **replay_fields(call, c),
     }
     if call.logprobs:
         meta["output_token_logprobs"] = [[lp, t, None] for t, lp in zip(c.token_ids, c.logprobs)]
     return {"text": c.text, "output_ids": list(c.token_ids), "meta_info": meta}
+
+
+def _sglang_finish(c: Choice) -> dict[str, Any]:
+    """SGLang's finish_reason: `matched` names the stop string or token (EOS's id too), `length` the
+    tokens drawn."""
+    reason = finish_reason(c)
+    if reason == "length":
+        return {"type": "length", "length": len(c.token_ids)}
+    if reason == "stop":
+        return {"type": "stop", "matched": c.stop_reason if c.stop_reason is not None else c.token_ids[-1]}
+    return {"type": reason}

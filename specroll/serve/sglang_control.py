@@ -1,0 +1,117 @@
+"""SGLang's control routes as slime drives an external engine (`--rollout-external-engine-addrs`):
+server info, a generating health check, cache flush, pause and continue, the weight version and the
+load. Weight updates from disk are `control.update_weights`; aborts are `control.abort_requests`.
+/server_info answers vLLM's dev-mode shape too (`vllm_config`), which TRL's `VLLMClient` reads."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import PlainTextResponse
+
+from specroll.engine.request import SamplingParams
+from specroll.serve.control import pause
+from specroll.serve.errors import ApiError
+from specroll.serve.generate_call import GenerateCall
+from specroll.serve.state import ServeState, read_json
+
+HEALTH_GENERATE_SECONDS = 20.0
+SGLANG_PAUSE_MODES = {"abort": "abort", "in_place": "keep", "retract": "keep"}  # SGLang's -> vLLM's
+router = APIRouter()
+
+
+def _ready(request: Request) -> ServeState:
+    state: ServeState = request.app.state.serve
+    state.ready()
+    return state
+
+
+@router.get("/server_info")
+@router.get("/get_server_info")
+async def server_info(request: Request) -> dict[str, Any]:
+    state: ServeState = request.app.state.serve
+    options = state.options
+    slots = state.engine_loop.engine.config.max_batch_size if _has_engine(state) else None
+    settings = {
+        "model_path": options.model_name,
+        "served_model_name": options.model_name,
+        "context_length": options.max_model_len,
+        "max_running_requests": slots,
+        "tp_size": 1,
+        "dp_size": 1,
+    }
+    vllm = {"model_config": {"model": options.model_name, "max_model_len": options.max_model_len}}
+    vllm["parallel_config"] = {"tensor_parallel_size": 1, "data_parallel_size": 1, "world_size": 1}
+    return {**settings, "world_size": 1, "model": options.model_name, "max_model_len": options.max_model_len,
+            "weight_version": _version(state), "vllm_config": vllm}  # fmt: skip
+
+
+def _has_engine(state: ServeState) -> bool:
+    return state.engine_loop is not None and state.engine_loop.engine is not None
+
+
+def _version(state: ServeState) -> str:
+    return str(state.engine_loop.weight_version if state.engine_loop is not None else 0)
+
+
+@router.get("/health_generate")
+async def health_generate(request: Request) -> PlainTextResponse:
+    """One token drawn end to end (SGLang's check that the engine still generates); while paused the
+    engine is idle by request, so it answers at once."""
+    state = _ready(request)
+    if state.engine_loop.paused or state.engine_loop.draining:
+        return PlainTextResponse("paused")
+    call = GenerateCall(prompts=((0,),), continue_from=(None,), params=SamplingParams(max_tokens=1))
+    generation = state.service.start(call)
+    try:
+        async with asyncio.timeout(HEALTH_GENERATE_SECONDS):
+            while not generation.is_finished:
+                await generation.wait()
+    except TimeoutError:
+        state.service.abort(generation)
+        raise ApiError("the engine drew no token in time", None, 503, "server_error") from None
+    return PlainTextResponse("ok")
+
+
+@router.get("/flush_cache")
+@router.post("/flush_cache")
+async def flush_cache(request: Request) -> PlainTextResponse:
+    """The engine keeps no prefix cache across requests: nothing to flush."""
+    _ready(request)
+    return PlainTextResponse("Cache flushed.")
+
+
+@router.post("/pause_generation")
+async def pause_generation(request: Request) -> dict:
+    state = _ready(request)
+    body = await read_json(request, state.options.max_body_bytes)
+    mode = body.get("mode", "abort") if isinstance(body, dict) else "abort"
+    if mode not in SGLANG_PAUSE_MODES:
+        raise ApiError(f"mode: must be one of {', '.join(SGLANG_PAUSE_MODES)}, got {mode!r}", "mode")
+    return await pause(state, SGLANG_PAUSE_MODES[mode])
+
+
+@router.post("/continue_generation")
+async def continue_generation(request: Request) -> dict:
+    state = _ready(request)
+    await state.engine_loop.call(state.engine_loop.resume)
+    return {"success": True, "message": "continued"}
+
+
+@router.get("/get_weight_version")
+async def weight_version(request: Request) -> dict:
+    return {"weight_version": _version(_ready(request))}
+
+
+@router.get("/v1/loads")
+async def loads(request: Request) -> dict:
+    state = _ready(request)
+    engine, held = state.engine_loop.engine, len(state.engine_loop.held)
+    row = {
+        "dp_rank": 0,
+        "num_running_reqs": engine.num_running,
+        "num_waiting_reqs": engine.num_waiting + held,
+    }
+    return {"loads": [row], **{k: v for k, v in row.items() if k != "dp_rank"}}
