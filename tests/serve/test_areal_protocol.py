@@ -23,7 +23,7 @@ from typing import Callable
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "clients"))
-from served_process import http_json, module_server, perturbed_copy  # noqa: E402
+from served_process import SMALL_SERVER, http_json, module_server, perturbed_copy  # noqa: E402
 
 LONG_PROMPT = "add " + " ".join(f"{chr(ord('a') + i)}{(3 * i) % 9 + 1}" for i in range(20)) + "\n"
 
@@ -81,9 +81,7 @@ def tokenizer():
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    yield from module_server(
-        tmp_path_factory, "areal", ["--max-batch-size", "8", "--max-model-len", "256", "--max-tokens", "160"]
-    )
+    yield from module_server(tmp_path_factory, "areal", SMALL_SERVER)
 
 
 def metrics(url: str) -> dict[str, float]:

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "clients"))
-from served_process import http_json, module_server  # noqa: E402
+from served_process import SMALL_SERVER, http_json, module_server  # noqa: E402
 from test_areal_protocol import areal_parse, areal_payload, engine_round_trip, metrics, wait_for  # noqa: E402
 
 PROMPT = [5, 6, 7, 8]
@@ -22,9 +22,7 @@ PROMPT = [5, 6, 7, 8]
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    yield from module_server(
-        tmp_path_factory, "edges", ["--max-batch-size", "8", "--max-model-len", "256", "--max-tokens", "160"]
-    )
+    yield from module_server(tmp_path_factory, "edges", SMALL_SERVER)
 
 
 def _send_held(url: str, path: str, body: dict, results: dict, name: str) -> threading.Thread:

@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "clients"))
-from served_process import http_json, module_server, perturbed_copy  # noqa: E402
+from served_process import SMALL_SERVER, http_json, module_server, perturbed_copy  # noqa: E402
 from test_areal_protocol import metrics, wait_for  # noqa: E402
 
 PROMPT = [5, 6, 7, 8]
@@ -32,9 +32,7 @@ PROMPT = [5, 6, 7, 8]
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    yield from module_server(
-        tmp_path_factory, "slime", ["--max-batch-size", "8", "--max-model-len", "256", "--max-tokens", "160"]
-    )
+    yield from module_server(tmp_path_factory, "slime", SMALL_SERVER)
 
 
 def slime_sampling(max_new_tokens: int, temperature: float = 1.0) -> dict:
