@@ -219,7 +219,8 @@ def _refused(paths: tuple[str, ...], reason: str, field: str) -> None:
 
 _refused(
     ("/init_weight_transfer_engine", "/collective_rpc", "/areal_init_weights_update_group",
-     "/areal_update_weights_xccl"),
+     "/areal_update_weights_xccl", "/init_weights_update_group", "/update_weights_from_distributed",
+     "/update_weights_from_tensor"),
     'specroll serve takes weights from disk only: POST /update_weights with {"update_info": {"path": DIR}} '
     'or /areal_update_weights with {"model_path": DIR} (safetensors)',
     "update_info.path",

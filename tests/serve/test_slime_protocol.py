@@ -118,3 +118,11 @@ def test_control_routes_as_slime_calls_them(server, tmp_path):
     assert http_json(f"{server.url}/get_weight_version")[1]["weight_version"] != before
     assert httpx.get(f"{server.url}/flush_cache", timeout=60).status_code == 200
     assert slime_generate(server.url, PROMPT, 12, temperature=0.0)["tokens"] != greedy
+
+
+@pytest.mark.parametrize(
+    "path", ["/init_weights_update_group", "/update_weights_from_distributed", "/update_weights_from_tensor"]
+)
+def test_weights_over_nccl_or_tensors_are_refused_by_name(server, path):
+    status, body = http_json(f"{server.url}{path}", {})
+    assert status == 400 and "/update_weights" in body["error"]["message"], body
