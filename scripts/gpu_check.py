@@ -21,8 +21,8 @@ Rebuilt where part `model` would build, they replace the random weights for ever
     python scripts/gpu_weights.py --piece N       # here, for N = 0, 1, ..., each followed at once by
     python3 scripts/gpu_weights.py --receive      # there, in a call carrying runs/gpu-weights/outgoing
     # the last call: rebuild where part `model` builds, then every other part
-    python3 scripts/gpu_weights.py --receive --assemble /tmp/specroll-gpu-check-full/smollm2-shape &&
-    PARTS=exact,profile,tests,bench-128,bench-64,trace python3 scripts/gpu_check.py
+    python3 scripts/gpu_weights.py --receive --assemble runs/gpu-check-work/smollm2-shape &&
+    PARTS=exact,profile,tests,bench-128,bench-64,trace python3 scripts/gpu_check.py --work runs/gpu-check-work
 
 Each part runs in its own process under its own time cap (the caps sum to eight minutes) and
 writes one file to $OUT (default runs/gpu-check); `summary.txt` lists every part's outcome. A part
