@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 from specroll.commands.progress import ProgressLines, add_progress_flag
@@ -275,7 +276,8 @@ def run_with_progress(config: RolloutConfig, show: bool = True) -> RolloutResult
                 f"{config.cluster.num_workers} workers, {tokens / max(elapsed, 1e-9):.0f} tokens/s",
             )
 
-    result = run_rollout(config, update, worker_progress=update_workers)
+    with nullcontext() if progress is None else progress.kept_alive():  # the prefills take minutes
+        result = run_rollout(config, update, worker_progress=update_workers)
     if progress is not None:
         progress(total, total, "done")
     return result
