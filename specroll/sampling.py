@@ -212,9 +212,10 @@ def policy_logprobs(
     This is specroll's one definition of a token's log-probability: the engine reports it for every
     emitted token and the trainer recomputes it, so the importance ratio pi_theta / pi_rollout is 1
     before any update whatever the sampling settings: to the bit where the trainer's forward runs the
-    engine's batch-invariant numerics (`specroll.train.policy_forward`), to rounding with the fast ones. Top-k and top-p shape only which tokens are drawn: the log-probability of the
-    truncated, renormalised distribution would carry log(kept mass) into every ratio, a factor that is
-    no policy change. It is also what TRL's GRPOTrainer computes on its side (log_softmax of the
+    engine's batch-invariant numerics (`specroll.train.policy_forward`), to rounding with the fast ones.
+    Top-k and top-p shape only which tokens are drawn: the log-probability of the truncated,
+    renormalised distribution would carry log(kept mass) into every ratio, a factor that is no policy
+    change. It is also what TRL's GRPOTrainer computes on its side (log_softmax of the
     logits over its temperature, over the whole vocabulary).
     """
     return token_logprobs(tempered(logits, temperature), tokens)

@@ -105,7 +105,6 @@ def test_attention_query_is_the_same_bits_alone_in_any_width_batch_and_read_leng
             assert torch.equal(alone[0, :, 0], batched[i, :, t]), (i, t)
 
 
-
 @pytest.mark.parametrize("start", [5, 30, 62, 64])  # the tree within a block and across a boundary
 def test_a_tree_node_gets_the_bits_of_the_chain_holding_its_path(start):
     g = torch.Generator().manual_seed(start)
