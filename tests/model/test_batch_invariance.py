@@ -146,7 +146,6 @@ def test_runner_logits_are_the_same_bits_in_any_forward(model, large_vocab_dir):
     assert all(torch.equal(x, y) for x, y in zip(alone, batched))
 
 
-
 @pytest.mark.parametrize("start", [5, 62, 64, 127])  # the tree within a block and across a boundary
 def test_a_tree_node_gets_the_bits_of_the_chain_holding_its_path(start):
     from specroll.model.chain_order import chain_mask, chain_order
