@@ -210,6 +210,11 @@ def _report_pack(manifest: dict, work: Path, piece_bytes: int) -> None:
     print(f"each call carries about {carried:.1f} MiB: this tree and one piece (at most {CALL_LIMIT_MIB})")
     if carried > CALL_LIMIT_MIB:
         print(f"warning: over {CALL_LIMIT_MIB} MiB a call: pack again with a smaller --piece-mib")
+    outgoing = (work / "outgoing").relative_to(REPO_ROOT) if work.is_relative_to(REPO_ROOT) else work
+    print(
+        f"then for N in 0..{count - 1}, back to back: here `--piece N`; there, in a call carrying "
+        f"{outgoing}, `python3 scripts/gpu_weights.py --receive` (the last call adds `--assemble DIR`)"
+    )
 
 
 def _pack_command(args: argparse.Namespace) -> None:
