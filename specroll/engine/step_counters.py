@@ -67,12 +67,12 @@ class _HostReads(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
         is_host = bool(tensors) and all(self._is_host(t) for t in tensors)
-        is_read = name in READS or name in VALUE_SHAPED or (name == "to" and _names_cpu(args, kwargs))
-        if is_read and not is_host:
+        is_copy_to_host = name in HOST_COPIES or (name == "to" and _names_cpu(args, kwargs))
+        if (is_copy_to_host or name in READS or name in VALUE_SHAPED) and not is_host:
             self.counts.num_host_reads += 1
             self.counts.reads[name] += 1
         out = func(*args, **kwargs)
-        if is_host or name in HOST_COPIES or _is_host_made(name, kwargs):
+        if is_host or is_copy_to_host or _is_host_made(name, kwargs):
             self._mark(out)
         return out
 

@@ -74,6 +74,8 @@ def test_the_counters_on_literal_cases():
         bool(device[0] > 1)  # a truth value of the device's: a read
         device.nonzero()  # its size depends on the values: a read
         device.to(torch.device("cpu"))  # the compute device: no read
-    assert counts.num_host_reads == 3 and dict(counts.reads) == {"cpu": 1, "__bool__": 1, "nonzero": 1}
+        device.to("cpu").tolist()  # the host named: one read, then the host's copy
+    assert counts.num_host_reads == 4
+    assert dict(counts.reads) == {"cpu": 1, "__bool__": 1, "nonzero": 1, "to": 1}
     assert counts.ops["mul"] == 1 and counts.ops["sum"] == 1
     assert counts.num_allocations >= 2  # the product and the sum, at least
