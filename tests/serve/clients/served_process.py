@@ -12,14 +12,7 @@ from pathlib import Path
 from specroll.serve.child import ServeProcess
 
 ROOT = Path(__file__).resolve().parents[3]
-SMALL_SERVER = [
-    "--max-batch-size",
-    "8",
-    "--max-model-len",
-    "256",
-    "--max-tokens",
-    "160",
-]  # the protocol tests'
+SMALL_SERVER = "--max-batch-size 8 --max-model-len 256 --max-tokens 160".split()  # the protocol tests'
 
 
 def http_json(url: str, body: dict | None = None, method: str | None = None, timeout: float = 60.0):
