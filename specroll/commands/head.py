@@ -186,7 +186,6 @@ def _teacher_forced(args: argparse.Namespace, runner, data, temperature: float):
 
 
 def run_train(args: argparse.Namespace) -> int:
-
     from specroll.head.feature_cache import (
         FeatureSource,
         checkpoint_fingerprint,
@@ -259,7 +258,7 @@ def run_train(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - started
     print(f"features: {len(sequences)} responses, {positions} positions {how} in {seconds:.1f} s")
     warm = replace(warm, feature_layers=layers)
-    lines = None if args.no_progress else ProgressLines("training", "s of the budget")
+    lines = _progress(args, "training", "s of the budget")
     result = warm_start(
         sequences,
         runner.input_embeddings(),
@@ -405,7 +404,6 @@ def run_eval(args: argparse.Namespace) -> int:
 
 def run_replay(args: argparse.Namespace) -> int:
     """Replay a rollout through the head (`specroll.head.head_replay`) at each chain and tree budget."""
-
     from specroll.drafting.draft_head import DraftHeadDrafter
     from specroll.head.head_replay import ReplayedResponse, replay
     from specroll.commands.head_data import read_responses
