@@ -33,6 +33,7 @@ class ProgressLines:
         self,
         label: str,
         unit: str,
+        *,
         stream: TextIO | None = None,
         interval: float | None = None,
         clock: Callable[[], float] = time.perf_counter,
