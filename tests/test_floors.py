@@ -25,14 +25,14 @@ ALLOWED = {  # part -> the parts, or single modules of parts, it may import (a p
     # the command line, the server, the adapters and side-by-side runs
     "__init__": {"cpu_env"},  # the package's first act: pin the CPU numerics
     "cli": {"commands"},  # each command's module, by name, at run time
-    "commands": {"bench", "drafteval", "drafting", "engine", "engine_config", "head", "model", "placement",
-                 "policies", "profiling", "provenance", "rollout", "sampling_rules", "scheduling", "serve",
-                 "sim", "tasks", "tokenizer", "train"},
-    "serve": {"engine", "model", "tokenizer", "train"},
+    "commands": {"bench", "cpu_env", "drafteval", "drafting", "engine", "engine_config", "head", "model",
+                 "placement", "policies", "profiling", "provenance", "rollout", "sampling_rules",
+                 "scheduling", "serve", "sim", "tasks", "tokenizer", "train"},
+    "serve": {"engine", "model", "sampling", "tokenizer", "train"},
     "integrations": {"engine", "engine_config", "model", "placement", "policies", "rollout", "tokenizer"},
     "bench": {"baselines", "drafting", "engine", "policies", "rollout", "scheduling", "sim", "tokenizer"},
     # training, one rollout, many workers
-    "train": {"drafting", "engine", "head", "model", "rollout", "sampling", "tokenizer"},
+    "train": {"drafting", "engine", "engine_config", "head", "model", "rollout", "sampling", "tokenizer"},
     "rollout": {"cluster", "drafting", "engine", "engine_config", "model", "placement", "policies",
                 "sampling_rules", "tail", "tasks", "tokenizer"},
     "cluster": {"engine", "scheduling"},

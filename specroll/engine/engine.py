@@ -129,6 +129,11 @@ class Engine:
         """(V, H) the target's input embeddings, the live tensor (a draft head reads them)."""
         return self.runner.input_embeddings()
 
+    def scoring_runner(self) -> ModelRunner:
+        """A runner over the target's model and numerics with a cache of its own, for forwards apart
+        from the batch (scoring prompt tokens): `ModelRunner.twin`."""
+        return self.runner.twin()
+
     def lm_head_weight(self) -> torch.Tensor:
         """(V, H) the target's output layer, the live tensor: its values follow `load_weights`."""
         return self.runner.lm_head_weight()

@@ -115,6 +115,12 @@ class ModelRunner:
             column_multiple=BLOCK if self.batch_invariant else 1,
         )
 
+    def twin(self) -> "ModelRunner":
+        """Another runner over this one's model (the same live weights) with its numerics and kernels
+        and a one-slot cache of its own (`use_new_cache` sizes it): forwards apart from this runner's
+        cache, whose rows equal this runner's to the bit under batch-invariant numerics."""
+        return ModelRunner(self.model, 1, 1, self.batch_invariant, self.kernels)
+
     @classmethod
     def from_pretrained(
         cls,

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 import torch
 
-from specroll.model.runner import ModelRunner, SequenceInput
+from specroll.model.runner import SequenceInput
 from specroll.sampling import softmax, tempered
 
 
@@ -34,9 +34,8 @@ class Scorer:
     """Scoring forwards of an engine's model; built and run in the engine thread."""
 
     def __init__(self, engine) -> None:
-        target = engine.runner
-        self.runner = ModelRunner(target.model, 1, 1, target.batch_invariant, target.kernels)
-        self.dtype = next(target.model.parameters()).dtype
+        self.runner = engine.scoring_runner()
+        self.dtype = engine.lm_head_weight().dtype
 
     @torch.inference_mode()
     def score(

@@ -6,7 +6,7 @@ is what `ModelRunner.load_weights` and `--model` take) with float32 master weigh
 forward is the engine's prefill of prompt + completion[:-1], with logits at the completion's
 positions: the engine's numerics (batch-invariant where the engine's are, with the same kernels:
 the CPU's probed BLAS, plain torch ops; a GPU's Triton kernels, given gradients by
-`specroll.kernels.autograd`), the weights rounded to the engine's dtype, and the engine's
+`specroll.model.differentiable_kernels`), the weights rounded to the engine's dtype, and the engine's
 log-probability (`sampling.token_logprobs` on `tempered` logits, one temperature a row).
 
 Batch-invariant numerics give a row the same bits in a prefill as in the decode or verification
@@ -42,7 +42,7 @@ class PolicyForward:
     def __init__(self, model: CausalLM, engine: EngineConfig, kernels: str | None = None) -> None:
         self.runner = ModelRunner(model, 1, 1, batch_invariant=engine.batch_invariant, kernels=kernels)
         if self.runner.kernels == "triton":
-            from specroll.kernels.autograd import use_differentiable_kernels
+            from specroll.model.differentiable_kernels import use_differentiable_kernels
 
             use_differentiable_kernels(model)
         elif self.runner.kernels == "probed":

@@ -1,4 +1,4 @@
-"""The batch-invariant kernels with gradients (`specroll.kernels.autograd`), run by Triton's
+"""The batch-invariant kernels with gradients (`specroll.model.differentiable_kernels`), run by Triton's
 interpreter on the CPU: each op's values are the kernel's bits and its gradients torch's; the
 trainer's forward on them gives an engine's reported log-probabilities to the bit and differentiates."""
 
@@ -16,7 +16,7 @@ from specroll.engine.engine import Engine, add_requests  # noqa: E402
 from specroll.engine.request import Request, SamplingParams  # noqa: E402
 from specroll.engine_config import EngineConfig  # noqa: E402
 from specroll.kernels.attention import invariant_attention  # noqa: E402
-from specroll.kernels.autograd import (  # noqa: E402
+from specroll.model.differentiable_kernels import (  # noqa: E402
     differentiable_attention,
     differentiable_linear,
     differentiable_rms_norm,

@@ -98,11 +98,14 @@ def test_a_profile_saved_without_a_device_loads_as_a_cpu_one(tmp_path):
     assert CostModel.load(tmp_path / "old.cost.json") == CostModel(1e-3, 2e-4, source="old", device="cpu")
 
 
-def test_the_committed_profiles_say_they_are_a_cpus():
+def test_the_committed_profiles_say_which_device_they_priced():
+    """A model's default profile (`<model>.cost.json`, what a CPU rollout loads) is a CPU's; another
+    device's is named for it (`<model>-h100.cost.json`, device cuda), so no run prices by it unasked."""
     paths = sorted(PROFILES.glob("*.cost.json"))
     assert paths
     for path in paths:
-        assert json.loads(path.read_text())["device"] == "cpu", path
+        device = json.loads(path.read_text())["device"]
+        assert device == ("cuda" if path.name.endswith("-h100.cost.json") else "cpu"), path
 
 
 def test_a_profile_of_another_device_is_refused_naming_both_and_the_file():
