@@ -35,6 +35,12 @@ test: models lint skyrl-client
 skyrl-client:
 	bash scripts/skyrl_client_env.sh
 
+# vLLM's CPU build in its own environment (.venv-vllm/), the peer of `specroll bench --systems vllm,...`;
+# not part of `make test`: the bench's vLLM tests skip without it
+.PHONY: vllm-peer
+vllm-peer:
+	bash scripts/vllm_peer_env.sh
+
 test-all: models
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
 

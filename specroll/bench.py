@@ -7,9 +7,11 @@ side by side in one paired bench), `oracle[:<policy>]` (drafts replayed from the
 any drafter can gain under that policy), `plain-fast` (plain with the fast numerics: what
 batch-invariant numerics cost), `plain-eager` (plain with every forward dynamic and eager: what
 `--cuda-graphs` buys), `hf-generate` (Hugging Face `transformers` `generate` on the same checkpoint and
-batch size) and `workers:<dispatch>[+fon][/<speculate>]` (the rollout over `--workers` engines on Ray
-under that dispatch, `+fon` with Fastest-of-N copies; plain decoding unless a drafter, or `on`, is
-named). Every other system runs one engine.
+batch size), `vllm` and `vllm:<ngram|suffix>` (vLLM's offline engine, plain or with that speculative
+method, in a child process in the environment `make vllm-peer` builds; its start-up apart) and
+`workers:<dispatch>[+fon][/<speculate>]` (the rollout over `--workers` engines on Ray under that
+dispatch, `+fon` with Fastest-of-N copies; plain decoding unless a drafter, or `on`, is named). Every
+other system runs one engine.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
+import torch
+
 from specroll.baselines.hf_generate import hf_generate
+from specroll.baselines.vllm_peer import METHODS, VllmRun, VllmWorkload, has_method, run_vllm, vllm_python
 from specroll.drafting.oracle import OracleDrafter
 from specroll.engine.threads import apply_threads
 from specroll.engine.telemetry import drafts_by_batch, forward_from_row
@@ -62,6 +67,7 @@ class BenchRow:
     tail_seconds: float | None = None  # from 90 % of requests finished to the last (median over rounds)
     drafts_by_batch: dict[str, dict[str, int]] = field(default_factory=dict)  # summed over rounds
     projected_makespan_seconds: float | None = None  # its forwards priced by another device's profile
+    startup_seconds: float | None = None  # vllm: building its engine and a warm-up, outside the makespan
 
 
 def parse_system(system: str) -> tuple[str, str, str]:
@@ -73,6 +79,7 @@ def parse_system(system: str) -> tuple[str, str, str]:
         "plain-fast": (),
         "plain-eager": (),
         "hf-generate": (),
+        "vllm": ("policy",),
         "oracle": ("policy",),
         "speculative": ("policy", "drafter"),
         "workers": ("policy", "drafter"),
@@ -82,10 +89,11 @@ def parse_system(system: str) -> tuple[str, str, str]:
         name not in allowed
         or not set(given) <= set(allowed[name])
         or (name == "workers" and policy.removesuffix("+fon") not in DISPATCHES)
+        or (name == "vllm" and policy and policy not in METHODS)
     ):
         raise ValueError(
             f"unknown system {system!r}; known: plain, speculative[:<policy>][/<drafter>], "
-            f"oracle[:<policy>], plain-fast, plain-eager, hf-generate, "
+            f"oracle[:<policy>], plain-fast, plain-eager, hf-generate, vllm[:<{'|'.join(METHODS)}>], "
             f"workers:<{'|'.join(DISPATCHES)}>[+fon][/<drafter>]"
         )
     return name, policy, drafter
@@ -104,9 +112,18 @@ def split_head(system: str) -> tuple[str, Path | None]:
 def check_system(system: str, config: RolloutConfig) -> None:
     """Fails, naming the problem, on a system that could not run: before any round runs."""
     core, head = split_head(system)
-    parse_system(core)
+    name, method, _ = parse_system(core)
+    if name == "vllm":
+        _check_vllm(system, method)
     if head is not None and not replace(config, draft_head_dir=head).has_head:
         raise ValueError(f"system {system!r}: {head} holds no draft head for {config.model_dir}")
+
+
+def _check_vllm(system: str, method: str) -> None:
+    if vllm_python() is None:
+        raise ValueError(f"system {system!r}: vLLM's environment is missing (`make vllm-peer` builds it)")
+    if not has_method(method):
+        raise ValueError(f"system {system!r}: vLLM's environment lacks arctic-inference (suffix decoding)")
 
 
 class Bench:
@@ -140,6 +157,8 @@ class Bench:
             return self._engine_row(
                 system, run_rollout(replace(self.config, speculate="off").with_engine(cuda_graphs=False))
             )
+        if name == "vllm":
+            return _vllm_row(system, run_vllm(self._vllm_workload(), method=policy))
         return self._plain_row() if name == "plain" else self._hf_generate_row()
 
     def _plain_row(self) -> BenchRow:
@@ -236,6 +255,23 @@ class Bench:
             self._prompts = encode_prompts(load_tokenizer(self.config.model_dir), task, problems)
         return self._prompts
 
+    def _vllm_workload(self) -> VllmWorkload:
+        config = self.config
+        return VllmWorkload(
+            config.model_dir,
+            [list(ids) for ids in self._encoded_prompts().values()],
+            config.n,
+            config.max_tokens,
+            config.temperature,
+            config.top_k,
+            config.top_p,
+            list(load_tokenizer(config.model_dir).stop_token_ids),
+            config.engine.max_batch_size,
+            config.engine.seed,
+            config.engine.dtype,
+            torch.get_num_threads(),  # as `apply_threads` chose for every system
+        )
+
     def _hf_generate_row(self) -> BenchRow:
         config = self.config
         prompts = [list(ids) for ids in self._encoded_prompts().values() for _ in range(config.n)]
@@ -254,6 +290,17 @@ class Bench:
         return BenchRow(
             "hf-generate", run.makespan_seconds, run.output_tokens, run.output_tokens / run.makespan_seconds
         )
+
+
+def _vllm_row(system: str, run: VllmRun) -> BenchRow:
+    return BenchRow(
+        system,
+        run.makespan_seconds,
+        run.output_tokens,
+        run.output_tokens / run.makespan_seconds,
+        mean_acceptance_length=run.mean_acceptance_length,
+        startup_seconds=run.startup_seconds,
+    )
 
 
 def _engine_row(system: str, result: RolloutResult) -> BenchRow:
@@ -332,6 +379,7 @@ def _combined(rows: list[BenchRow], rounds: list[list[BenchRow]]) -> BenchRow:
         graph_recording_seconds=_median_of(r.graph_recording_seconds for r in rows),
         tail_seconds=_median_of(r.tail_seconds for r in rows),
         projected_makespan_seconds=_median_of(r.projected_makespan_seconds for r in rows),
+        startup_seconds=_median_of(r.startup_seconds for r in rows),
         drafts_by_batch=_summed(r.drafts_by_batch for r in rows),
     )
 

@@ -54,6 +54,7 @@ def register(parser: argparse.ArgumentParser) -> None:
         default=",".join(DEFAULT_SYSTEMS),
         help="comma-separated: plain, speculative[:<policy>][/<drafter>][@<head dir>], oracle[:<policy>], "
         "plain-fast (plain with --fast-numerics), plain-eager (plain without --cuda-graphs), hf-generate, "
+        "vllm[:<ngram|suffix>] (vLLM's offline engine in `make vllm-peer`'s environment, global seed), "
         "workers:<static|divided|context-aware>[+fon][/<drafter>] (over --workers engines; "
         "+fon: Fastest-of-N copies)",
     )
@@ -152,6 +153,9 @@ def print_table(rows: list[BenchRow], args: argparse.Namespace) -> None:
     tables.print_table(table)
     if args.project_profile is not None:
         print(_projected_by(args.project_profile))
+    started = [f"{r.system} {r.startup_seconds:.1f} s" for r in rows if r.startup_seconds is not None]
+    if started:  # outside the makespans: vLLM builds and compiles its engine, then warms it up
+        print(f"vLLM start-up, outside the makespans (median): {', '.join(started)}")
     recorded = [f"{r.system} {r.graph_recording_seconds:.2f} s" for r in rows if r.graph_recording_seconds]
     if recorded:  # inside the makespans: a rollout records its shapes' graphs; a kept engine reuses them
         print(
