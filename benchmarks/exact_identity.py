@@ -34,6 +34,10 @@ class Identity:
     drafted: int  # draft tokens verified
     accepted: int
 
+    @property
+    def holds(self) -> bool:
+        return self.same == self.total
+
     def cell(self) -> str:
         return f"{self.same}/{self.total} (drafted {self.drafted}, accepted {self.accepted})"
 
@@ -60,27 +64,21 @@ def workload(model: Path, device: str, dtype: str, batch: int, max_tokens: int) 
     )
 
 
-def measure(config: RolloutConfig) -> list[str]:
-    """One table row: identity of oracle and suffix/auto against plain; exact against fast numerics."""
+def measure(config: RolloutConfig) -> tuple[list[str], list[Identity]]:
+    """One table row, and its identities: oracle, suffix/auto and plain again against plain; exact
+    numerics against fast, the fast run between the two exact ones and priced against their mean."""
     plain = run_rollout(replace(config, speculate="off"))
     fast = run_rollout(replace(config, speculate="off").with_engine(batch_invariant=False))
     exact_again = run_rollout(replace(config, speculate="off"))  # the pair's second exact run
     outputs = {r.request_id: r.token_ids for r in plain.records}
-    vocab = OracleDrafter(outputs, corrupt_every=4, vocab_size=config_vocab(config))
-    oracle = run_rollout(replace(config, speculate="suffix", policy="fixed-4"), drafter=vocab)
+    drafter = OracleDrafter(outputs, corrupt_every=4, vocab_size=config_vocab(config))
+    oracle = run_rollout(replace(config, speculate="suffix", policy="fixed-4"), drafter=drafter)
     suffix = run_rollout(replace(config, speculate="suffix", policy="auto"))
-    exact_tps = max(plain.summary.tokens_per_second, exact_again.summary.tokens_per_second)
+    exact_tps = (plain.summary.tokens_per_second + exact_again.summary.tokens_per_second) / 2
     fast_tps = fast.summary.tokens_per_second
-    return [
-        config.engine.dtype,
-        str(config.engine.max_batch_size),
-        identity(plain, oracle).cell(),
-        identity(plain, suffix).cell(),
-        identity(plain, exact_again).cell(),
-        f"{exact_tps:.0f}",
-        f"{fast_tps:.0f}",
-        f"{fast_tps / exact_tps:.2f}x",
-    ]
+    identities = [identity(plain, oracle), identity(plain, suffix), identity(plain, exact_again)]
+    row = [config.engine.dtype, str(config.engine.max_batch_size), *(i.cell() for i in identities)]
+    return row + [f"{exact_tps:.0f}", f"{fast_tps:.0f}", f"{fast_tps / exact_tps:.2f}x"], identities
 
 
 def config_vocab(config: RolloutConfig) -> int:
@@ -108,9 +106,8 @@ def main() -> int:
     every_request_same = True
     for dtype in args.dtypes.split(","):
         for batch in map(int, args.batches.split(",")):
-            row = measure(workload(args.model, args.device, dtype, batch, args.max_tokens))
-            every_request_same &= all(cell.split(" ")[0].split("/")[0] == cell.split(" ")[0].split("/")[1]
-                                      for cell in row[2:5])  # fmt: skip
+            row, identities = measure(workload(args.model, args.device, dtype, batch, args.max_tokens))
+            every_request_same &= all(i.holds for i in identities)
             print("| " + " | ".join(row) + " |", flush=True)
     print("every request equal to plain's, to the bit" if every_request_same else "SOME REQUESTS DIFFER")
     return 0 if every_request_same else 1

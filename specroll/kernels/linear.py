@@ -15,6 +15,7 @@ import triton.language as tl
 from specroll.kernels import interpreted
 
 BLOCK_M, BLOCK_N, BLOCK_K, NUM_WARPS = 64, 64, 64, 4
+INTERPRETED = interpreted()  # read once: Triton decides at decoration time too, not per call
 
 
 @triton.jit(do_not_specialize=["M"])
@@ -58,7 +59,7 @@ def invariant_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor |
         is_fp32 = x.dtype == torch.float32
         _linear_kernel[grid](
             flat, weight.contiguous(), bias if bias is not None else weight, out, M, N, K,
-            HAS_BIAS=bias is not None, IEEE=is_fp32, DOT_FP32=interpreted() and not is_fp32,
+            HAS_BIAS=bias is not None, IEEE=is_fp32, DOT_FP32=INTERPRETED and not is_fp32,
             BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps=NUM_WARPS,
         )  # fmt: skip
     return out.reshape(*x.shape[:-1], N)
