@@ -52,17 +52,14 @@ class Scorer:
 
 
 def positions(logprobs: torch.Tensor, token_ids: Sequence[int], k: int) -> list[PositionLogprobs]:
-    """Each row's given token, its rank and the row's top k; logprobs (T, V), token_ids T."""
+    """Each row's given token, its rank and the row's top k; logprobs (T, V), token_ids T. One read back
+    to the host a tensor, not one a position."""
     given = torch.tensor(list(token_ids), dtype=torch.long, device=logprobs.device)
     chosen = logprobs.gather(-1, given[:, None])  # (T, 1)
     ranks = (logprobs > chosen).sum(-1) + 1  # (T,)
-    top = logprobs.topk(k, dim=-1) if k > 0 else None
-    rows = []
-    for t, token in enumerate(token_ids):
-        top_ids = tuple(top.indices[t].tolist()) if top is not None else ()
-        top_lps = tuple(top.values[t].tolist()) if top is not None else ()
-        rows.append(PositionLogprobs(int(token), float(chosen[t, 0]), int(ranks[t]), top_ids, top_lps))
-    return rows
+    top = logprobs.topk(k, dim=-1)  # (T, k), k may be 0
+    rows = zip(token_ids, chosen[:, 0].tolist(), ranks.tolist(), top.indices.tolist(), top.values.tolist())
+    return [PositionLogprobs(int(t), lp, rank, tuple(ids), tuple(lps)) for t, lp, rank, ids, lps in rows]
 
 
 def score_choices(engine: Any, call: Any, choices: list) -> None:
