@@ -30,7 +30,7 @@ from safetensors.torch import load_file, save_file
 from specroll.train.recent_responses import FinishedResponse
 from specroll.train.run_config import config_from_dict, config_to_dict
 from specroll.train.train_state import TrainState
-from specroll.train.weights import WEIGHT_SUFFIXES, unique_tensors
+from specroll.train.weights import source_files, unique_tensors
 
 STATE_DIR = "train_state"
 FORMAT = 1
@@ -116,10 +116,9 @@ def _write_policy(folder: Path, weights: dict[str, torch.Tensor], source_dir: Pa
     every other file of the source checkpoint (config, tokenizer), so `--model` loads the folder."""
     folder.mkdir()
     _save_tensors(unique_tensors(weights), folder / "model.safetensors")
-    for path in source_dir.iterdir():
-        if path.is_file() and not path.name.endswith(WEIGHT_SUFFIXES):
-            shutil.copyfile(path, folder / path.name)
-            _sync(folder / path.name)
+    for path in source_files(source_dir):
+        shutil.copyfile(path, folder / path.name)
+        _sync(folder / path.name)
     _sync(folder)
 
 

@@ -10,7 +10,7 @@ from typing import Mapping
 import torch
 from safetensors.torch import save_file
 
-WEIGHT_SUFFIXES = (  # files that hold weights, not carried over from the source checkpoint
+_WEIGHT_SUFFIXES = (  # files that hold weights, not carried over from the source checkpoint
     ".safetensors",
     ".bin",
     ".pt",
@@ -41,10 +41,15 @@ def save_checkpoint(model: torch.nn.Module, source_dir: str | Path, out_dir: str
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     save_file(unique_tensors(model.state_dict()), out / "model.safetensors", metadata={"format": "pt"})
-    for path in Path(source_dir).iterdir():
-        if path.is_file() and not path.name.endswith(WEIGHT_SUFFIXES):
-            shutil.copy2(path, out / path.name)
+    for path in source_files(source_dir):
+        shutil.copy2(path, out / path.name)
     return out
+
+
+def source_files(source_dir: str | Path) -> list[Path]:
+    """The source checkpoint's files other than its weights (config, tokenizer), which new weights
+    keep beside them so that `--model` loads the folder."""
+    return [p for p in Path(source_dir).iterdir() if p.is_file() and not p.name.endswith(_WEIGHT_SUFFIXES)]
 
 
 def unique_tensors(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
