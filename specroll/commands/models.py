@@ -36,15 +36,16 @@ def run_list(args: argparse.Namespace) -> int:
         print(f"{name:10s} {state:10s} {model_cache_dir(name)}")
         print(f"{'':10s} {entry.description} ({entry.requirement}, {entry.license})")
         head = model_cache_dir(name) / HEAD_DIR_NAME
-        if read_head_config(head) is not None:
-            print(f"{'':10s} {describe_head(head)}")
+        fields = read_head_config(head)
+        if fields is not None:
+            print(f"{'':10s} {describe_head(head, fields)}")
     print(f"cache root: ${SPECROLL_HOME_ENV} or ~/.cache/specroll")
     return 0
 
 
-def describe_head(directory: Path) -> str:
-    """The draft head saved in `directory`: its shape, when it was saved and what it learned from."""
-    fields = read_head_config(directory) or {}
+def describe_head(directory: Path, fields: dict) -> str:
+    """The draft head saved in `directory` (`fields`: its `read_head_config`): its shape, when it was
+    saved and what it learned from."""
     shape = HeadShape(
         fields.get("train_depth", 1), fields.get("num_blocks", 1), fields.get("draft_vocab_size", 0)
     )
