@@ -57,3 +57,15 @@ def test_chat_completion_whole_and_streamed(chat_server):
     )
     text = "".join(chunk.choices[0].delta.content or "" for chunk in stream)
     assert text == choice.message.content
+
+
+@pytest.mark.slow
+def test_chat_top_logprobs_list_the_k_most_likely(chat_server):
+    client = openai.OpenAI(base_url=chat_server.url + "/v1", api_key="none")
+    out = client.chat.completions.create(
+        model="smollm2", messages=MESSAGES, max_tokens=4, seed=1, logprobs=True, top_logprobs=3
+    )
+    for entry in out.choices[0].logprobs.content:
+        alternatives = [top.logprob for top in entry.top_logprobs]
+        assert len(alternatives) == 3 and alternatives == sorted(alternatives, reverse=True)
+        assert alternatives[0] >= entry.logprob

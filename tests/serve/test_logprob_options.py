@@ -1,7 +1,8 @@
-"""vLLM's `logprobs: k` and `prompt_logprobs: k` on /v1/completions (and chat's `top_logprobs`): the
+"""vLLM's `logprobs: k` and `prompt_logprobs: k` on /v1/completions: the
 scoring forward's numbers are the engine's, so a sampled token's log-probability read back as a prompt
 token's (TRL's `get_sequence_logprobs` does exactly that) equals, to the bit, what the engine reported
-when it drew the token; alternatives come most likely first, ranked, at most 20."""
+when it drew the token; alternatives come most likely first, ranked, at most 20. Chat's
+`top_logprobs` is tested in test_chat.py, on a model with a chat template."""
 
 from __future__ import annotations
 
@@ -57,18 +58,6 @@ def test_top_logprobs_list_the_k_most_likely_with_the_sampled_token(server):
     greedy = _completion(server.url, {**SAMPLED, "temperature": 0, "logprobs": 2})
     for token, top in zip(greedy["logprobs"]["tokens"], greedy["logprobs"]["top_logprobs"]):
         assert top[token] == max(top.values())  # greedy takes the most likely
-
-
-def test_chat_top_logprobs(server):
-    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "seed": 1}
-    status, answer = http_json(
-        server.url + "/v1/chat/completions", {**body, "logprobs": True, "top_logprobs": 3}
-    )
-    if status == 400 and "chat template" in answer["error"]["message"]:
-        pytest.skip("the bundled model has no chat template")
-    assert status == 200, answer
-    for entry in answer["choices"][0]["logprobs"]["content"]:
-        assert len(entry["top_logprobs"]) == 3
 
 
 @pytest.mark.parametrize(
