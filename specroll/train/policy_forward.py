@@ -84,10 +84,20 @@ def sequence_logprobs(
     device = logits.device
     lengths = torch.tensor([len(c) for c in completions], device=device)
     mask = torch.arange(T, device=device)[None] < lengths[:, None]  # (B, T)
-    tokens = torch.tensor([[*c, *[0] * (T - len(c))] for c in completions], dtype=torch.long, device=device)
+    tokens = padded(completions, T, torch.long, device)
     # a tensor of temperatures, as the engine's rows divide by: a scalar divisor may be a reciprocal's product
     temperatures = torch.full((B, T), temperature, dtype=torch.float32, device=device)
     return _TokenLogprobs.apply(tempered(logits, temperatures), tokens) * mask, mask.float()
+
+
+def padded(
+    rows: Sequence[Sequence],
+    width: int,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str = "cpu",
+) -> torch.Tensor:
+    """(len(rows), width): each row's values, then zeros."""
+    return torch.tensor([[*row, *[0] * (width - len(row))] for row in rows], dtype=dtype, device=device)
 
 
 class _TokenLogprobs(torch.autograd.Function):

@@ -35,7 +35,7 @@ from specroll.rollout import RolloutResult, encode_prompts, make_requests, make_
 from specroll.tokenizer import load_tokenizer
 from specroll.train.grpo import group_advantages, policy_loss
 from specroll.train.online_head import OnlineHead
-from specroll.train.policy_forward import PolicyForward, load_trainable, sequence_logprobs
+from specroll.train.policy_forward import PolicyForward, load_trainable, padded, sequence_logprobs
 from specroll.train.metrics_log import StepMetrics
 from specroll.train.recent_responses import RecentResponses
 from specroll.train.run_config import describe_changes, future_changes
@@ -229,7 +229,7 @@ class GRPOTrainer:
         completions = [r.token_ids for r in records]
         temperature = self.rollout.temperature
         new, mask = sequence_logprobs(self.policy_forward, prompts, completions, temperature)
-        rollout_lp = _padded([r.logprobs for r in records], mask.shape[1], torch.float32, mask.device)
+        rollout_lp = padded([r.logprobs for r in records], mask.shape[1], torch.float32, mask.device)
         ref, drift = None, 0.0
         if self.reference is not None:
             with torch.no_grad():
@@ -250,13 +250,6 @@ def drift_kl_sum(rollout_logprobs: torch.Tensor, initial_logprobs: torch.Tensor,
     drawn from pi_rollout, so exp(r) - r - 1 with r = log pi_initial - log pi_rollout is unbiased, >= 0."""
     log_ratio = initial_logprobs - rollout_logprobs
     return float(((torch.exp(log_ratio) - log_ratio - 1) * mask).sum())
-
-
-def _padded(
-    rows, width: int, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu"
-) -> torch.Tensor:
-    """(len(rows), width): each row's values, then zeros."""
-    return torch.tensor([[*row, *[0] * (width - len(row))] for row in rows], dtype=dtype, device=device)
 
 
 def _outputs(result: RolloutResult) -> list[tuple]:
