@@ -110,9 +110,7 @@ def _add_data_routes(app: FastAPI) -> None:
     @app.get("/metrics")
     async def metrics() -> PlainTextResponse:
         loop = state.engine_loop
-        engine = loop.engine if loop is not None else None
-        running = engine.num_running if engine is not None else 0
-        waiting = (engine.num_waiting if engine is not None else 0) + len(loop.held if loop else [])
+        running, waiting = loop.load() if loop is not None else (0, 0)
         version = loop.weight_version if loop is not None else 0
         return PlainTextResponse(state.metrics.render(running, waiting, version))
 

@@ -75,6 +75,12 @@ class EngineLoop:
     def submit(self, requests: list[Request], sinks: list[Sink]) -> None:
         self._inbox.put(lambda: self._admit(requests, sinks))
 
+    def load(self) -> tuple[int, int]:
+        """(running, waiting) requests; waiting counts those queued in the engine and those a pause holds."""
+        if self.engine is None:
+            return 0, len(self.held)
+        return self.engine.num_running, self.engine.num_waiting + len(self.held)
+
     def abort(self, request_ids: list[int]) -> None:
         self._inbox.put(lambda: self._abort(request_ids))
 

@@ -108,10 +108,6 @@ async def weight_version(request: Request) -> dict:
 @router.get("/v1/loads")
 async def loads(request: Request) -> dict:
     state = _ready(request)
-    engine, held = state.engine_loop.engine, len(state.engine_loop.held)
-    row = {
-        "dp_rank": 0,
-        "num_running_reqs": engine.num_running,
-        "num_waiting_reqs": engine.num_waiting + held,
-    }
+    running, waiting = state.engine_loop.load()
+    row = {"dp_rank": 0, "num_running_reqs": running, "num_waiting_reqs": waiting}
     return {"loads": [row], **{k: v for k, v in row.items() if k != "dp_rank"}}
