@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specroll.serve.engine_loop import EngineLoop
 from specroll.serve.errors import ApiError
 from specroll.serve.prometheus import ServeMetrics
 from specroll.serve.generate_call import Limits
+
+if TYPE_CHECKING:
+    from specroll.engine.memory import KvMemory
 
 
 @dataclass
@@ -24,9 +27,7 @@ class ServeOptions:
     max_tokens: int = 4096  # the most new tokens one choice may ask for
     max_n: int = 64
     max_body_bytes: int = 8 << 20
-    kv_memory: Any = (
-        None  # `KvMemory`: the KV cache's budget; None: as many slots as fit half the free memory
-    )
+    kv_memory: KvMemory | None = None  # the KV cache budget; None: the slots that fit half the free memory
 
 
 @dataclass
