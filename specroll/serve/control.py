@@ -11,16 +11,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from specroll.serve.errors import ApiError
-from specroll.serve.state import ServeState, read_json
+from specroll.serve.state import ServeState, read_json, ready_state
 
 PAUSE_MODES = ("keep", "abort", "wait")
 router = APIRouter()
-
-
-def _state(request: Request) -> ServeState:
-    state: ServeState = request.app.state.serve
-    state.ready()
-    return state
 
 
 async def _body(request: Request, state: ServeState) -> dict:
@@ -42,20 +36,20 @@ async def pause(state: ServeState, mode: str) -> dict:
 
 @router.post("/pause")
 async def pause_route(request: Request, mode: str = "abort") -> dict:
-    state = _state(request)
+    state = ready_state(request)
     body = await _body(request, state)
     return await pause(state, body.get("mode", mode))
 
 
 @router.post("/areal_pause_generation")
 async def areal_pause(request: Request) -> dict:
-    return await pause(_state(request), "abort")
+    return await pause(ready_state(request), "abort")
 
 
 @router.post("/resume")
 @router.post("/areal_continue_generation")
 async def resume(request: Request) -> dict:
-    state = _state(request)
+    state = ready_state(request)
     await state.engine_loop.call(state.engine_loop.resume)
     state.sleeping = False
     return {"status": "resumed", "success": True, "message": "resumed"}
@@ -63,7 +57,7 @@ async def resume(request: Request) -> dict:
 
 @router.get("/is_paused")
 async def is_paused(request: Request) -> dict:
-    loop = _state(request).engine_loop
+    loop = ready_state(request).engine_loop
     return {"is_paused": loop.paused or loop.draining}
 
 
@@ -72,7 +66,7 @@ async def is_paused(request: Request) -> dict:
 async def abort_requests(request: Request) -> dict:
     """Abort the named requests (`request_ids`, SGLang's `rid`: response ids or the clients' own
     `request_id`/`rid`), or, with none named or `abort_all`, every running one."""
-    state = _state(request)
+    state = ready_state(request)
     body = await _body(request, state)
     ids = _named_ids(body)
     if ids is None or body.get("abort_all"):
@@ -101,7 +95,7 @@ def _named_ids(body: dict) -> list[str] | None:
 @router.post("/sleep")
 async def sleep(request: Request) -> dict:
     """Pause (keep) and report sleeping; on the CPU there is no device memory to hand back."""
-    state = _state(request)
+    state = ready_state(request)
     await _body(request, state)
     await pause(state, "keep")
     state.sleeping = True
@@ -110,7 +104,7 @@ async def sleep(request: Request) -> dict:
 
 @router.post("/wake_up")
 async def wake_up(request: Request) -> dict:
-    state = _state(request)
+    state = ready_state(request)
     await _body(request, state)
     await state.engine_loop.call(state.engine_loop.resume)
     state.sleeping = False
@@ -119,13 +113,13 @@ async def wake_up(request: Request) -> dict:
 
 @router.get("/is_sleeping")
 async def is_sleeping(request: Request) -> dict:
-    return {"is_sleeping": _state(request).sleeping}
+    return {"is_sleeping": ready_state(request).sleeping}
 
 
 @router.post("/reset_prefix_cache")
 async def reset_prefix_cache(request: Request) -> dict:
     """The engine keeps no prefix cache across requests: nothing stale to drop."""
-    state = _state(request)
+    state = ready_state(request)
     await _body(request, state)
     return {"success": True}
 
@@ -170,13 +164,13 @@ async def update_weights(state: ServeState, directory: str) -> dict:
 @router.post("/areal_update_weights")
 @router.post("/update_weights_from_disk")
 async def update_weights_route(request: Request) -> dict:
-    state = _state(request)
+    state = ready_state(request)
     return await update_weights(state, _weights_dir(await _body(request, state)))
 
 
 @router.get("/weight_info")
 async def weight_info(request: Request) -> dict:
-    state = _state(request)
+    state = ready_state(request)
     loop = state.engine_loop
 
     def info() -> dict:
@@ -202,7 +196,7 @@ async def world_size(request: Request) -> dict[str, Any]:
 @router.post("/finish_weight_update")
 async def weight_update_bracket(request: Request) -> dict:
     """vLLM's brackets around a disk update: /update_weights applies one by itself, so nothing to do."""
-    state = _state(request)
+    state = ready_state(request)
     await _body(request, state)
     return {"success": True}
 
@@ -230,7 +224,7 @@ _refused(
 @router.post("/finish_session")
 async def finish_session(request: Request) -> dict:
     """SkyRL ends a trajectory's session (routing state in a router): this server keeps none."""
-    _state(request)
+    ready_state(request)
     return {"success": True}
 
 

@@ -180,7 +180,7 @@ def _check_logprobs(k: int | None, param: str) -> None:
     if k is not None and k > 1:
         raise ApiError(
             f"{param}: {k} alternatives asked; this endpoint reports the sampled token's "
-            "log-probability only (0 or 1; /v1/completions takes up to 20)",
+            "log-probability only (0 or 1; /v1/completions and chat take up to 20)",
             param,
         )
 

@@ -15,17 +15,11 @@ from specroll.engine.request import SamplingParams
 from specroll.serve.control import pause
 from specroll.serve.errors import ApiError
 from specroll.serve.generate_call import GenerateCall
-from specroll.serve.state import ServeState, read_json
+from specroll.serve.state import ServeState, read_json, ready_state
 
 HEALTH_GENERATE_SECONDS = 20.0
 SGLANG_PAUSE_MODES = {"abort": "abort", "in_place": "keep", "retract": "keep"}  # SGLang's -> vLLM's
 router = APIRouter()
-
-
-def _ready(request: Request) -> ServeState:
-    state: ServeState = request.app.state.serve
-    state.ready()
-    return state
 
 
 @router.get("/server_info")
@@ -60,7 +54,7 @@ def _version(state: ServeState) -> str:
 async def health_generate(request: Request) -> PlainTextResponse:
     """One token drawn end to end (SGLang's check that the engine still generates); while paused the
     engine is idle by request, so it answers at once."""
-    state = _ready(request)
+    state = ready_state(request)
     if state.engine_loop.paused or state.engine_loop.draining:
         return PlainTextResponse("paused")
     call = GenerateCall(prompts=((0,),), continue_from=(None,), params=SamplingParams(max_tokens=1))
@@ -79,13 +73,13 @@ async def health_generate(request: Request) -> PlainTextResponse:
 @router.post("/flush_cache")
 async def flush_cache(request: Request) -> PlainTextResponse:
     """The engine keeps no prefix cache across requests: nothing to flush."""
-    _ready(request)
+    ready_state(request)
     return PlainTextResponse("Cache flushed.")
 
 
 @router.post("/pause_generation")
 async def pause_generation(request: Request) -> dict:
-    state = _ready(request)
+    state = ready_state(request)
     body = await read_json(request, state.options.max_body_bytes)
     mode = body.get("mode", "abort") if isinstance(body, dict) else "abort"
     if mode not in SGLANG_PAUSE_MODES:
@@ -95,19 +89,19 @@ async def pause_generation(request: Request) -> dict:
 
 @router.post("/continue_generation")
 async def continue_generation(request: Request) -> dict:
-    state = _ready(request)
+    state = ready_state(request)
     await state.engine_loop.call(state.engine_loop.resume)
     return {"success": True, "message": "continued"}
 
 
 @router.get("/get_weight_version")
 async def weight_version(request: Request) -> dict:
-    return {"weight_version": _version(_ready(request))}
+    return {"weight_version": _version(ready_state(request))}
 
 
 @router.get("/v1/loads")
 async def loads(request: Request) -> dict:
-    state = _ready(request)
+    state = ready_state(request)
     running, waiting = state.engine_loop.load()
     row = {"dp_rank": 0, "num_running_reqs": running, "num_waiting_reqs": waiting}
     return {"loads": [row], **{k: v for k, v in row.items() if k != "dp_rank"}}

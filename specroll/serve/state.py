@@ -13,6 +13,7 @@ from specroll.serve.prometheus import ServeMetrics
 from specroll.serve.generate_call import Limits
 
 if TYPE_CHECKING:
+    from fastapi import Request
     from specroll.engine.memory import KvMemory
 
 
@@ -107,3 +108,11 @@ def _refuse_lone_surrogates(value: Any) -> None:
                 item.encode("utf-8")
             except UnicodeEncodeError:
                 raise ApiError("the body holds a lone surrogate (\\ud800-\\udfff): not valid text") from None
+
+
+def ready_state(request: Request) -> ServeState:
+    """The server's state behind a request to a control route, once the engine is up (else the
+    refusal `ServeState.ready` raises)."""
+    state: ServeState = request.app.state.serve
+    state.ready()
+    return state
