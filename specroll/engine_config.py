@@ -28,6 +28,9 @@ class EngineConfig:
     batch_invariant: bool = True  # target logits independent of batch shape (`model.batch_invariant`)
     sampling_rule: str = DEFAULT_SAMPLING_RULE  # exact mode's draw (`specroll.sampling_rules`)
     cuda_graphs: bool = False  # decode and verification forwards at static shapes (`model.static_forward`)
+    # with cuda_graphs and no drafter, launch each decode step before the previous one's tokens are
+    # read back, so the host's work runs beside the device's (`Engine.iterate`); records unchanged
+    overlap: bool = True
 
     def __post_init__(self) -> None:
         for name in ("max_batch_size", "max_model_len", "max_prefill_tokens"):

@@ -7,6 +7,16 @@ which drafter proposes), and the drafter proposes that many tokens. Commit appen
 tokens (`Request.commit`, which alone decides how a request ends), then confirms to the scheduler
 what the forward wrote to the cache (`Scheduler.confirm`): a forward that did not complete (it
 raised; on a device, its results never came back) confirms nothing, and its tokens are fed again.
+
+Overlap (recorded steps, no drafter, `EngineConfig.overlap`): while the batch is steady
+(`Scheduler.is_steady`: nothing to admit, preempt or move), the next decode step is launched before
+the current one is read back, its fed token gathered on the device from the current step's emitted
+one (`CapturedStep.launch`), so the host's packing, reading back and committing run while the device
+computes. Commits stay in order and each row's bits do not depend on the others (batch-invariant
+numerics) nor its noise on the schedule, so every kept token and log-probability is the sequential
+engine's; a request that stopped in the current step costs one wasted row in the next. Anything that
+changes the engine from outside (`load_weights`, `advance_step`, `abort`) drops the launched step
+unread: it confirmed nothing, so its tokens are fed again.
 """
 
 from __future__ import annotations
@@ -21,7 +31,7 @@ from typing import Callable, Iterable, Mapping
 from specroll.drafting.protocol import Draft, Drafter, RequestInfo, TargetFeatures
 from specroll.engine.captured_step import CapturedStep
 from specroll.engine.admission import plan_prefill_forwards
-from specroll.engine.step import Committed, DraftBatch
+from specroll.engine.step import Committed, DraftBatch, InFlight
 from specroll.engine.verifier import VerifyResult, build_drafts, verify_batch
 from specroll.engine.verify_inputs import row_parents
 from specroll.engine_config import EngineConfig
@@ -68,6 +78,8 @@ class Engine:
             if runner.static is None
             else CapturedStep(runner, config.seed, config.verify, config.sampling_rule)
         )
+        self.overlaps = config.overlap and self.captured is not None and drafter is None
+        self._in_flight: InFlight | None = None  # a decode step launched ahead, not yet read back
 
     # ----- requests
 
@@ -97,6 +109,7 @@ class Engine:
 
     def abort(self, request: Request) -> None:
         """Stop running `request` here and forget it (its tokens stay with it; nothing is emitted)."""
+        self._in_flight = None
         self.scheduler.abort(request)
         if self.drafter is not None:
             self.drafter.finish(request.request_id)
@@ -105,6 +118,7 @@ class Engine:
         """The RL trainer moved to training step `step`: history drafters roll their window, and a
         policy that estimates acceptance starts afresh (the target has new weights, and an online
         drafter too)."""
+        self._in_flight = None
         self.training_step = step
         if self.drafter is not None:
             self.drafter.advance_step(step)
@@ -119,6 +133,7 @@ class Engine:
     def load_weights(self, weights: Mapping[str, torch.Tensor]) -> None:
         """New target weights, copied in place (`ModelRunner.load_weights`): requests admitted from
         now on see them; call it between iterations."""
+        self._in_flight = None  # launched with the old weights: run again with the new
         self.runner.load_weights(weights)
 
     def state_dict(self) -> dict[str, torch.Tensor]:
@@ -167,17 +182,72 @@ class Engine:
 
     def iterate(self) -> list[Request]:
         """One step over the running batch: schedule -> prefill what was admitted -> draft -> verify
-        -> commit -> observe. Returns the requests that finished."""
+        -> commit -> observe. Returns the requests that finished. With a step in flight, its batch is
+        steady: no scheduling, the step is collected and committed (`_overlapped`)."""
+        if self._in_flight is not None:
+            return self._overlapped(self._in_flight)
         schedule = self._schedule()
         finished = self._prefill(schedule.prefill)
         requests = schedule.decode
         if requests:
             drafted = self._draft(requests)
-            result = self._verify(requests, drafted.drafts)
+            inputs = self._verify_inputs(requests, drafted.drafts)
+            if self.overlaps and self.captured.fits(inputs, drafted.drafts):
+                launched = self.captured.launch(requests, drafted.drafts, inputs, with_features=False)
+                return finished + self._overlapped(InFlight(requests, drafted, launched))
+            result = self._verify(requests, drafted.drafts, inputs)
             committed = self._commit(requests, drafted.drafts, result)
             self._observe(requests, drafted, result, committed)
             finished += committed.finished
         return finished
+
+    def _overlapped(self, current: InFlight) -> list[Request]:
+        """Launch the step after `current` where the batch is steady, then read `current` back and
+        commit it (the device runs the next step meanwhile). Returns the requests that finished."""
+        self._in_flight = self._launch_next(current)
+        result = self.captured.collect(current.launched)
+        live = [i for i, r in enumerate(current.requests) if r.finish_reason is None]
+        requests = [current.requests[i] for i in live]
+        drafts = [current.drafted.drafts[i] for i in live]
+        if len(live) < len(current.requests):
+            result = result.select(live)
+            self.telemetry.record_wasted_rows(len(current.requests) - len(live))
+        committed = self._commit(requests, drafts, result)
+        self._observe(requests, replace(current.drafted, drafts=drafts), result, committed)
+        following = self._in_flight
+        if following is not None:
+            if all(r.finish_reason is not None for r in following.requests):
+                self._in_flight = None
+            else:  # its time runs from here: the device computed it while this one was committed
+                drafted = replace(following.drafted, drafted_at=time.perf_counter())
+                self._in_flight = replace(following, drafted=drafted)
+        return committed.finished
+
+    def _launch_next(self, current: InFlight) -> InFlight | None:
+        """The decode step after `current`, launched before `current` is read back: each request whose
+        output `current` does not end by length, fed `current`'s token from the device one position
+        further on. None where the batch must change first (`Scheduler.is_steady`)."""
+        if not self.scheduler.is_steady():
+            return None
+        requests = [
+            r
+            for r in current.requests
+            if r.finish_reason is None and r.num_output_tokens + 2 <= r.params.max_tokens
+        ]
+        if not requests:
+            return None
+        drafted = self._draft(requests)
+        inputs = [SequenceInput(r.slot, r.num_cached + 1, [0]) for r in requests]  # 0: fed from the device
+        launched = self.captured.launch(
+            requests,
+            drafted.drafts,
+            inputs,
+            with_features=False,
+            fed_from=[r.slot for r in requests],
+            ahead=1,
+        )
+        self.telemetry.record_launched_ahead()
+        return InFlight(requests, drafted, launched)
 
     def _schedule(self) -> ScheduleDecision:
         """The scheduler's decision, with the cache slots it compacted moved."""
@@ -265,8 +335,9 @@ class Engine:
             finished_lengths=self.finished_lengths.sorted(),
         )
 
-    def _verify(self, requests: list[Request], drafts: list[Draft]) -> VerifyResult:
-        inputs = [
+    def _verify_inputs(self, requests: list[Request], drafts: list[Draft]) -> list[SequenceInput]:
+        """Each request's part of a verification forward: its pending token, then its draft."""
+        return [
             SequenceInput(
                 r.slot,
                 r.num_cached,
@@ -276,6 +347,10 @@ class Engine:
             )
             for r, d in zip(requests, drafts)
         ]
+
+    def _verify(
+        self, requests: list[Request], drafts: list[Draft], inputs: list[SequenceInput]
+    ) -> VerifyResult:
         if self.captured is not None and self.captured.fits(inputs, drafts):
             result = self.captured.verify(requests, drafts, inputs, with_features=self._reads_features)
         else:

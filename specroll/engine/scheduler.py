@@ -98,6 +98,30 @@ class Scheduler:
         decision.prefill = unfilled + self._admit(self._usage(running))
         return decision
 
+    def is_steady(self) -> bool:
+        """Whether the next `schedule()` would run the same requests in the same slots, had every
+        running request one token more: nothing to prefill, admit, preempt or move. An engine may then
+        launch its next step before the current one's tokens are read back (`Engine.iterate`)."""
+        if not self.running:
+            return False
+        grown = sum(r.num_tokens + 1 + self.config.reserve_per_request for r in self.running)
+        has_hole = bool(self.free_slots) and self.free_slots[0] < max(r.slot for r in self.running)
+        return (
+            grown <= self.config.kv_budget_tokens
+            and all(r.num_cached > 0 for r in self.running)
+            and not has_hole  # `_compact` would move a request down
+            and not (self.waiting and self._admission_due())
+        )
+
+    def _admission_due(self) -> bool:
+        return is_admission_due(
+            len(self.running),
+            len(self.free_slots),
+            len(self.waiting),
+            self.config.num_slots,
+            self.config.admit_fraction,
+        )
+
     def confirm(self, request: Request, num_written: int) -> None:
         """The engine read back a forward over running `request` that wrote `num_written` positions
         of its context to the cache, right after the `num_cached` there: its pending tokens and the
@@ -144,13 +168,7 @@ class Scheduler:
 
     def _admit(self, usage: int) -> list[Request]:
         admitted: list[Request] = []
-        if not is_admission_due(
-            len(self.running),
-            len(self.free_slots),
-            len(self.waiting),
-            self.config.num_slots,
-            self.config.admit_fraction,
-        ):
+        if not self._admission_due():
             return admitted
         queued = [r.num_tokens for r in itertools.islice(self.waiting, len(self.free_slots))]
         for _ in range(num_to_admit(queued, len(self.free_slots), self.config.max_prefill_tokens)):

@@ -1,12 +1,14 @@
 """What the stages of one engine step hand each other (`Engine.iterate`): drafting's `DraftBatch` goes
 to verification and to observation, verification's `VerifyResult` (`engine.verifier`) to commit, and
-commit's `Committed` to observation, which times and counts the step for the policy and telemetry."""
+commit's `Committed` to observation, which times and counts the step for the policy and telemetry. A
+step launched before its predecessor was read back waits as an `InFlight` step."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from specroll.drafting.protocol import Draft
+from specroll.engine.captured_step import LaunchedStep
 from specroll.engine.request import Request
 from specroll.policies.base import DraftDecision
 
@@ -41,3 +43,13 @@ class Committed:
     @property
     def num_emitted(self) -> int:
         return sum(len(tokens) for tokens in self.kept)
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """A recorded decode step launched and not yet read back: its requests (those that finished in
+    the meantime are skipped when it is collected), their drafts and the launched step."""
+
+    requests: list[Request]
+    drafted: DraftBatch
+    launched: LaunchedStep

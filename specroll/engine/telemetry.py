@@ -21,11 +21,14 @@ class Telemetry:
     prefill_tokens: int = 0
     prefill_seconds: float = 0.0
     output_tokens: int = 0  # emitted by all forwards, before stop/length truncation
+    steps_launched_ahead: int = 0  # decode steps launched before the previous one was read back
+    rows_wasted: int = 0  # their rows of requests that stopped in the previous step, never read
 
     def clear(self) -> None:
         """Start counting afresh (an engine kept across rollouts, e.g. one per RL training step)."""
         self.decode_forwards = []
         self.num_prefills = self.prefill_tokens = self.output_tokens = 0
+        self.steps_launched_ahead = self.rows_wasted = 0
         self.prefill_seconds = 0.0
 
     def record_prefill(self, num_requests: int, num_tokens: int, seconds: float) -> None:
@@ -33,6 +36,12 @@ class Telemetry:
         self.output_tokens += num_requests
         self.prefill_tokens += num_tokens
         self.prefill_seconds += seconds
+
+    def record_launched_ahead(self) -> None:
+        self.steps_launched_ahead += 1
+
+    def record_wasted_rows(self, num_rows: int) -> None:
+        self.rows_wasted += num_rows
 
     def record_decode(self, stats: ForwardStats) -> None:
         self.decode_forwards.append(stats)

@@ -52,6 +52,18 @@ class VerifyResult:
     accepted_nodes: list[list[int] | None]
     hidden: torch.Tensor | None = None
 
+    def select(self, keep: Sequence[int]) -> VerifyResult:
+        """The results of the requests at indices `keep`, in that order."""
+        pick = lambda values: [values[i] for i in keep]  # noqa: E731
+        hidden = None if self.hidden is None else self.hidden[list(keep)]
+        return VerifyResult(
+            pick(self.token_ids),
+            pick(self.logprobs),
+            pick(self.num_accepted),
+            pick(self.accepted_nodes),
+            hidden,
+        )
+
 
 def build_drafts(
     drafter: Drafter,

@@ -49,17 +49,24 @@ def verify_inputs(
 
 
 def pack_inputs(
-    requests: Sequence[Request], drafts: Sequence[Draft], rows: Sequence[int], num_rows: int, T: int
+    requests: Sequence[Request],
+    drafts: Sequence[Draft],
+    rows: Sequence[int],
+    num_rows: int,
+    T: int,
+    ahead: int = 0,
 ) -> tuple[np.ndarray, np.ndarray, tuple[bool, bool]]:
     """Request i's inputs in row rows[i] of integers (num_rows, 3 + 2T - 1) and floats (num_rows, 2),
     and what the host knows of the sampling (some row truncates, some row is greedy). Rows without a
-    request sample at temperature 1 with no filter: their results are never read."""
+    request sample at temperature 1 with no filter: their results are never read. ahead: tokens each
+    request will have emitted, in a step not yet read back, before this one's (its outputs are that
+    much further on)."""
     ints = np.zeros((num_rows, POSITIONS + 2 * T - 1), dtype=np.int64)
     floats = np.ones((num_rows, 2), dtype=np.float32)
     for r, d, row in zip(requests, drafts, rows):
         p = r.params
         ints[row, [REQUEST_ID, NUM_DRAFTS, TOP_K]] = r.noise_key, d.num_tokens, p.top_k
-        ints[row, POSITIONS : POSITIONS + T] = output_positions(r, d, T)
+        ints[row, POSITIONS : POSITIONS + T] = output_positions(r, d, T, ahead)
         ints[row, POSITIONS + T : POSITIONS + T + d.num_tokens] = d.token_ids
         floats[row] = p.temperature, p.top_p
     params = [r.params for r in requests]
@@ -99,9 +106,11 @@ def row_parents(draft: Draft) -> list[int] | None:
     return [-1, *(p + 1 for p in draft.parents)]
 
 
-def output_positions(request: Request, draft: Draft, Tl: int) -> list[int]:
-    """The output position whose token each of the Tl rows' sample fills (the keyed noise's index)."""
-    return [request.num_output_tokens + depth for depth in _row_depths(draft, Tl)]
+def output_positions(request: Request, draft: Draft, Tl: int, ahead: int = 0) -> list[int]:
+    """The output position whose token each of the Tl rows' sample fills (the keyed noise's index),
+    `ahead` tokens past the request's committed output."""
+    first = request.num_output_tokens + ahead
+    return [first + depth for depth in _row_depths(draft, Tl)]
 
 
 def _row_depths(draft: Draft, Tl: int) -> list[int]:
