@@ -93,7 +93,7 @@ PARTS = (
     Part("trace", 40),
 )
 TESTS = ("tests/gpu", "tests/engine/test_device_placement.py")
-BENCH_SYSTEMS = "plain,plain-eager,oracle:fixed-4,hf-generate"
+BENCH_SYSTEMS = "plain,plain-serial,plain-eager,oracle:fixed-4,hf-generate"
 
 
 def commands(part: str, sizes: Sizes, work: Path) -> list[list[str]]:

@@ -5,7 +5,8 @@ Systems: `plain` (this engine, no speculation), `speculative` (the default draft
 (another drafter), any of these with `@<head dir>` (drafting with that draft head, so that two heads run
 side by side in one paired bench), `oracle[:<policy>]` (drafts replayed from the plain rollout: the most
 any drafter can gain under that policy), `plain-fast` (plain with the fast numerics: what
-batch-invariant numerics cost), `plain-eager` (plain with every forward dynamic and eager: what
+batch-invariant numerics cost), `plain-serial` (plain with each step read back before the next is
+launched: what overlap buys), `plain-eager` (plain with every forward dynamic and eager: what
 `--cuda-graphs` buys), `hf-generate` (Hugging Face `transformers` `generate` on the same checkpoint and
 batch size), `vllm` and `vllm:<ngram|suffix>` (vLLM's offline engine, plain or with that speculative
 method, in a child process in the environment `make vllm-peer` builds; its start-up apart) and
@@ -78,6 +79,7 @@ def parse_system(system: str) -> tuple[str, str, str]:
         "plain": (),
         "plain-fast": (),
         "plain-eager": (),
+        "plain-serial": (),
         "hf-generate": (),
         "vllm": ("policy",),
         "oracle": ("policy",),
@@ -93,7 +95,8 @@ def parse_system(system: str) -> tuple[str, str, str]:
     ):
         raise ValueError(
             f"unknown system {system!r}; known: plain, speculative[:<policy>][/<drafter>], "
-            f"oracle[:<policy>], plain-fast, plain-eager, hf-generate, vllm[:<{'|'.join(METHODS)}>], "
+            "oracle[:<policy>], plain-fast, plain-serial, plain-eager, hf-generate, "
+            f"vllm[:<{'|'.join(METHODS)}>], "
             f"workers:<{'|'.join(DISPATCHES)}>[+fon][/<drafter>]"
         )
     return name, policy, drafter
@@ -152,6 +155,10 @@ class Bench:
         if name == "plain-fast":
             return self._engine_row(
                 system, run_rollout(replace(self.config, speculate="off").with_engine(batch_invariant=False))
+            )
+        if name == "plain-serial":
+            return self._engine_row(
+                system, run_rollout(replace(self.config, speculate="off").with_engine(overlap=False))
             )
         if name == "plain-eager":
             return self._engine_row(

@@ -244,13 +244,15 @@ def test_bench_sets_workers_dispatches_side_by_side_with_the_simulators_predicti
     assert "need --workers 2 or more" in capsys.readouterr().err
 
 
-def test_bench_prices_cuda_graphs_against_eager_forwards(capsys):
-    """With --cuda-graphs on (static shapes run eagerly on this CPU) against plain-eager: the same
-    tokens, so the same output and forwards; what differs is the time."""
-    assert main(["bench", *SMALL, "--cuda-graphs", "on", "--systems", "plain,plain-eager", "--json"]) == 0
-    static, eager = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rows"]
-    assert eager["system"] == "plain-eager"
-    assert (
-        static["output_tokens"] == eager["output_tokens"]
-        and static["forward_passes"] == eager["forward_passes"]
-    )
+def test_bench_prices_cuda_graphs_and_overlap_against_eager_forwards(capsys):
+    """With --cuda-graphs on (static shapes run eagerly on this CPU, each step launched before the
+    previous is read back) against plain-serial (read back first) and plain-eager: the same tokens,
+    so the same output; the same forwards but where overlap admits a queued request a step later;
+    what differs is the time."""
+    systems = "plain,plain-serial,plain-eager"
+    assert main(["bench", *SMALL, "--cuda-graphs", "on", "--systems", systems, "--json"]) == 0
+    overlapped, serial, eager = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rows"]
+    assert [r["system"] for r in (overlapped, serial, eager)] == systems.split(",")
+    assert overlapped["output_tokens"] == serial["output_tokens"] == eager["output_tokens"]
+    assert serial["forward_passes"] == eager["forward_passes"]
+    assert abs(overlapped["forward_passes"] - serial["forward_passes"]) <= 0.05 * serial["forward_passes"]

@@ -48,7 +48,7 @@ def test_every_part_runs_offline_and_writes_its_file(tmp_path):
     exact = (out / "exact.txt").read_text()  # speculative against plain, request by request, in smoke sizes
     assert "| float32 | 4 | 4/4 (drafted" in exact and "every request equal to plain's, to the bit" in exact
     bench = (out / "bench-64.txt").read_text()
-    for system in ("plain-eager", "oracle:fixed-4", "hf-generate"):
+    for system in ("plain-serial", "plain-eager", "oracle:fixed-4", "hf-generate"):
         assert system in bench
 
 

@@ -53,7 +53,8 @@ def register(parser: argparse.ArgumentParser) -> None:
         "--systems",
         default=",".join(DEFAULT_SYSTEMS),
         help="comma-separated: plain, speculative[:<policy>][/<drafter>][@<head dir>], oracle[:<policy>], "
-        "plain-fast (plain with --fast-numerics), plain-eager (plain without --cuda-graphs), hf-generate, "
+        "plain-fast (plain with --fast-numerics), plain-serial (plain with --overlap off), "
+        "plain-eager (plain without --cuda-graphs), hf-generate, "
         "vllm[:<ngram|suffix>] (vLLM's offline engine in `make vllm-peer`'s environment, global seed), "
         "workers:<static|divided|context-aware>[+fon][/<drafter>] (over --workers engines; "
         "+fon: Fastest-of-N copies)",

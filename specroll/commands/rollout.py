@@ -122,6 +122,13 @@ def add_device_arguments(parser: argparse.ArgumentParser) -> None:
         help="replay decode and verification forwards as CUDA graphs at bucketed shapes (auto: on "
         "CUDA; on the CPU, on runs the same static-shape forwards eagerly)",
     )
+    parser.add_argument(
+        "--overlap",
+        choices=("on", "off"),
+        default="on",
+        help="with CUDA graphs and no drafter, launch each decode step before the previous one is "
+        "read back (the host's work beside the device's; tokens unchanged)",
+    )
 
 
 # the flags whose field (of RolloutConfig or a config it holds, flat: `RolloutConfig.from_flat`) is named
@@ -151,6 +158,7 @@ def config_from_args(args: argparse.Namespace, head_is_output: bool = False, **o
         device=device,
         batch_invariant=is_batch_invariant(device, args.fast_numerics),
         cuda_graphs=resolve_cuda_graphs(args.cuda_graphs, device),
+        overlap=args.overlap == "on",
     )
     return RolloutConfig.from_flat({**values, **overrides})
 

@@ -36,6 +36,7 @@ from specroll.drafting.protocol import Draft
 from specroll.engine.request import Request
 from specroll.engine.verifier import VerifyResult, per_request, unpack, verify_on_device
 from specroll.engine.verify_inputs import POSITIONS, pack_inputs, unpack_inputs
+from specroll.model.buckets import StaticShape
 from specroll.model.runner import ModelRunner, SequenceInput
 from specroll.model.forward_rows import ORDER, TOKENS
 
@@ -93,21 +94,18 @@ class CapturedStep:
         sequences: Sequence[SequenceInput],
         with_features: bool = True,
         fed_from: Sequence[int] | None = None,
-        ahead: int = 0,
+        ahead: Sequence[int] | None = None,
     ) -> LaunchedStep:
         """Start the step; nothing waits on the device. fed_from: for each sequence, the row of the
         previous step whose last emitted token it feeds instead of its packed first token (whose value
-        is then ignored); ahead: tokens each request emits in that previous step, not yet committed
-        (its output positions are that much further on)."""
+        is then ignored), or -1 to feed the packed one; ahead: for each request, the tokens it emits
+        in that previous step, not yet committed (its output positions are that much further on)."""
         self.runner.check(sequences)
         shape = self.static.shape_of(sequences)
         forward = self.static.load(sequences, shape)
         ints, floats = (b[: shape.num_rows] for b in self._buffers(shape.width))
         slots = [s.slot for s in sequences]
-        host_ints, host_floats, flags = pack_inputs(
-            requests, drafts, slots, shape.num_rows, shape.width, ahead
-        )
-        host_ints = _with_fed_from(host_ints, slots, fed_from)
+        host_ints, host_floats, flags = self.pack(requests, drafts, slots, shape, fed_from, ahead)
         ints.copy_(self.static.to_device(host_ints), non_blocking=True)
         floats.copy_(self.static.to_device(host_floats), non_blocking=True)
         key = ("verify", shape, *flags)
@@ -124,6 +122,24 @@ class CapturedStep:
         if with_features:
             features = hidden.index_select(0, order)[:, : max(s.num_logits for s in sequences)]
         return LaunchedStep(drafts, results, ready, features)
+
+    def pack(
+        self,
+        requests: Sequence[Request],
+        drafts: Sequence[Draft],
+        rows: Sequence[int],
+        shape: StaticShape,
+        fed_from: Sequence[int] | None = None,
+        ahead: Sequence[int] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, tuple[bool, bool]]:
+        """The step's integers and floats on the host, request i in row rows[i] (`pack_inputs`), the
+        integers with a last column: each row's `fed_from` (-1: its packed token is fed); and the
+        sampling flags."""
+        ints, floats, flags = pack_inputs(requests, drafts, rows, shape.num_rows, shape.width, ahead)
+        column = np.full((ints.shape[0], 1), -1, dtype=np.int64)
+        if fed_from is not None:
+            column[list(rows), 0] = fed_from
+        return np.concatenate([ints, column], 1), floats, flags
 
     def collect(self, step: LaunchedStep) -> VerifyResult:
         """The launched step's results, once the device has copied them back."""
@@ -156,11 +172,3 @@ class CapturedStep:
         last = packed[:, :T].gather(1, packed[:, -1:].long())  # a chain's last emitted token
         self.emitted[: shape.num_rows] = last.view(-1).long()
         return packed, hidden
-
-
-def _with_fed_from(ints: np.ndarray, rows: Sequence[int], fed_from: Sequence[int] | None) -> np.ndarray:
-    """`ints` with its last column: each row's `fed_from` (-1: the packed token is fed)."""
-    column = np.full((ints.shape[0], 1), -1, dtype=np.int64)
-    if fed_from is not None:
-        column[list(rows), 0] = fed_from
-    return np.concatenate([ints, column], 1)

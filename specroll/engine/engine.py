@@ -224,27 +224,35 @@ class Engine:
         return committed.finished
 
     def _launch_next(self, current: InFlight) -> InFlight | None:
-        """The decode step after `current`, launched before `current` is read back: each request whose
-        output `current` does not end by length, fed `current`'s token from the device one position
-        further on. None where the batch must change first (`Scheduler.is_steady`)."""
+        """The decode step after `current`, launched before `current` is read back, over the running
+        requests: one in `current` is fed its token there from the device, one position further on
+        (unless `current` ends it by length); one that joined since (prefilled) is fed its pending
+        token. None where the batch must change first (`Scheduler.is_steady`)."""
         if not self.scheduler.is_steady():
             return None
+        in_current = {r.request_id for r in current.requests}
         requests = [
             r
-            for r in current.requests
-            if r.finish_reason is None and r.num_output_tokens + 2 <= r.params.max_tokens
+            for r in sorted(self.scheduler.running, key=lambda r: r.slot)
+            if r.request_id not in in_current or r.num_output_tokens + 2 <= r.params.max_tokens
         ]
         if not requests:
             return None
+        ahead = [int(r.request_id in in_current) for r in requests]
+        inputs = [  # a token fed from the device is packed as 0
+            SequenceInput(r.slot, r.num_cached + 1, [0])
+            if a
+            else SequenceInput(r.slot, r.num_cached, r.pending_tokens())
+            for r, a in zip(requests, ahead)
+        ]
         drafted = self._draft(requests)
-        inputs = [SequenceInput(r.slot, r.num_cached + 1, [0]) for r in requests]  # 0: fed from the device
         launched = self.captured.launch(
             requests,
             drafted.drafts,
             inputs,
             with_features=False,
-            fed_from=[r.slot for r in requests],
-            ahead=1,
+            fed_from=[r.slot if a else -1 for r, a in zip(requests, ahead)],
+            ahead=ahead,
         )
         self.telemetry.record_launched_ahead()
         return InFlight(requests, drafted, launched)

@@ -7,7 +7,8 @@ the tensors allocated. A small model's step on a GPU costs launches and waits mo
   device's), `.numpy()`, `.tolist()`, `.item()`, a tensor's truth value or number, and ops whose output
   size depends on values (`nonzero`, `masked_select`, `unique`), each made on a tensor of the device's.
   A tensor is the host's when it was read back, made on the host (`torch.tensor` with no device named)
-  or computed from the host's tensors alone.
+  or computed from the host's tensors alone, in this count or an earlier one (a step launched in one
+  count is read in the next).
 - ops: aten ops dispatched that compute (views and bare allocations left out).
 - allocations: tensors an op returns in fresh storage (not a view, not written in place).
 
@@ -33,6 +34,7 @@ READS = {"cpu", "numpy", "tolist", "item", "__bool__", "__int__", "__float__", "
 VALUE_SHAPED = {"nonzero", "masked_select", "unique", "argwhere", "nonzero_static"}  # sync for their size
 HOST_COPIES = {"cpu", "numpy"}  # what a read returns is the host's
 NOT_LAUNCHED = {"empty", "empty_strided", "detach", "alias", "lift_fresh", "_local_scalar_dense"}
+_HOST_TENSORS: weakref.WeakValueDictionary[int, torch.Tensor] = weakref.WeakValueDictionary()
 
 
 @dataclass
@@ -60,7 +62,7 @@ class _HostReads(TorchFunctionMode):
     def __init__(self, counts: StepCounts) -> None:
         super().__init__()
         self.counts = counts
-        self.host: dict[int, weakref.ref] = {}  # id -> the host's tensor (a WeakSet compares by ==)
+        self.host = _HOST_TENSORS  # id -> the host's tensor (a WeakSet compares by ==), across counts
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -77,13 +79,12 @@ class _HostReads(TorchFunctionMode):
         return out
 
     def _is_host(self, tensor: torch.Tensor) -> bool:
-        ref = self.host.get(id(tensor))
-        return ref is not None and ref() is tensor
+        return self.host.get(id(tensor)) is tensor
 
     def _mark(self, out) -> None:
         for value in out if isinstance(out, (tuple, list)) else (out,):
             if isinstance(value, torch.Tensor):
-                self.host[id(value)] = weakref.ref(value)
+                self.host[id(value)] = value
 
 
 def _names_cpu(args, kwargs) -> bool:

@@ -54,19 +54,20 @@ def pack_inputs(
     rows: Sequence[int],
     num_rows: int,
     T: int,
-    ahead: int = 0,
+    ahead: Sequence[int] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, tuple[bool, bool]]:
     """Request i's inputs in row rows[i] of integers (num_rows, 3 + 2T - 1) and floats (num_rows, 2),
     and what the host knows of the sampling (some row truncates, some row is greedy). Rows without a
-    request sample at temperature 1 with no filter: their results are never read. ahead: tokens each
-    request will have emitted, in a step not yet read back, before this one's (its outputs are that
-    much further on)."""
+    request sample at temperature 1 with no filter: their results are never read. ahead: for each
+    request, the tokens it emits in a step not yet read back, before this one's (its outputs are that
+    much further on); none by default."""
+    ahead = ahead or [0] * len(requests)
     ints = np.zeros((num_rows, POSITIONS + 2 * T - 1), dtype=np.int64)
     floats = np.ones((num_rows, 2), dtype=np.float32)
-    for r, d, row in zip(requests, drafts, rows):
+    for r, d, row, before in zip(requests, drafts, rows, ahead):
         p = r.params
         ints[row, [REQUEST_ID, NUM_DRAFTS, TOP_K]] = r.noise_key, d.num_tokens, p.top_k
-        ints[row, POSITIONS : POSITIONS + T] = output_positions(r, d, T, ahead)
+        ints[row, POSITIONS : POSITIONS + T] = output_positions(r, d, T, before)
         ints[row, POSITIONS + T : POSITIONS + T + d.num_tokens] = d.token_ids
         floats[row] = p.temperature, p.top_p
     params = [r.params for r in requests]

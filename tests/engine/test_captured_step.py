@@ -83,7 +83,7 @@ def test_the_recorded_step_never_synchronises_with_the_host(qwen2_dir, one_threa
     with torch.inference_mode():
         forward = runner.static.load(sequences, shape)
         slots = [s.slot for s in sequences]
-        ints, floats, flags = pack_inputs(requests, drafts, slots, shape.num_rows, shape.width)
+        ints, floats, flags = step.pack(requests, drafts, slots, shape)
         ints, floats = torch.from_numpy(ints), torch.from_numpy(floats)
         expected = step._step(forward, ints, floats, shape, *flags)
         traced = torch.compile(step._step, fullgraph=True, backend="eager")(

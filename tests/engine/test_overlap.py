@@ -162,10 +162,12 @@ def test_a_fed_row_reads_the_previous_steps_token_on_the_device(qwen2_dir, one_t
             for r, token in zip(requests, emitted)
         ]
         slots = [r.slot for r in requests] if fed else None
-        return step.collect(step.launch(requests, drafts, sequences, False, fed_from=slots, ahead=1))
+        return step.collect(step.launch(requests, drafts, sequences, False, fed_from=slots, ahead=[1, 1]))
 
     on_device = second(fed=True)  # first: `emitted` still holds the first step's tokens
     on_host = second(fed=False)
     assert on_device == on_host
     garbage = [SequenceInput(r.slot, len(r.prompt_token_ids), [0]) for r in requests]
-    assert step.collect(step.launch(requests, drafts, garbage, False, ahead=1)) != on_host  # 0 is not fed
+    assert (
+        step.collect(step.launch(requests, drafts, garbage, False, ahead=[1, 1])) != on_host
+    )  # 0 is not fed

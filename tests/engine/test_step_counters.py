@@ -19,7 +19,7 @@ COUNTED = 3  # decode steps counted after the warm-up
 
 # the tiny Qwen2's (2 layers) decode step under batch-invariant numerics, as measured when these were set
 MAX_OPS_EAGER = 175  # launched from Python: on a GPU each a kernel launch
-MAX_OPS_RECORDED = 177  # inside the recorded step: one graph replay on a GPU
+MAX_OPS_RECORDED = 184  # inside the recorded step (the fed token's gather included): one graph replay
 MAX_OPS_AROUND_RECORDED = 4  # the inputs' copies in, the results' gather out
 MAX_ALLOCATIONS_AROUND_RECORDED = 1  # the gathered results read back
 
@@ -28,7 +28,9 @@ def _steady_steps(model_dir, drafter=None, policy=None, **config) -> list:
     """Counts of COUNTED decode steps once the engine is warm."""
     engine = make_engine(model_dir, drafter, policy, **config)
     assert not add_requests(engine, workload(2, 2, max_tokens=40))
-    for _ in range(WARM_UP):
+    for _ in range(WARM_UP - 1):
+        engine.iterate()
+    with count_device_work(engine_replayer(engine)):  # not kept: it marks what the step in flight reads back
         engine.iterate()
     steps = []
     for _ in range(COUNTED):
@@ -48,7 +50,8 @@ def test_a_decode_step_reads_back_once(qwen2_dir, one_thread, speculative, cuda_
     drafter, policy = (_oracle(), FixedDraftLength(4)) if speculative else (None, None)
     for counts in _steady_steps(qwen2_dir, drafter, policy, cuda_graphs=cuda_graphs):
         assert counts.num_host_reads == 1, counts.reads
-        assert dict(counts.reads) == {"cpu": 1}
+        # the eager step's `.cpu()`, or the recorded step's `.to("cpu", non_blocking=True)`
+        assert dict(counts.reads) == ({"to": 1} if cuda_graphs else {"cpu": 1})
 
 
 def test_the_eager_steps_ops_stay_under_their_ceiling(qwen2_dir, one_thread):
