@@ -98,14 +98,7 @@ def _add_data_routes(app: FastAPI) -> None:
 
     @app.get("/v1/models")
     async def models() -> dict:
-        name = state.options.model_name
-        row = {
-            "id": name,
-            "object": "model",
-            "owned_by": "specroll",
-            "max_model_len": state.options.max_model_len,
-        }
-        return {"object": "list", "data": [row]}
+        return {"object": "list", "data": [_model_card(state.options)]}
 
     @app.get("/metrics")
     async def metrics() -> PlainTextResponse:
@@ -129,7 +122,13 @@ def _add_data_routes(app: FastAPI) -> None:
             tokens = service.codec.encode_text(body["prompt"], bool(body.get("add_special_tokens", True)))
         else:
             raise ApiError("prompt: give the text to tokenize (or messages)", "prompt")
-        return {"tokens": tokens, "count": len(tokens), "max_model_len": state.options.max_model_len}
+        strings = service.codec.hf.convert_ids_to_tokens(tokens) if body.get("return_token_strs") else None
+        return {
+            "count": len(tokens),
+            "max_model_len": state.options.max_model_len,
+            "tokens": tokens,
+            "token_strs": strings,
+        }
 
     @app.post("/detokenize")
     async def detokenize(request: Request) -> dict:
@@ -140,6 +139,37 @@ def _add_data_routes(app: FastAPI) -> None:
         if not isinstance(tokens, list) or not all(isinstance(t, int) and 0 <= t < vocab for t in tokens):
             raise ApiError(f"tokens: must be a list of token ids in 0..{vocab - 1}", "tokens")
         return {"prompt": service.codec.decode(tokens)}
+
+
+def _model_card(options) -> dict[str, Any]:
+    """vLLM's model card; `root` is the served name, never the checkpoint's path on this machine."""
+    permission = {
+        "id": f"modelperm-{options.model_name}",
+        "object": "model_permission",
+        "created": _STARTED,
+        "allow_create_engine": False,
+        "allow_sampling": True,
+        "allow_logprobs": True,
+        "allow_search_indices": False,
+        "allow_view": True,
+        "allow_fine_tuning": False,
+        "organization": "*",
+        "group": None,
+        "is_blocking": False,
+    }
+    return {
+        "id": options.model_name,
+        "object": "model",
+        "created": _STARTED,
+        "owned_by": "specroll",
+        "root": options.model_name,
+        "parent": None,
+        "max_model_len": options.max_model_len,
+        "permission": [permission],
+    }
+
+
+_STARTED = int(time.time())
 
 
 @dataclass(frozen=True)
@@ -267,30 +297,52 @@ async def _stream(
     request: Request, state: ServeState, generation: Generation, header: _StreamHeader
 ) -> AsyncIterator[str]:
     """Server-sent events in OpenAI's chunk format, one chunk a choice that moved, then (with
-    `stream_options.include_usage`) one with the usage and no choices, then [DONE]."""
-    codec = state.service.codec
-    call = generation.call
-    sent = {c.index: (0, 0) for c in generation.choices}  # tokens, characters
-    chat = header.kind == "chat.completion.chunk"
+    `stream_options.include_usage`) one with the usage and no choices, then [DONE]. The last chunk
+    carries `system_fingerprint`, as vLLM's."""
+    held = None  # the latest chunk, sent once the next is known (the last one is marked)
     try:
-        if chat:
-            for c in generation.choices:
-                yield _sse(header.chunk(c.index, {"delta": {"role": "assistant", "content": ""}}))
-        while True:
-            finished = generation.is_finished
-            for c in generation.choices:
-                chunk = _choice_delta(codec, call, c, sent, chat, final=c.is_finished)
-                if chunk is not None:
-                    yield _sse(header.chunk(c.index, chunk))
-            if finished or not await _next_arrival(request, state, generation):
-                break
-        if call.include_usage:
-            yield _sse({**header.envelope(), "choices": [], "usage": responses.usage(generation.choices)})
+        async for chunk in _chunks(request, state, generation, header):
+            if held is not None:
+                yield _sse(held)
+            held = chunk
+        if held is not None:
+            yield _sse({**held, "system_fingerprint": responses.SYSTEM_FINGERPRINT})
         yield "data: [DONE]\n\n"
     finally:
         state.untrack(header.names)
         if not generation.is_finished:  # the client went away mid-stream
             state.service.abort(generation)
+
+
+async def _chunks(
+    request: Request, state: ServeState, generation: Generation, header: _StreamHeader
+) -> AsyncIterator[dict]:
+    codec = state.service.codec
+    call = generation.call
+    sent = {c.index: (0, 0) for c in generation.choices}  # tokens, characters
+    chat = header.kind == "chat.completion.chunk"
+    if chat:
+        for c in generation.choices:
+            yield _chat_opening(header, call, c, is_first=c is generation.choices[0])
+    while True:
+        finished = generation.is_finished
+        for c in generation.choices:
+            chunk = _choice_delta(codec, call, c, sent, chat, final=c.is_finished)
+            if chunk is not None:
+                yield header.chunk(c.index, chunk)
+        if finished or not await _next_arrival(request, state, generation):
+            break
+    if call.include_usage:
+        yield {**header.envelope(), "choices": [], "usage": responses.usage(generation.choices)}
+
+
+def _chat_opening(header: _StreamHeader, call: GenerateCall, c, is_first: bool) -> dict:
+    """A chat choice's first chunk: the assistant's role; the stream's first also vLLM's prompt fields."""
+    row = {"delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
+    chunk = header.chunk(c.index, row)
+    if is_first:
+        chunk.update(responses.chat_prompt_fields(call, c))
+    return chunk
 
 
 def _choice_delta(codec, call: GenerateCall, c, sent: dict, chat: bool, final: bool) -> dict | None:
@@ -308,16 +360,17 @@ def _choice_delta(codec, call: GenerateCall, c, sent: dict, chat: bool, final: b
     sent[c.index] = (-1, -1) if final else (len(c.token_ids), end)
     piece = text[num_chars:] if final else text[num_chars:end]
     row: dict[str, Any] = {"finish_reason": responses.finish_reason(c) if final else None}
-    if final:
-        row["stop_reason"] = c.stop_reason
+    if final or not chat:  # vLLM's completion chunks carry it throughout, its chat chunks at the end
+        row["stop_reason"] = c.stop_reason if final else None
     if chat:
         row["delta"] = {"content": piece}
         row["logprobs"] = responses.chat_logprobs(codec, call, new_ids, new_lps)
     else:
         row["text"] = piece
         row["logprobs"] = responses.completion_logprobs(codec, call, new_ids, new_lps, text[:num_chars])
-    if call.return_token_ids:
-        row["token_ids"] = list(new_ids)
+        is_first = num_tokens == 0 and num_chars == 0
+        row["prompt_token_ids"] = list(c.prompt_token_ids) if call.return_token_ids and is_first else None
+    row["token_ids"] = list(new_ids) if call.return_token_ids else None
     if final:
         row.update(responses.replay_fields(call, c))
     return row
