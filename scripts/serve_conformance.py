@@ -36,6 +36,20 @@ ROOT = Path(__file__).resolve().parent.parent
 # objects whose keys are data (a token's text or id), not field names
 TOKEN_KEYED = ("*logprobs.top_logprobs[]", "*prompt_logprobs[]")
 CONTAINERS = {"object", "list"}
+# fields one server adds on purpose (docs/serve.md, "Conformance with vllm serve"): left out of the report
+# unless --all. specroll's: what replays a choice; vLLM's: disaggregated prefill, MoE routing, metrics
+KNOWN_EXTRAS = (
+    "*.seed",
+    "*.sample_index",
+    "*.group_id",
+    "*.weight_version",
+    "*.weight_versions",
+    "*.kv_transfer_params",
+    "*.ec_transfer_params",
+    "*.metrics",
+    "*.routed_experts",
+    "$.error.param",  # specroll names the field at fault where vLLM gives null, and the other way round
+)
 ABSENT = "absent"  # the key is missing from some of the objects a path merges
 
 
@@ -131,6 +145,22 @@ def diff_shapes(a: dict[str, set[str]], b: dict[str, set[str]]) -> ShapeDiff:
     return diff
 
 
+def split_known(diff: ShapeDiff, known: tuple[str, ...] = KNOWN_EXTRAS) -> tuple[ShapeDiff, ShapeDiff]:
+    """(the differences not in `known`, those in it): `known` holds key path patterns (fnmatch)."""
+
+    def is_known(path: str) -> bool:
+        return any(fnmatch.fnmatchcase(path, pattern) for pattern in known)
+
+    parts = ShapeDiff(), ShapeDiff()
+    for path in diff.only_a:
+        parts[is_known(path)].only_a.append(path)
+    for path in diff.only_b:
+        parts[is_known(path)].only_b.append(path)
+    for row in diff.types:
+        parts[is_known(row[0])].types.append(row)
+    return parts
+
+
 def _path_order(path: str) -> tuple[int, str]:
     return (path.count(".") + path.count("[]") + path.count("{*}"), path)
 
@@ -179,31 +209,41 @@ class Finding:
 
     name: str
     status: tuple[int, int]
-    diff: ShapeDiff
+    diff: ShapeDiff  # the differences reported
+    known: ShapeDiff = field(default_factory=ShapeDiff)  # those `KNOWN_EXTRAS` names
 
     @property
     def is_same(self) -> bool:
         return self.status[0] == self.status[1] and self.diff.is_same
 
 
-def compare(name: str, a: Answer, b: Answer) -> Finding:
-    return Finding(name, (a.status, b.status), diff_shapes(answer_shape(a), answer_shape(b)))
+def compare(name: str, a: Answer, b: Answer, known: tuple[str, ...] = KNOWN_EXTRAS) -> Finding:
+    diff, expected = split_known(diff_shapes(answer_shape(a), answer_shape(b)), known)
+    return Finding(name, (a.status, b.status), diff, expected)
 
 
-def render(findings: list[Finding], names: tuple[str, str]) -> str:
-    """The report: `=` for a request answered in the same shape, `!` and the differences otherwise."""
-    a, b = names
+def render(findings: list[Finding], names: tuple[str, str], show_known: bool = False) -> str:
+    """The report: `=` for a request answered in the same shape, `!` and the differences otherwise
+    (with `show_known`, the known extras too, marked `(known)`)."""
     lines = []
     for f in findings:
         lines.append(f"{'=' if f.is_same else '!'} {f.name}")
         if f.status[0] != f.status[1]:
-            lines.append(f"    status: {a} {f.status[0]}, {b} {f.status[1]}")
-        lines += [f"    only {a}: {p}" for p in f.diff.only_a]
-        lines += [f"    only {b}: {p}" for p in f.diff.only_b]
-        lines += [f"    type: {p}  {a} {_fmt(ta)}, {b} {_fmt(tb)}" for p, ta, tb in f.diff.types]
+            lines.append(f"    status: {names[0]} {f.status[0]}, {names[1]} {f.status[1]}")
+        lines += _diff_lines(f.diff, names, "")
+        if show_known:
+            lines += _diff_lines(f.known, names, "  (known)")
     same = sum(f.is_same for f in findings)
-    lines.append(f"{same} of {len(findings)} requests answered in the same shape")
+    lines.append(f"{same} of {len(findings)} requests answered in the same shape (known extras aside)")
     return "\n".join(lines)
+
+
+def _diff_lines(diff: ShapeDiff, names: tuple[str, str], mark: str) -> list[str]:
+    a, b = names
+    lines = [f"    only {a}: {p}{mark}" for p in diff.only_a]
+    lines += [f"    only {b}: {p}{mark}" for p in diff.only_b]
+    lines += [f"    type: {p}  {a} {_fmt(ta)}, {b} {_fmt(tb)}{mark}" for p, ta, tb in diff.types]
+    return lines
 
 
 def _fmt(types: set[str]) -> str:
@@ -212,15 +252,14 @@ def _fmt(types: set[str]) -> str:
 
 def as_json(findings: list[Finding]) -> list[dict]:
     return [
-        {
-            "name": f.name,
-            "status": list(f.status),
-            "only_a": f.diff.only_a,
-            "only_b": f.diff.only_b,
-            "types": [[p, sorted(ta), sorted(tb)] for p, ta, tb in f.diff.types],
-        }
+        {"name": f.name, "status": list(f.status), "diff": _diff_json(f.diff), "known": _diff_json(f.known)}
         for f in findings
     ]
+
+
+def _diff_json(diff: ShapeDiff) -> dict:
+    types = [[p, sorted(ta), sorted(tb)] for p, ta, tb in diff.types]
+    return {"only_a": diff.only_a, "only_b": diff.only_b, "types": types}
 
 
 # ----- the requests
@@ -258,11 +297,16 @@ def _chat(name: str, **fields: Any) -> Probe:
 
 def probes(long_prompt: int) -> list[Probe]:
     """The request set; a prompt of `long_prompt` tokens exceeds both servers' context."""
-    return [*_routes(), *_completions(), *_chats(), *_streams(), *_tokenizer(), *_bad(long_prompt)]
+    groups = (_routes(), _completions(), _chats(), _streams(), _generates(), _tokenizer(), _bad(long_prompt))
+    return [probe for group in groups for probe in group]
 
 
 def _routes() -> list[Probe]:
-    return [Probe("GET /health", "GET", "/health"), Probe("GET /v1/models", "GET", "/v1/models")]
+    return [
+        Probe("GET /health", "GET", "/health"),
+        Probe("GET /v1/models", "GET", "/v1/models"),
+        Probe("GET /version", "GET", "/version"),
+    ]
 
 
 def _completions() -> list[Probe]:
@@ -311,6 +355,22 @@ def _streams() -> list[Probe]:
         _chat("stream chat", stream=True),
         _chat("stream chat: n=2, usage", n=2, stream=True, stream_options=usage),
         _chat("stream chat: logprobs", stream=True, logprobs=True),
+    ]
+
+
+def _generate(name: str, **fields: Any) -> Probe:
+    """vLLM's token-in, token-out route (SkyRL's; vLLM serves it with --enable-scale-out)."""
+    sampling = {"max_tokens": 4, "seed": 7, **fields.pop("sampling", {})}
+    body = {"model": MODEL, "token_ids": IDS, "sampling_params": sampling, **fields}
+    return Probe(name, "POST", "/inference/v1/generate", body)
+
+
+def _generates() -> list[Probe]:
+    return [
+        _generate("generate: tokens"),
+        _generate("generate: n=2, logprobs 0", sampling={"n": 2, "logprobs": 0}),
+        _generate("generate: request_id", request_id="conformance-2"),
+        _generate("generate: logprobs 2", sampling={"logprobs": 2}),
     ]
 
 
@@ -503,7 +563,7 @@ def start_vllm(args: argparse.Namespace, log_dir: Path) -> Server:
     ]
     command += ["--served-model-name", args.vllm_model, "--dtype", args.dtype, "--enforce-eager"]
     command += ["--max-model-len", str(args.max_model_len), "--max-logprobs", "20", "--seed", "0"]
-    command += ["--host", "127.0.0.1", "--port", str(port)]
+    command += ["--host", "127.0.0.1", "--port", str(port), "--enable-scale-out"]  # /inference/v1/generate
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB: the CPU backend's KV cache
     server = Server("vllm serve", command, env, log_dir / "vllm-serve.log")
@@ -528,6 +588,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--start-timeout", type=float, default=900, help="seconds to wait for /health")
     parser.add_argument("--log-dir", type=Path, default=Path("."), help="with --start: the servers' logs")
     parser.add_argument("--json", type=Path, help="also write the findings here as JSON")
+    parser.add_argument("--all", action="store_true", help="also list the known extra fields")
     args = parser.parse_args(argv)
     if not args.start and not (args.specroll_url and args.vllm_url):
         parser.error("give --specroll-url and --vllm-url, or --start")
@@ -551,7 +612,7 @@ def main(argv: list[str] | None = None) -> int:
         for server in servers:
             server.stop()
     print(f"specroll serve {urls[0]} vs vllm serve {urls[1]} (vLLM {version})")
-    print(render(findings, ("specroll", "vllm")))
+    print(render(findings, ("specroll", "vllm"), show_known=args.all))
     if args.json:
         args.json.write_text(json.dumps(as_json(findings), indent=1))
     return 0

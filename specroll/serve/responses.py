@@ -24,10 +24,16 @@ def replay_fields(call: GenerateCall, c: Choice) -> dict[str, Any]:
         "weight_version": c.weight_version,
     }
     if len(c.versions) > 1:  # the weights changed under it: from which token each version drew
-        fields["weight_versions"] = [{"from_token": t, "version": v} for t, v in c.versions]
+        fields["weight_versions"] = version_spans(c)
     if c.error:
         fields["error"] = c.error
     return fields
+
+
+def version_spans(c: Choice) -> list[dict[str, int]]:
+    """vLLM's `weight_versions` items: each version and the output tokens [start, end) it drew."""
+    ends = [t for t, _ in c.versions[1:]] + [len(c.token_ids)]
+    return [{"version": v, "start": t, "end": end} for (t, v), end in zip(c.versions, ends)]
 
 
 def _token_strings(codec, call: GenerateCall, token_ids: list[int]) -> list[str]:
@@ -91,7 +97,7 @@ def prompt_logprobs(codec, call: GenerateCall, c: Choice) -> list | None:
         return [None] * len(c.prompt_token_ids)
     rows: list = [None]
     for row in c.prompt_scores:
-        names = _token_strings(codec, call, [*row.top_ids, row.token_id])
+        names = [codec.token_text(t) for t in [*row.top_ids, row.token_id]]  # text even with tokens as ids
         entry = {
             str(t): {"logprob": lp, "rank": rank, "decoded_token": name}
             for t, lp, rank, name in zip(row.top_ids, row.top_logprobs, range(1, len(row.top_ids) + 1), names)
@@ -214,12 +220,17 @@ def skyrl_generate(rid: str, model: str, call: GenerateCall, choices: list[Choic
                 "token_ids": list(c.token_ids),
                 "logprobs": logprobs,
                 "finish_reason": finish_reason(c),
+                "stop_reason": c.stop_reason,
                 **replay_fields(call, c),
             }
         )
     return {
         "request_id": rid,
         "model": model,
+        "created": int(time.time()),
+        "usage": full_usage(choices),
+        "prompt_logprobs": None,  # refused on this route
+        "prompt_token_ids": None,
         "choices": rows,
         "seed": call.seed,
         "weight_version": latest_version(choices),
