@@ -48,8 +48,23 @@ KNOWN_EXTRAS = (
     "*.ec_transfer_params",
     "*.metrics",
     "*.routed_experts",
+    "$.mm_placeholders",
+    "$.output_mode",
+    "$.prompt_token_id_logprobs",
+    "*.sampling_mask",
     "$.error.param",  # specroll names the field at fault where vLLM gives null, and the other way round
 )
+# requests answered differently on purpose (docs/serve.md says why); the report still lists them
+DELIBERATE = {
+    "GET /health": "a JSON status (loading, failed, ok) and the weight version where vLLM sends no body",
+    "GET /version": "no /version: a specroll version in vLLM's place would mislead a vLLM version check",
+    "completion: echo": "echo is refused by name (no RL client asks for it; prompt_logprobs gives the same)",
+    "generate: logprobs 2": "alternatives on /inference/v1/generate are refused: they need a scoring forward",
+    "generate: n=2, logprobs 0": "no `rank` or `top_logprobs` per token: both need a scoring forward",
+    "bad: unknown field": "an unknown field is refused by name where vLLM ignores it",
+    "bad: GET /v1/completions": "a wrong method gets every refusal's error shape (vLLM: FastAPI's `detail`)",
+    "bad: unknown route": "an unknown route gets every refusal's error shape (vLLM: FastAPI's `detail`)",
+}
 ABSENT = "absent"  # the key is missing from some of the objects a path merges
 
 
@@ -203,6 +218,25 @@ def _rooted(types: dict[str, set[str]], root: str) -> dict[str, set[str]]:
     return {root + path[1:]: t for path, t in types.items()}
 
 
+@dataclass(frozen=True)
+class Observed:
+    """What is compared of one answer: its status and shape (a recording keeps only these)."""
+
+    status: int
+    shape: dict[str, set[str]]
+
+    @staticmethod
+    def of(answer: Answer) -> Observed:
+        return Observed(answer.status, answer_shape(answer))
+
+    def to_json(self) -> dict:
+        return {"status": self.status, "shape": {p: _fmt(t) for p, t in sorted(self.shape.items())}}
+
+    @staticmethod
+    def from_json(row: dict) -> Observed:
+        return Observed(int(row["status"]), {p: set(t.split("|")) for p, t in row["shape"].items()})
+
+
 @dataclass
 class Finding:
     """What differs for one request: the two status codes and the shapes' diff."""
@@ -217,8 +251,8 @@ class Finding:
         return self.status[0] == self.status[1] and self.diff.is_same
 
 
-def compare(name: str, a: Answer, b: Answer, known: tuple[str, ...] = KNOWN_EXTRAS) -> Finding:
-    diff, expected = split_known(diff_shapes(answer_shape(a), answer_shape(b)), known)
+def compare(name: str, a: Observed, b: Observed, known: tuple[str, ...] = KNOWN_EXTRAS) -> Finding:
+    diff, expected = split_known(diff_shapes(a.shape, b.shape), known)
     return Finding(name, (a.status, b.status), diff, expected)
 
 
@@ -227,14 +261,19 @@ def render(findings: list[Finding], names: tuple[str, str], show_known: bool = F
     (with `show_known`, the known extras too, marked `(known)`)."""
     lines = []
     for f in findings:
-        lines.append(f"{'=' if f.is_same else '!'} {f.name}")
+        why = f"  (deliberate: {DELIBERATE[f.name]})" if f.name in DELIBERATE and not f.is_same else ""
+        lines.append(f"{'=' if f.is_same else '!'} {f.name}{why}")
         if f.status[0] != f.status[1]:
             lines.append(f"    status: {names[0]} {f.status[0]}, {names[1]} {f.status[1]}")
         lines += _diff_lines(f.diff, names, "")
         if show_known:
             lines += _diff_lines(f.known, names, "  (known)")
     same = sum(f.is_same for f in findings)
-    lines.append(f"{same} of {len(findings)} requests answered in the same shape (known extras aside)")
+    deliberate = sum(not f.is_same and f.name in DELIBERATE for f in findings)
+    lines.append(
+        f"{same} of {len(findings)} requests answered in the same shape (known extras aside), "
+        f"{deliberate} differ on purpose, {len(findings) - same - deliberate} otherwise"
+    )
     return "\n".join(lines)
 
 
@@ -467,12 +506,28 @@ def _events(status: int, raw: bytes) -> Answer:
     return answer
 
 
-def run_probes(urls: tuple[str, str], models: tuple[str, str], long_prompt: int) -> list[Finding]:
-    findings = []
-    for probe in probes(long_prompt):
-        answers = [send(url, probe, model) for url, model in zip(urls, models)]
-        findings.append(compare(probe.name, *answers))
-    return findings
+def observe(base_url: str, model: str, long_prompt: int) -> dict[str, Observed]:
+    """Every probe's answer from one server, by probe name."""
+    return {probe.name: Observed.of(send(base_url, probe, model)) for probe in probes(long_prompt)}
+
+
+def write_recording(path: Path, observed: dict[str, Observed], version: str, long_prompt: int) -> None:
+    """vLLM's answers' shapes, so that specroll can be checked against them where vLLM is not installed."""
+    rows = {name: o.to_json() for name, o in observed.items()}
+    path.write_text(
+        json.dumps({"vllm": version, "long_prompt": long_prompt, "answers": rows}, indent=1) + "\n"
+    )
+
+
+def read_recording(path: Path) -> tuple[dict[str, Observed], str, int]:
+    """(the answers' shapes by probe name, vLLM's version, the long prompt's tokens) of a recording."""
+    data = json.loads(Path(path).read_text())
+    answers = {name: Observed.from_json(row) for name, row in data["answers"].items()}
+    return answers, data["vllm"], int(data["long_prompt"])
+
+
+def compare_all(a: dict[str, Observed], b: dict[str, Observed]) -> list[Finding]:
+    return [compare(name, a[name], b[name]) for name in a if name in b]
 
 
 def context_length(base_url: str) -> int:
@@ -580,18 +635,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--vllm-url", help="a running vllm serve, e.g. http://127.0.0.1:8001")
     parser.add_argument("--specroll-model", default="smollm2", help="the model name specroll serves")
     parser.add_argument("--vllm-model", default="smollm2", help="the model name vLLM serves")
-    parser.add_argument("--start", action="store_true", help="start both servers here, stop them after")
+    parser.add_argument("--start", action="store_true", help="start the servers here, stop them after")
     parser.add_argument("--model", default="smollm2", help="with --start: the catalog model or directory")
     parser.add_argument("--dtype", default="float32", help="with --start: both servers' precision")
     parser.add_argument("--max-model-len", type=int, default=512, help="with --start: both contexts")
     parser.add_argument("--vllm-python", help="with --start: vLLM's Python (default .venv-vllm/bin/python)")
     parser.add_argument("--start-timeout", type=float, default=900, help="seconds to wait for /health")
     parser.add_argument("--log-dir", type=Path, default=Path("."), help="with --start: the servers' logs")
+    parser.add_argument("--record", type=Path, help="write vLLM's answers' shapes here (for --against)")
+    parser.add_argument("--against", type=Path, help="compare with a recording of vLLM instead of a server")
     parser.add_argument("--json", type=Path, help="also write the findings here as JSON")
     parser.add_argument("--all", action="store_true", help="also list the known extra fields")
     args = parser.parse_args(argv)
-    if not args.start and not (args.specroll_url and args.vllm_url):
-        parser.error("give --specroll-url and --vllm-url, or --start")
+    if not args.start and not (args.specroll_url and (args.vllm_url or args.against)):
+        parser.error("give --specroll-url and --vllm-url (or --against), or --start")
+    if args.against and args.record:
+        parser.error("--record needs a vLLM server, not --against")
     return args
 
 
@@ -600,22 +659,38 @@ def main(argv: list[str] | None = None) -> int:
     servers: list[Server] = []
     try:
         if args.start:
-            servers = [start_specroll(args, args.log_dir), start_vllm(args, args.log_dir)]
+            servers = [start_specroll(args, args.log_dir)]
+            servers += [] if args.against else [start_vllm(args, args.log_dir)]
             for server in servers:
                 server.wait_healthy(args.start_timeout)
-            args.specroll_url, args.vllm_url = servers[0].url, servers[1].url
-        urls = (args.specroll_url.rstrip("/"), args.vllm_url.rstrip("/"))
-        long_prompt = max(context_length(url) for url in urls) + 8
-        findings = run_probes(urls, (args.specroll_model, args.vllm_model), long_prompt)
-        version = vllm_version(urls[1])
+            args.specroll_url = servers[0].url
+            args.vllm_url = None if args.against else servers[1].url
+        findings, version, vllm_name = _run(args)
     finally:
         for server in servers:
             server.stop()
-    print(f"specroll serve {urls[0]} vs vllm serve {urls[1]} (vLLM {version})")
+    print(f"specroll serve {args.specroll_url} vs {vllm_name} (vLLM {version})")
     print(render(findings, ("specroll", "vllm"), show_known=args.all))
     if args.json:
         args.json.write_text(json.dumps(as_json(findings), indent=1))
     return 0
+
+
+def _run(args: argparse.Namespace) -> tuple[list[Finding], str, str]:
+    """(the findings, vLLM's version, what vLLM's side was) for the servers `args` name."""
+    specroll_url = args.specroll_url.rstrip("/")
+    if args.against:
+        recorded, version, long_prompt = read_recording(args.against)
+        ours = observe(specroll_url, args.specroll_model, long_prompt)
+        return compare_all(ours, recorded), version, f"the recording {args.against}"
+    vllm_url = args.vllm_url.rstrip("/")
+    long_prompt = max(context_length(url) for url in (specroll_url, vllm_url)) + 8
+    ours = observe(specroll_url, args.specroll_model, long_prompt)
+    theirs = observe(vllm_url, args.vllm_model, long_prompt)
+    version = vllm_version(vllm_url)
+    if args.record:
+        write_recording(args.record, theirs, version, long_prompt)
+    return compare_all(ours, theirs), version, f"vllm serve {vllm_url}"
 
 
 if __name__ == "__main__":
