@@ -59,12 +59,21 @@ DELIBERATE = {
     "GET /health": "a JSON status (loading, failed, ok) and the weight version where vLLM sends no body",
     "GET /version": "no /version: a specroll version in vLLM's place would mislead a vLLM version check",
     "completion: echo": "echo is refused by name (no RL client asks for it; prompt_logprobs gives the same)",
+    "stream completion: logprobs 2": "alternatives come from a scoring forward after a choice: not streamed",
+    "stream completion: prompt_logprobs 0": "prompt logprobs come from a scoring forward: not streamed",
     "generate: logprobs 2": "alternatives on /inference/v1/generate are refused: they need a scoring forward",
     "generate: n=2, logprobs 0": "no `rank` or `top_logprobs` per token: both need a scoring forward",
     "bad: unknown field": "an unknown field is refused by name where vLLM ignores it",
     "bad: GET /v1/completions": "a wrong method gets every refusal's error shape (vLLM: FastAPI's `detail`)",
     "bad: unknown route": "an unknown route gets every refusal's error shape (vLLM: FastAPI's `detail`)",
 }
+# the vLLM series load balancers and RL frameworks read from /metrics (the rest are vLLM's internals)
+LOAD_SERIES = (
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+    "vllm:generation_tokens_total",
+    "vllm:request_success_total",
+)
 ABSENT = "absent"  # the key is missing from some of the objects a path merges
 
 
@@ -345,6 +354,7 @@ def _routes() -> list[Probe]:
         Probe("GET /health", "GET", "/health"),
         Probe("GET /v1/models", "GET", "/v1/models"),
         Probe("GET /version", "GET", "/version"),
+        Probe("GET /metrics (load series)", "GET", "/metrics"),
     ]
 
 
@@ -391,6 +401,8 @@ def _streams() -> list[Probe]:
         _completion("stream completion: logprobs 0", stream=True, logprobs=0),
         _completion("stream completion: return_token_ids", stream=True, return_token_ids=True),
         _completion("stream completion: stop string", stream=True, stop=[" the"], max_tokens=16),
+        _completion("stream completion: logprobs 2", stream=True, logprobs=2),
+        _completion("stream completion: prompt_logprobs 0", stream=True, prompt_logprobs=0),
         _chat("stream chat", stream=True),
         _chat("stream chat: n=2, usage", n=2, stream=True, stream_options=usage),
         _chat("stream chat: logprobs", stream=True, logprobs=True),
@@ -419,6 +431,7 @@ def _tokenizer() -> list[Probe]:
         Probe("tokenize: messages", "POST", "/tokenize", {"model": MODEL, "messages": CHAT}),
         Probe("detokenize", "POST", "/detokenize", {"model": MODEL, "tokens": IDS}),
         Probe("detokenize: bad tokens", "POST", "/detokenize", {"model": MODEL, "tokens": "abc"}),
+        Probe("tokenize: missing prompt", "POST", "/tokenize", {"model": MODEL}),
     ]
 
 
@@ -480,6 +493,8 @@ def send(base_url: str, probe: Probe, model: str, timeout: float = 300) -> Answe
         status, raw = err.code, err.read()
     if status == 200 and probe.is_stream:
         return _events(status, raw)
+    if status == 200 and probe.path == "/metrics":
+        return Answer(status, metric_series(raw.decode(errors="replace")))
     return Answer(status, _body(raw))
 
 
@@ -490,6 +505,21 @@ def _body(raw: bytes) -> Any:
         return json.loads(raw)
     except ValueError:
         return NOT_JSON
+
+
+def metric_series(text: str, names: tuple[str, ...] = LOAD_SERIES) -> dict[str, dict[str, str]]:
+    """Prometheus text as a shape can compare it: each series of `names` present and its labels'
+    names, as {series: {label: ""}}."""
+    series: dict[str, dict[str, str]] = {}
+    for line in text.splitlines():
+        name, _, rest = line.partition("{")
+        name = name.split(" ")[0]
+        if line.startswith("#") or name not in names:
+            continue
+        labels = rest.split("}")[0] if rest else ""
+        keys = [pair.split("=")[0] for pair in labels.split(",") if "=" in pair]
+        series.setdefault(name, {}).update(dict.fromkeys(keys, ""))
+    return series
 
 
 def _events(status: int, raw: bytes) -> Answer:

@@ -105,7 +105,7 @@ def _add_data_routes(app: FastAPI) -> None:
         loop = state.engine_loop
         running, waiting = loop.load() if loop is not None else (0, 0)
         version = loop.weight_version if loop is not None else 0
-        return PlainTextResponse(state.metrics.render(running, waiting, version))
+        return PlainTextResponse(state.metrics.render(running, waiting, version, state.options.model_name))
 
     for route in _GENERATE_ROUTES:
         _add_generate_route(app, state, route)

@@ -100,3 +100,17 @@ def test_every_probe_names_the_model_by_placeholder_where_it_names_one():
     body = conf._with_model({"model": conf.MODEL, "x": [conf.MODEL]}, "smollm2")
     assert body == {"model": "smollm2", "x": ["smollm2"]}
     assert len({p.name for p in conf.probes(100)}) == len(conf.probes(100))
+
+
+def test_metric_series_keep_the_load_series_and_their_label_names():
+    text = (
+        "# HELP vllm:num_requests_running x\n"
+        'vllm:num_requests_running{engine="0",model_name="m"} 1.0\n'
+        'vllm:request_success_total{engine="0",finished_reason="stop"} 2.0\n'
+        "vllm:other_total 3\n"
+        "specroll_requests_running 0\n"
+    )
+    assert conf.metric_series(text) == {
+        "vllm:num_requests_running": {"engine": "", "model_name": ""},
+        "vllm:request_success_total": {"engine": "", "finished_reason": ""},
+    }

@@ -101,3 +101,12 @@ def test_generate_carries_vllm_fields(server):
 def test_weight_versions_list_each_version_and_its_tokens():
     c = Choice(0, 0, 0, 0, (1,), decode=lambda ids: "", token_ids=[7] * 5, versions=[(0, 3), (2, 4)])
     assert version_spans(c) == [{"version": 3, "start": 0, "end": 2}, {"version": 4, "start": 2, "end": 5}]
+
+
+def test_metrics_carry_vllm_load_series(server):
+    text = httpx.get(server.url + "/metrics").text
+    conf = load()
+    series = conf.metric_series(text)
+    assert set(series) == set(conf.LOAD_SERIES)
+    assert set(series["vllm:num_requests_running"]) == {"engine", "model_name"}
+    assert set(series["vllm:request_success_total"]) == {"engine", "model_name", "finished_reason"}
