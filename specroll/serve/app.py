@@ -5,9 +5,9 @@ error shape. Every refusal is a 4xx in OpenAI's shape naming the field; nothing 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import logging
+import secrets
 import time
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable
@@ -31,7 +31,6 @@ from specroll.serve.state import ServeState, read_json
 
 log = logging.getLogger(__name__)
 DISCONNECT_POLL_SECONDS = 0.25
-_response_ids = itertools.count()
 
 
 def build_app(state: ServeState, lifespan=None) -> FastAPI:
@@ -235,7 +234,7 @@ async def _generate(
 ) -> Response:
     service = state.ready()
     call = parse(await read_json(request, state.options.max_body_bytes))
-    rid = f"{prefix}-{call.client_id or next(_response_ids)}"  # vLLM's: cmpl-<the client's request_id>
+    rid = f"{prefix}-{call.client_id or _random_id()}"  # vLLM's: cmpl-<the client's request_id>
     generation = service.start(call)
     call = generation.call  # a resent aborted choice continues under the seed that drew it
     names = state.track(generation, rid, call.client_id)
@@ -255,6 +254,11 @@ async def _generate(
             lambda: score_choices(state.engine_loop.engine, call, generation.choices)
         )
     return JSONResponse(render(rid, model, call, generation.choices, service.codec))
+
+
+def _random_id() -> str:
+    """16 hex digits, as vLLM's: unique across restarts and replicas, so a stale id aborts nothing."""
+    return secrets.token_hex(8)
 
 
 async def _follow(request: Request, state: ServeState, generation: Generation) -> bool:

@@ -5,6 +5,7 @@ field brought in line, on the bundled model (fast) where no chat template or vLL
 from __future__ import annotations
 
 import json
+import re
 
 import httpx
 import pytest
@@ -110,3 +111,10 @@ def test_metrics_carry_vllm_load_series(server):
     assert set(series) == set(conf.LOAD_SERIES)
     assert set(series["vllm:num_requests_running"]) == {"engine", "model_name"}
     assert set(series["vllm:request_success_total"]) == {"engine", "model_name", "finished_reason"}
+
+
+def test_response_ids_are_random_as_vllm_s(server):
+    """Unique across restarts and replicas: an id a client kept from an earlier server aborts nothing."""
+    body = {"prompt": PROMPT, "max_tokens": 1}
+    ids = {_post(server, "/v1/completions", body)["id"] for _ in range(2)}
+    assert len(ids) == 2 and all(re.fullmatch(r"cmpl-[0-9a-f]{16}", i) for i in ids)
