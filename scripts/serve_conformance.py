@@ -4,6 +4,8 @@ values.
 
     python scripts/serve_conformance.py --specroll-url http://127.0.0.1:8000 --vllm-url http://127.0.0.1:8001
     python scripts/serve_conformance.py --start --model smollm2     # starts both servers, stops them after
+    ... --record FILE        # also keep vLLM's answers' shapes (tests/serve/vllm_0.32.0_shapes.json)
+    ... --against FILE       # compare with such a recording: no vLLM needed
 
 The report lists, per request: a status code that differs, each key path present in one answer and not
 the other, and each path whose value types differ. A shape is the set of JSON types seen at each key
