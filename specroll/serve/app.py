@@ -303,14 +303,9 @@ async def _stream(
     """Server-sent events in OpenAI's chunk format, one chunk a choice that moved, then (with
     `stream_options.include_usage`) one with the usage and no choices, then [DONE]. The last chunk
     carries `system_fingerprint`, as vLLM's."""
-    held = None  # the latest chunk, sent once the next is known (the last one is marked)
     try:
         async for chunk in _chunks(request, state, generation, header):
-            if held is not None:
-                yield _sse(held)
-            held = chunk
-        if held is not None:
-            yield _sse({**held, "system_fingerprint": responses.SYSTEM_FINGERPRINT})
+            yield _sse(chunk)
         yield "data: [DONE]\n\n"
     finally:
         state.untrack(header.names)
@@ -323,21 +318,25 @@ async def _chunks(
 ) -> AsyncIterator[dict]:
     codec = state.service.codec
     call = generation.call
-    sent = {c.index: (0, 0) for c in generation.choices}  # tokens, characters
+    sent = {c.index: (0, 0) for c in generation.choices}  # tokens, characters; (-1, -1): its last is out
     chat = header.kind == "chat.completion.chunk"
+    fingerprint = {"system_fingerprint": responses.SYSTEM_FINGERPRINT}
     if chat:
         for c in generation.choices:
             yield _chat_opening(header, call, c, is_first=c is generation.choices[0])
     while True:
         finished = generation.is_finished
         for c in generation.choices:
-            chunk = _choice_delta(codec, call, c, sent, chat, final=c.is_finished)
-            if chunk is not None:
-                yield header.chunk(c.index, chunk)
+            row = _choice_delta(codec, call, c, sent, chat, final=c.is_finished)
+            if row is None:
+                continue
+            is_last = not call.include_usage and all(n < 0 for n, _ in sent.values())
+            yield {**header.chunk(c.index, row), **(fingerprint if is_last else {})}
         if finished or not await _next_arrival(request, state, generation):
             break
     if call.include_usage:
-        yield {**header.envelope(), "choices": [], "usage": responses.usage(generation.choices)}
+        usage = responses.usage(generation.choices)
+        yield {**header.envelope(), "choices": [], "usage": usage, **fingerprint}
 
 
 def _chat_opening(header: _StreamHeader, call: GenerateCall, c, is_first: bool) -> dict:
