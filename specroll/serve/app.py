@@ -5,9 +5,9 @@ error shape. Every refusal is a 4xx in OpenAI's shape naming the field; nothing 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import logging
+import secrets
 import time
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable
@@ -31,7 +31,6 @@ from specroll.serve.state import ServeState, read_json
 
 log = logging.getLogger(__name__)
 DISCONNECT_POLL_SECONDS = 0.25
-_response_ids = itertools.count()
 
 
 def build_app(state: ServeState, lifespan=None) -> FastAPI:
@@ -98,21 +97,14 @@ def _add_data_routes(app: FastAPI) -> None:
 
     @app.get("/v1/models")
     async def models() -> dict:
-        name = state.options.model_name
-        row = {
-            "id": name,
-            "object": "model",
-            "owned_by": "specroll",
-            "max_model_len": state.options.max_model_len,
-        }
-        return {"object": "list", "data": [row]}
+        return {"object": "list", "data": [_model_card(state.options)]}
 
     @app.get("/metrics")
     async def metrics() -> PlainTextResponse:
         loop = state.engine_loop
         running, waiting = loop.load() if loop is not None else (0, 0)
         version = loop.weight_version if loop is not None else 0
-        return PlainTextResponse(state.metrics.render(running, waiting, version))
+        return PlainTextResponse(state.metrics.render(running, waiting, version, state.options.model_name))
 
     for route in _GENERATE_ROUTES:
         _add_generate_route(app, state, route)
@@ -129,7 +121,13 @@ def _add_data_routes(app: FastAPI) -> None:
             tokens = service.codec.encode_text(body["prompt"], bool(body.get("add_special_tokens", True)))
         else:
             raise ApiError("prompt: give the text to tokenize (or messages)", "prompt")
-        return {"tokens": tokens, "count": len(tokens), "max_model_len": state.options.max_model_len}
+        strings = service.codec.hf.convert_ids_to_tokens(tokens) if body.get("return_token_strs") else None
+        return {
+            "count": len(tokens),
+            "max_model_len": state.options.max_model_len,
+            "tokens": tokens,
+            "token_strs": strings,
+        }
 
     @app.post("/detokenize")
     async def detokenize(request: Request) -> dict:
@@ -140,6 +138,37 @@ def _add_data_routes(app: FastAPI) -> None:
         if not isinstance(tokens, list) or not all(isinstance(t, int) and 0 <= t < vocab for t in tokens):
             raise ApiError(f"tokens: must be a list of token ids in 0..{vocab - 1}", "tokens")
         return {"prompt": service.codec.decode(tokens)}
+
+
+def _model_card(options) -> dict[str, Any]:
+    """vLLM's model card; `root` is the served name, never the checkpoint's path on this machine."""
+    permission = {
+        "id": f"modelperm-{options.model_name}",
+        "object": "model_permission",
+        "created": _STARTED,
+        "allow_create_engine": False,
+        "allow_sampling": True,
+        "allow_logprobs": True,
+        "allow_search_indices": False,
+        "allow_view": True,
+        "allow_fine_tuning": False,
+        "organization": "*",
+        "group": None,
+        "is_blocking": False,
+    }
+    return {
+        "id": options.model_name,
+        "object": "model",
+        "created": _STARTED,
+        "owned_by": "specroll",
+        "root": options.model_name,
+        "parent": None,
+        "max_model_len": options.max_model_len,
+        "permission": [permission],
+    }
+
+
+_STARTED = int(time.time())
 
 
 @dataclass(frozen=True)
@@ -205,7 +234,7 @@ async def _generate(
 ) -> Response:
     service = state.ready()
     call = parse(await read_json(request, state.options.max_body_bytes))
-    rid = f"{prefix}-{call.client_id or next(_response_ids)}"  # vLLM's: cmpl-<the client's request_id>
+    rid = f"{prefix}-{call.client_id or _random_id()}"  # vLLM's: cmpl-<the client's request_id>
     generation = service.start(call)
     call = generation.call  # a resent aborted choice continues under the seed that drew it
     names = state.track(generation, rid, call.client_id)
@@ -225,6 +254,11 @@ async def _generate(
             lambda: score_choices(state.engine_loop.engine, call, generation.choices)
         )
     return JSONResponse(render(rid, model, call, generation.choices, service.codec))
+
+
+def _random_id() -> str:
+    """16 hex digits, as vLLM's: unique across restarts and replicas, so a stale id aborts nothing."""
+    return secrets.token_hex(8)
 
 
 async def _follow(request: Request, state: ServeState, generation: Generation) -> bool:
@@ -267,30 +301,51 @@ async def _stream(
     request: Request, state: ServeState, generation: Generation, header: _StreamHeader
 ) -> AsyncIterator[str]:
     """Server-sent events in OpenAI's chunk format, one chunk a choice that moved, then (with
-    `stream_options.include_usage`) one with the usage and no choices, then [DONE]."""
-    codec = state.service.codec
-    call = generation.call
-    sent = {c.index: (0, 0) for c in generation.choices}  # tokens, characters
-    chat = header.kind == "chat.completion.chunk"
+    `stream_options.include_usage`) one with the usage and no choices, then [DONE]. The last chunk
+    carries `system_fingerprint`, as vLLM's."""
     try:
-        if chat:
-            for c in generation.choices:
-                yield _sse(header.chunk(c.index, {"delta": {"role": "assistant", "content": ""}}))
-        while True:
-            finished = generation.is_finished
-            for c in generation.choices:
-                chunk = _choice_delta(codec, call, c, sent, chat, final=c.is_finished)
-                if chunk is not None:
-                    yield _sse(header.chunk(c.index, chunk))
-            if finished or not await _next_arrival(request, state, generation):
-                break
-        if call.include_usage:
-            yield _sse({**header.envelope(), "choices": [], "usage": responses.usage(generation.choices)})
+        async for chunk in _chunks(request, state, generation, header):
+            yield _sse(chunk)
         yield "data: [DONE]\n\n"
     finally:
         state.untrack(header.names)
         if not generation.is_finished:  # the client went away mid-stream
             state.service.abort(generation)
+
+
+async def _chunks(
+    request: Request, state: ServeState, generation: Generation, header: _StreamHeader
+) -> AsyncIterator[dict]:
+    codec = state.service.codec
+    call = generation.call
+    sent = {c.index: (0, 0) for c in generation.choices}  # tokens, characters; (-1, -1): its last is out
+    chat = header.kind == "chat.completion.chunk"
+    fingerprint = {"system_fingerprint": responses.SYSTEM_FINGERPRINT}
+    if chat:
+        for c in generation.choices:
+            yield _chat_opening(header, call, c, is_first=c is generation.choices[0])
+    while True:
+        finished = generation.is_finished
+        for c in generation.choices:
+            row = _choice_delta(codec, call, c, sent, chat, final=c.is_finished)
+            if row is None:
+                continue
+            is_last = not call.include_usage and all(n < 0 for n, _ in sent.values())
+            yield {**header.chunk(c.index, row), **(fingerprint if is_last else {})}
+        if finished or not await _next_arrival(request, state, generation):
+            break
+    if call.include_usage:
+        usage = responses.usage(generation.choices)
+        yield {**header.envelope(), "choices": [], "usage": usage, **fingerprint}
+
+
+def _chat_opening(header: _StreamHeader, call: GenerateCall, c, is_first: bool) -> dict:
+    """A chat choice's first chunk: the assistant's role; the stream's first also vLLM's prompt fields."""
+    row = {"delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
+    chunk = header.chunk(c.index, row)
+    if is_first:
+        chunk.update(responses.chat_prompt_fields(call, c))
+    return chunk
 
 
 def _choice_delta(codec, call: GenerateCall, c, sent: dict, chat: bool, final: bool) -> dict | None:
@@ -308,16 +363,17 @@ def _choice_delta(codec, call: GenerateCall, c, sent: dict, chat: bool, final: b
     sent[c.index] = (-1, -1) if final else (len(c.token_ids), end)
     piece = text[num_chars:] if final else text[num_chars:end]
     row: dict[str, Any] = {"finish_reason": responses.finish_reason(c) if final else None}
-    if final:
-        row["stop_reason"] = c.stop_reason
+    if final or not chat:  # vLLM's completion chunks carry it throughout, its chat chunks at the end
+        row["stop_reason"] = c.stop_reason if final else None
     if chat:
         row["delta"] = {"content": piece}
         row["logprobs"] = responses.chat_logprobs(codec, call, new_ids, new_lps)
     else:
         row["text"] = piece
         row["logprobs"] = responses.completion_logprobs(codec, call, new_ids, new_lps, text[:num_chars])
-    if call.return_token_ids:
-        row["token_ids"] = list(new_ids)
+        is_first = num_tokens == 0 and num_chars == 0
+        row["prompt_token_ids"] = list(c.prompt_token_ids) if call.return_token_ids and is_first else None
+    row["token_ids"] = list(new_ids) if call.return_token_ids else None
     if final:
         row.update(responses.replay_fields(call, c))
     return row

@@ -170,9 +170,7 @@ def _model(fields: Fields, limits: Limits) -> str | None:
     model = fields.str("model")
     if model is not None and model not in limits.model_names:
         served = limits.served_name or ", ".join(sorted(n for n in limits.model_names if "/" not in n))
-        raise ApiError(
-            f"model: {model!r} is not served here (served: {served})", "model", 404, code="model_not_found"
-        )
+        raise ApiError(f"model: {model!r} is not served here (served: {served})", "model", 404)
     return model
 
 

@@ -39,7 +39,37 @@ class ServeMetrics:
     def finished(self, reason: str) -> None:
         self.num_finished[reason] = self.num_finished.get(reason, 0) + 1
 
-    def render(self, running: int, waiting: int, weight_version: int) -> str:
+    def render(self, running: int, waiting: int, weight_version: int, model_name: str = "") -> str:
+        """specroll's own series, then vLLM's names for those a load balancer reads (`vllm_series`)."""
+        return self._own(running, waiting, weight_version) + self.vllm_series(running, waiting, model_name)
+
+    def vllm_series(self, running: int, waiting: int, model_name: str) -> str:
+        """The vLLM series routers and RL frameworks read to balance load, under vLLM's names and labels."""
+        labels = f'engine="0",model_name="{model_name}"'
+        finished = {r: self.num_finished.get(r, 0) for r in ("stop", "length", "abort")}
+        rows = [
+            _vllm(
+                "vllm:num_requests_running", "gauge", "requests in the running batch", labels, {"": running}
+            ),
+            _vllm("vllm:num_requests_waiting", "gauge", "requests queued or held", labels, {"": waiting}),
+            _vllm(
+                "vllm:generation_tokens_total",
+                "counter",
+                "tokens emitted",
+                labels,
+                {"": self.num_output_tokens},
+            ),
+            _vllm(
+                "vllm:request_success_total",
+                "counter",
+                "requests finished, by finish reason",
+                labels,
+                {f',finished_reason="{r}"': n for r, n in finished.items()},
+            ),
+        ]
+        return "\n".join(rows) + "\n"
+
+    def _own(self, running: int, waiting: int, weight_version: int) -> str:
         elapsed = max(time.monotonic() - self.started, 1e-9)
         lines = [
             _gauge("specroll_requests_running", "choices in the running batch", running),
@@ -94,4 +124,10 @@ def _counter(name: str, help: str, value: float) -> str:
 
 def _labelled(name: str, kind: str, help: str, label: str, values: dict[str, float]) -> str:
     rows = [f'{name}{{{label}="{key}"}} {value}' for key, value in sorted(values.items())]
+    return "\n".join([f"# HELP {name} {help}", f"# TYPE {name} {kind}", *rows])
+
+
+def _vllm(name: str, kind: str, help: str, labels: str, values: dict[str, float]) -> str:
+    """One vLLM series; `values` maps each row's extra labels (",key=\"value\"" or "") to its value."""
+    rows = [f"{name}{{{labels}{extra}}} {value}" for extra, value in values.items()]
     return "\n".join([f"# HELP {name} {help}", f"# TYPE {name} {kind}", *rows])

@@ -6,8 +6,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from specroll import __version__
 from specroll.serve.choice import Choice
 from specroll.serve.generate_call import GenerateCall
+
+
+SYSTEM_FINGERPRINT = f"specroll-{__version__}"
+# OpenAI's chat message fields specroll never fills (no tools, audio or reasoning parser): null, as vLLM
+UNUSED_MESSAGE_FIELDS = ("refusal", "annotations", "audio", "function_call", "reasoning")
 
 
 def replay_fields(call: GenerateCall, c: Choice) -> dict[str, Any]:
@@ -18,10 +24,16 @@ def replay_fields(call: GenerateCall, c: Choice) -> dict[str, Any]:
         "weight_version": c.weight_version,
     }
     if len(c.versions) > 1:  # the weights changed under it: from which token each version drew
-        fields["weight_versions"] = [{"from_token": t, "version": v} for t, v in c.versions]
+        fields["weight_versions"] = version_spans(c)
     if c.error:
         fields["error"] = c.error
     return fields
+
+
+def version_spans(c: Choice) -> list[dict[str, int]]:
+    """vLLM's `weight_versions` items: each version and the output tokens [start, end) it drew."""
+    ends = [t for t, _ in c.versions[1:]] + [len(c.token_ids)]
+    return [{"version": v, "start": t, "end": end} for (t, v), end in zip(c.versions, ends)]
 
 
 def _token_strings(codec, call: GenerateCall, token_ids: list[int]) -> list[str]:
@@ -36,6 +48,11 @@ def usage(choices: list[Choice]) -> dict[str, int]:
     )
     completion = sum(len(c.token_ids) for c in choices)
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def full_usage(choices: list[Choice]) -> dict[str, Any]:
+    """A whole response's usage, with OpenAI's breakdowns (null: none kept)."""
+    return {**usage(choices), "prompt_tokens_details": None, "completion_tokens_details": None}
 
 
 def finish_reason(c: Choice) -> str | None:
@@ -73,12 +90,14 @@ def _alternatives(codec, call: GenerateCall, row) -> dict[str, float]:
 
 def prompt_logprobs(codec, call: GenerateCall, c: Choice) -> list | None:
     """vLLM's `prompt_logprobs`: None for the first token, then each token's entry and the k most
-    likely, by token id: {"logprob", "rank", "decoded_token"}."""
+    likely, by token id: {"logprob", "rank", "decoded_token"}; None when not asked for."""
+    if call.prompt_logprobs is None:
+        return None
     if c.prompt_scores is None:
-        return None if call.prompt_logprobs is None else [None] * len(c.prompt_token_ids)
+        return [None] * len(c.prompt_token_ids)
     rows: list = [None]
     for row in c.prompt_scores:
-        names = _token_strings(codec, call, [*row.top_ids, row.token_id])
+        names = [codec.token_text(t) for t in [*row.top_ids, row.token_id]]  # text even with tokens as ids
         entry = {
             str(t): {"logprob": lp, "rank": rank, "decoded_token": name}
             for t, lp, rank, name in zip(row.top_ids, row.top_logprobs, range(1, len(row.top_ids) + 1), names)
@@ -97,12 +116,11 @@ def completion(rid: str, model: str, call: GenerateCall, choices: list[Choice], 
             "logprobs": completion_logprobs(codec, call, c.token_ids, c.logprobs, "", c.output_scores),
             "finish_reason": finish_reason(c),
             "stop_reason": c.stop_reason,
+            "token_ids": list(c.token_ids) if call.return_token_ids else None,
+            "prompt_logprobs": prompt_logprobs(codec, call, c),
+            "prompt_token_ids": list(c.prompt_token_ids) if call.return_token_ids else None,
             **replay_fields(call, c),
         }
-        if call.prompt_logprobs is not None:
-            row["prompt_logprobs"] = prompt_logprobs(codec, call, c)
-        if call.return_token_ids:
-            row["prompt_token_ids"], row["token_ids"] = list(c.prompt_token_ids), list(c.token_ids)
         rows.append(row)
     return _envelope(rid, "text_completion", model, call, rows, choices)
 
@@ -119,7 +137,9 @@ def _envelope(rid, kind, model, call, rows, choices) -> dict[str, Any]:
         "created": int(time.time()),
         "model": model,
         "choices": rows,
-        "usage": usage(choices),
+        "service_tier": None,
+        "system_fingerprint": SYSTEM_FINGERPRINT,
+        "usage": full_usage(choices),
         "seed": call.seed,
         "weight_version": latest_version(choices),
     }
@@ -129,12 +149,13 @@ def _envelope(rid, kind, model, call, rows, choices) -> dict[str, Any]:
 
 
 def chat_logprobs(codec, call: GenerateCall, token_ids: list[int], logprobs: list[float], scores=None):
-    """OpenAI's chat logprobs; `top_logprobs` lists the k most likely with `scores`, else the sampled."""
+    """OpenAI's chat logprobs; `top_logprobs` lists the k most likely with `scores`, else nothing (as
+    OpenAI and vLLM without `top_logprobs`)."""
     if not call.logprobs:
         return None
     tokens = _token_strings(codec, call, token_ids)
     if scores is None:
-        tops = [{s: lp} for s, lp in zip(tokens, logprobs)]
+        tops = [{} for _ in tokens]
     else:
         tops = [_alternatives(codec, call, row) for row in scores]
     return {
@@ -157,21 +178,31 @@ def chat(rid: str, model: str, call: GenerateCall, choices: list[Choice], codec)
     for c in choices:
         row = {
             "index": c.index,
-            "message": {"role": "assistant", "content": c.text},
+            "message": chat_message(c.text),
             "logprobs": chat_logprobs(codec, call, c.token_ids, c.logprobs, c.output_scores),
             "finish_reason": finish_reason(c),
             "stop_reason": c.stop_reason,
+            "token_ids": list(c.token_ids) if call.return_token_ids else None,
             **replay_fields(call, c),
         }
-        if call.return_token_ids:
-            row["token_ids"] = list(c.token_ids)
         rows.append(row)
     body = _envelope(rid, "chat.completion", model, call, rows, choices)
-    if call.return_token_ids:
-        body["prompt_token_ids"] = list(choices[0].prompt_token_ids)
-    if call.prompt_logprobs is not None:  # vLLM's chat gives the prompt's once, beside the choices
-        body["prompt_logprobs"] = prompt_logprobs(codec, call, choices[0])
+    # vLLM's chat gives the prompt's once, beside the choices
+    body["prompt_logprobs"] = prompt_logprobs(codec, call, choices[0])
+    body.update(chat_prompt_fields(call, choices[0]))
     return body
+
+
+def chat_message(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": text, **dict.fromkeys(UNUSED_MESSAGE_FIELDS)}
+
+
+def chat_prompt_fields(call: GenerateCall, c: Choice) -> dict[str, Any]:
+    """vLLM's chat `prompt_token_ids` (with `return_token_ids`) and `prompt_text` (never filled)."""
+    return {
+        "prompt_token_ids": list(c.prompt_token_ids) if call.return_token_ids else None,
+        "prompt_text": None,
+    }
 
 
 # ----- SkyRL's /inference/v1/generate
@@ -189,12 +220,17 @@ def skyrl_generate(rid: str, model: str, call: GenerateCall, choices: list[Choic
                 "token_ids": list(c.token_ids),
                 "logprobs": logprobs,
                 "finish_reason": finish_reason(c),
+                "stop_reason": c.stop_reason,
                 **replay_fields(call, c),
             }
         )
     return {
         "request_id": rid,
         "model": model,
+        "created": int(time.time()),
+        "usage": full_usage(choices),
+        "prompt_logprobs": None,  # refused on this route
+        "prompt_token_ids": None,
         "choices": rows,
         "seed": call.seed,
         "weight_version": latest_version(choices),

@@ -3,37 +3,13 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import openai
 import pytest
-from real_models import require_smollm2
-
-from specroll.serve.child import ServeProcess
 
 MESSAGES = [{"role": "user", "content": "What is 2 + 3?"}]
-
-
-@pytest.fixture(scope="module")
-def chat_server():
-    require_smollm2()
-    server = ServeProcess(
-        [
-            "--model",
-            "smollm2",
-            "--speculate",
-            "off",
-            "--max-model-len",
-            "128",
-            "--max-batch-size",
-            "4",
-            "--max-tokens",
-            "16",
-        ]
-    )
-    try:
-        yield server.wait_ready()
-    finally:
-        server.stop()
 
 
 @pytest.mark.slow  # a 135M-parameter model on the CPU: tens of seconds on a shared two-core machine
@@ -69,3 +45,36 @@ def test_chat_top_logprobs_list_the_k_most_likely(chat_server):
         alternatives = [top.logprob for top in entry.top_logprobs]
         assert len(alternatives) == 3 and alternatives == sorted(alternatives, reverse=True)
         assert alternatives[0] >= entry.logprob
+
+
+@pytest.mark.slow
+def test_chat_answers_in_vllm_shape(chat_server):
+    """vLLM's fields are there even when empty: the message's unused ones, the prompt's, and no
+    alternatives in `top_logprobs` unless asked for (OpenAI's rule)."""
+    body = {"model": "smollm2", "messages": MESSAGES, "max_tokens": 3, "seed": 4, "logprobs": True}
+    out = httpx.post(chat_server.url + "/v1/chat/completions", json=body).json()
+    choice = out["choices"][0]
+    assert set(choice["message"]) == {
+        "role",
+        "content",
+        "refusal",
+        "annotations",
+        "audio",
+        "function_call",
+        "reasoning",
+    }
+    assert choice["token_ids"] is None and out["prompt_token_ids"] is None and out["prompt_text"] is None
+    assert out["prompt_logprobs"] is None and isinstance(out["system_fingerprint"], str)
+    assert all(entry["top_logprobs"] == [] for entry in choice["logprobs"]["content"])
+    with httpx.stream("POST", chat_server.url + "/v1/chat/completions", json={**body, "stream": True}) as r:
+        chunks = [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: {")]
+    opening = chunks[0]
+    assert opening["choices"][0] == {
+        "index": 0,
+        "delta": {"role": "assistant", "content": ""},
+        "logprobs": None,
+        "finish_reason": None,
+    }
+    assert opening["prompt_token_ids"] is None and "prompt_text" in opening
+    assert all(c["choices"][0]["token_ids"] is None for c in chunks[1:])
+    assert "system_fingerprint" in chunks[-1] and all("system_fingerprint" not in c for c in chunks[:-1])
