@@ -34,5 +34,7 @@ def invariant_silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(gate)
     n = gate.numel()
     if n:
-        launch(_silu_mul_kernel, (triton.cdiv(n, BLOCK),), gate, up, out, n, BLOCK=BLOCK)
+        launch(
+            _silu_mul_kernel, (triton.cdiv(n, BLOCK),), gate, up, out, n, BLOCK=BLOCK, enable_fp_fusion=False
+        )
     return out
