@@ -184,10 +184,9 @@ class MLP(nn.Module):
         self.down_proj = Linear(config.intermediate_size, config.hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = self.gate_proj(x), self.up_proj(x)
         if self.kernel is not None:
-            return self.down_proj(self.kernel(gate, up))
-        return self.down_proj(F.silu(gate) * up)
+            return self.down_proj(self.kernel(self.gate_proj(x), self.up_proj(x)))
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
 class DecoderLayer(nn.Module):
