@@ -14,10 +14,11 @@ allocations and views), one per kernel on a GPU run eagerly:
 
 A fused layer: 7 linear, rotary, attention, 2 add_rms_norm (the first layer: rms_norm and one),
 silu_mul, and torch's 2 index_copy_ writing K and V to the cache (and, 5 tokens a row, 2 copies
-into the cache's head-major order). The 16 torch ops the fusion removes: rotary's 2 neg, 2 cat,
-4 mul and 2 add; SiLU and its mul; 2 residual adds. A forward adds the embedding, the rotary
-table's 2 gathers, the logit rows' gathers (2 fused: the residual and the last MLP's output), the
-final norm and the LM head."""
+into the cache's head-major order). The 14 torch ops the fusion removes, for 2 more Triton launches
+(rotary, silu_mul; an add_rms_norm stands for each rms_norm): rotary's 2 neg, 2 cat, 4 mul and 2
+add; SiLU and its mul; 2 residual adds. A forward adds the embedding, the rotary table's 2 gathers,
+the logit rows' gathers (2 fused: the residual and the last MLP's output), the final norm and the
+LM head."""
 
 from __future__ import annotations
 
