@@ -76,9 +76,12 @@ def test_the_fused_forward_is_the_unfused_kernels_bits_but_for_silu(tiny_checkpo
         assert torch.equal(a, b)
 
 
-def _kernels_launched(num_layers: int, fused: bool, width: int) -> tuple[Counter[str], int]:
-    """The Triton kernels and the number of torch's computing ops of one forward (logits included)
-    of 2 rows, `width` tokens each, after a prefill, on SmolLM2's shape with `num_layers` layers."""
+WIDTHS = (1, 5)  # a decode, a verification of 4 drafts
+
+
+def _kernels_launched(num_layers: int, fused: bool) -> dict[int, tuple[Counter[str], int]]:
+    """width -> the Triton kernels and the number of torch's computing ops of one forward (logits
+    included) of 2 rows, `width` tokens each, after a prefill, on SmolLM2's shape with `num_layers`."""
     torch.manual_seed(0)
     shape = read_config(SMOLLM2_SHAPE)
     config = dataclasses.replace(
@@ -87,29 +90,33 @@ def _kernels_launched(num_layers: int, fused: bool, width: int) -> tuple[Counter
     model = CausalLM(config)
     runner = _runner(model, fused)
     runner.forward([SequenceInput(s, 0, [3, 4, 5, 6]) for s in range(2)])
-    batch = runner.prepare([SequenceInput(s, 4, [7] * width, num_logits=width) for s in range(2)])
-    with count_device_work(None) as ops, count_launches() as triton:
-        model(batch, runner.cache)
-    return triton, sum(n for name, n in ops.ops.items() if name not in NOT_KERNELS)
+    counts, start = {}, 4
+    for width in WIDTHS:
+        batch = runner.prepare([SequenceInput(s, start, [7] * width, num_logits=width) for s in range(2)])
+        with count_device_work(None) as ops, count_launches() as triton:
+            model(batch, runner.cache)
+        counts[width] = triton, sum(n for name, n in ops.ops.items() if name not in NOT_KERNELS)
+        start += width
+    return counts
 
 
-def _per_layer_and_forward(fused: bool, width: int) -> tuple[Counter[str], int, int]:
-    """The Triton kernels of a layer, all kernels of a layer, and all kernels of a 30-layer forward:
-    a second layer's increase, and the one-layer forward plus 29 more."""
-    triton_1, torch_1 = _kernels_launched(1, fused, width)
-    triton_2, torch_2 = _kernels_launched(2, fused, width)
-    layer = (triton_2.total() - triton_1.total()) + (torch_2 - torch_1)
-    return triton_2 - triton_1, layer, triton_1.total() + torch_1 + (NUM_LAYERS - 1) * layer
+def _per_layer_and_forward(fused: bool) -> dict[int, tuple[Counter[str], int, int]]:
+    """width -> the Triton kernels of a layer, all kernels of a layer, and all kernels of a 30-layer
+    forward: a second layer's increase, and the one-layer forward plus 29 more."""
+    one, two = _kernels_launched(1, fused), _kernels_launched(2, fused)
+    counts = {}
+    for width in WIDTHS:
+        (triton_1, torch_1), (triton_2, torch_2) = one[width], two[width]
+        layer = (triton_2.total() - triton_1.total()) + (torch_2 - torch_1)
+        counts[width] = triton_2 - triton_1, layer, triton_1.total() + torch_1 + (NUM_LAYERS - 1) * layer
+    return counts
 
 
-@pytest.mark.parametrize(
-    "width, unfused_counts, fused_counts", [(1, (26, 786), (14, 427)), (5, (28, 846), (16, 487))]
-)
-def test_a_fused_layer_launches_fewer_kernels(width, unfused_counts, fused_counts):
-    """The counts of the module docstring's table, a layer and a 30-layer forward."""
-    unfused_triton, *unfused = _per_layer_and_forward(False, width)
-    fused_triton, *fused = _per_layer_and_forward(True, width)
-    assert unfused_triton == {"linear": 7, "rms_norm": 2, "attention": 1}
-    assert fused_triton == {"linear": 7, "rotary": 1, "attention": 1, "add_rms_norm": 2, "silu_mul": 1}
-    assert (tuple(unfused), tuple(fused)) == (unfused_counts, fused_counts)
-    assert fused[0] < unfused[0] and fused[1] < unfused[1]
+def test_a_fused_layer_launches_fewer_kernels():
+    """The counts of the module docstring's table, (a layer, a 30-layer forward) by width."""
+    unfused, fused = _per_layer_and_forward(False), _per_layer_and_forward(True)
+    for width in WIDTHS:
+        assert unfused[width][0] == {"linear": 7, "rms_norm": 2, "attention": 1}
+        assert fused[width][0] == {"linear": 7, "rotary": 1, "attention": 1, "add_rms_norm": 2, "silu_mul": 1}
+    assert {width: counts[1:] for width, counts in unfused.items()} == {1: (26, 786), 5: (28, 846)}
+    assert {width: counts[1:] for width, counts in fused.items()} == {1: (14, 427), 5: (16, 487)}
