@@ -18,7 +18,8 @@ into the cache's head-major order). The 14 torch ops the fusion removes, for 2 m
 (rotary, silu_mul; an add_rms_norm stands for each rms_norm): rotary's 2 neg, 2 cat, 4 mul and 2
 add; SiLU and its mul; 2 residual adds. A forward adds the embedding, the rotary table's 2 gathers,
 the logit rows' gathers (2 fused: the residual and the last MLP's output), the final norm and the
-LM head."""
+LM head. (Before the attention kernel read q and wrote its output in the projections' (B, T, H, D)
+layout, 5 tokens a row also copied both: 30 a layer, 906 a forward.)"""
 
 from __future__ import annotations
 
