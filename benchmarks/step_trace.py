@@ -11,7 +11,8 @@ verifying `--width` - 1 drafts in exact mode, with its one copy to the host: wit
 device synchronisation between them. The cache holds zeros: the work does not depend on its values.
 Then what a warm step asks of the device, counted from torch's dispatch (`engine.step_counters`, the
 same counts on any device): reads back to the host, ops launched from Python and inside the recorded
-step, tensors allocated.
+step, tensors allocated; and the kernels one forward launches, run eagerly: specroll's Triton kernels
+by name (`kernels.launches`; on a GPU's batch-invariant kernels) and torch's ops.
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ def main() -> None:
     if runner.static is not None:
         print(f"  graphs recorded: {runner.static.replayer.num_graphs} (none off CUDA: run eagerly)")
     _count(step, runner, num_steps=3)  # the counts are the same every warm step
+    _count_forward_kernels(runner, inputs)
     _profile(step, device, args)
 
 
@@ -108,6 +110,19 @@ def _count(step, runner, num_steps: int) -> None:
     )
     common = ", ".join(f"{name} {n / num_steps:g}" for name, n in counts.ops.most_common(6))
     print(f"  most frequent ops a step: {common}")
+
+
+def _count_forward_kernels(runner, inputs) -> None:
+    """The kernels one forward (LM head included) launches, run eagerly: a recorded graph replays the
+    same ones, but launches none from Python."""
+    from specroll.engine.step_counters import count_device_work
+    from specroll.kernels.launches import count_launches
+
+    batch = runner.prepare(inputs)
+    with count_device_work(None) as ops, count_launches() as triton:
+        runner.model(batch, runner.cache)
+    names = ", ".join(f"{name} {n}" for name, n in triton.most_common()) or "none: not on the Triton kernels"
+    print(f"  kernels a forward: {triton.total()} Triton ({names}), {ops.num_ops_launched} torch ops")
 
 
 def _profile(step, device: str, args: argparse.Namespace) -> None:

@@ -10,6 +10,8 @@ function of the row alone:
   summed in K's order, tile by tile, in one compiled kernel for every row count (the row count is
   not specialised on); rows past the call's end are zeros in the tile, not other kernels.
 - `rms_norm`: one program a row, the sum of squares over the whole row at one fixed width.
+- `add_rms_norm`: a residual add and the RMSNorm after it in one program a row: the bits of `x + y`
+  in torch then `rms_norm` (the same arithmetic, `rms_norm.normed_row`).
 - `attention`: one program per (sequence, key head, query token) holding the head's query group;
   keys in fixed blocks of `BLOCK_N` columns in column order, an online softmax whose trailing
   all-masked blocks change nothing (a factor of exactly 1, sums of exact zeros). A decode, a
@@ -17,11 +19,24 @@ function of the row alone:
   `model.chain_order`) compute a query the same way.
 - `rows`: softmax, log-softmax and the inverse-CDF's running sum over the vocabulary, one program a
   row, chunk by chunk in vocabulary order.
+- `rotary` (q and k in one launch, the bits of `model.rope.apply_rotary` in torch) and `silu_mul`
+  (SiLU(gate) * up; its exp is Triton's, so the trainer runs it too, `model.differentiable_kernels`):
+  elementwise, each element alone.
+
+The model runs them as a fused forward (`CausalLM.use_triton_kernels`): each residual add inside the
+norm that reads it (a layer's MLP output added by the next layer's input norm), rotary and SwiGLU's
+product in one launch each; 14 kernels a decoder layer at a decode instead of 26
+(tests/kernels/test_fused_forward.py). Every launch goes through `launches.launch`, which
+`launches.count_launches` counts by kernel name. Elementwise kernels round each op's result to the
+model's dtype as torch does (`rounding.rounded`, to nearest even) and launch with floating-point
+contraction off, so no product and sum become one fused multiply-add torch would not make.
 
 Proven where CI runs by Triton's interpreter (`TRITON_INTERPRET=1`, the kernels executed by numpy
 on the CPU: the structure, not the GPU's instructions) and on a GPU by `make gpu-check` part
 `exact`. The interpreter multiplies bf16 tiles wrongly (it reads their bits as integers), so there
 the matmul's tiles are widened to fp32 first (`DOT_FP32`); on a GPU bf16 tiles go to the tensor cores.
+Its fp32 -> bf16 cast truncates; `rounding.rounded` rounds to nearest even in integer arithmetic
+instead, the GPU's cast's bits.
 Triton is the `gpu` extra; nothing here is imported on a CPU run.
 """
 

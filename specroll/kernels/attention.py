@@ -15,6 +15,8 @@ import torch
 import triton
 import triton.language as tl
 
+from specroll.kernels.launches import launch
+
 BLOCK_N, NUM_WARPS = 32, 4
 
 
@@ -74,15 +76,17 @@ def invariant_attention(
     Hkv, L = keys.shape[1], keys.shape[2]
     if keys.stride(-1) != 1 or values.stride() != keys.stride():
         keys, values = keys.contiguous(), values.contiguous()
-    q = q.contiguous()
-    out = torch.empty_like(q)
+    if q.stride(-1) != 1:
+        q = q.contiguous()
+    # (b, T, H, D) underneath: the caller's (b, T, H * D) for the output projection is a view
+    out = torch.empty(b, T, H, D, dtype=q.dtype, device=q.device).transpose(1, 2)
     in_chain_order = columns is not None
     columns = columns.contiguous() if in_chain_order else mask  # without chain order: never read
     G = H // Hkv
     if D & (D - 1):
         raise ValueError(f"invariant attention needs a power-of-two head dim, got {D}")
-    _attention_kernel[(b, Hkv, T)](
-        q, keys, values, mask, columns, out, L, D**-0.5,
+    launch(
+        _attention_kernel, (b, Hkv, T), q, keys, values, mask, columns, out, L, D**-0.5,
         *q.stride()[:3], *keys.stride()[:3], mask.stride(0), mask.stride(2), mask.stride(3),
         columns.stride(0), columns.stride(1), *out.stride()[:3],
         G=G, D=D, G_PAD=triton.next_power_of_2(G), BLOCK_N=BLOCK_N, CHAIN_ORDER=in_chain_order,

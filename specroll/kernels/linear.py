@@ -13,6 +13,7 @@ import triton
 import triton.language as tl
 
 from specroll.kernels import interpreted
+from specroll.kernels.launches import launch
 
 BLOCK_M, BLOCK_N, BLOCK_K, NUM_WARPS = 64, 64, 64, 4
 INTERPRETED = interpreted()  # read once: Triton decides at decoration time too, not per call
@@ -57,7 +58,8 @@ def invariant_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor |
     if M:
         grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))
         is_fp32 = x.dtype == torch.float32
-        _linear_kernel[grid](
+        launch(
+            _linear_kernel, grid,
             flat, weight.contiguous(), bias if bias is not None else weight, out, M, N, K,
             HAS_BIAS=bias is not None, IEEE=is_fp32, DOT_FP32=INTERPRETED and not is_fp32,
             BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps=NUM_WARPS,

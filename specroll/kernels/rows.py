@@ -9,6 +9,8 @@ import torch
 import triton
 import triton.language as tl
 
+from specroll.kernels.launches import launch
+
 BLOCK_V = 1024
 
 
@@ -72,7 +74,8 @@ def softmax_rows(x: torch.Tensor, log: bool = False) -> torch.Tensor:
     flat, N, V = _rows(x)
     out = torch.empty_like(flat)
     if N:
-        _softmax_kernel[(N,)](flat, out, N, V, BLOCK_V=min(BLOCK_V, triton.next_power_of_2(V)), LOG=log)
+        BLOCK = min(BLOCK_V, triton.next_power_of_2(V))
+        launch(_softmax_kernel, (N,), flat, out, N, V, BLOCK_V=BLOCK, LOG=log)
     return out.reshape(x.shape)
 
 
@@ -84,5 +87,5 @@ def cumsum_rows(x: torch.Tensor) -> torch.Tensor:
     flat, N, V = _rows(x)
     out = torch.empty_like(flat)
     if N:
-        _cumsum_kernel[(N,)](flat, out, N, V, BLOCK_V=min(BLOCK_V, triton.next_power_of_2(V)))
+        launch(_cumsum_kernel, (N,), flat, out, N, V, BLOCK_V=min(BLOCK_V, triton.next_power_of_2(V)))
     return out.reshape(x.shape)

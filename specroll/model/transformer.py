@@ -67,6 +67,7 @@ class Linear(nn.Linear):
 
 class RMSNorm(nn.Module):
     kernel: Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor] | None = None  # a GPU's row kernel
+    add_kernel: Callable | None = None  # a GPU's residual add and norm in one (`kernels.add_rms_norm`)
 
     def __init__(self, dim: int, eps: float) -> None:
         super().__init__()
@@ -77,6 +78,15 @@ class RMSNorm(nn.Module):
         if self.kernel is not None:
             return self.kernel(x, self.weight, self.eps)
         return rms_norm(x, self.weight, self.eps)
+
+    def add_and_norm(self, x: torch.Tensor, update: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x + update, the norm of it), in one kernel given `add_kernel`; no update: (x, the norm of x)."""
+        if update is None:
+            return x, self(x)
+        if self.add_kernel is not None:
+            return self.add_kernel(x, update, self.weight, self.eps)
+        x = x + update
+        return x, self(x)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -109,6 +119,7 @@ class Attention(nn.Module):
         self.has_qk_norm = config.has_qk_norm
         self.invariant_rows = 0  # > 0: batch-invariant block attention with at least this many query rows
         self.kernel: Callable | None = None  # a GPU's invariant attention (`specroll.kernels.attention`)
+        self.rotary_kernel: Callable | None = None  # q's and k's rotary in one (`kernels.rotary`)
 
     def forward(
         self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], cache: KVCache, batch: ForwardBatch
@@ -119,14 +130,20 @@ class Attention(nn.Module):
         v = self.v_proj(x).view(B, T, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (B, Hkv, T, D)
         if self.has_qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
-        q = apply_rotary(q.transpose(1, 2), *rope)  # (B, H, T, D)
-        k = apply_rotary(k.transpose(1, 2), *rope)  # (B, Hkv, T, D)
+        q, k = self._rotate(q.transpose(1, 2), k.transpose(1, 2), rope)  # (B, H, T, D), (B, Hkv, T, D)
         cache.write(self.layer, batch.write_index, k, v)
         if len(batch.spans) == 1:
             out = self._attend(q, cache, batch.spans[0])
         else:
             out = torch.cat([self._attend(q[span.rows], cache, span) for span in batch.spans])
         return self.o_proj(out.transpose(1, 2).reshape(B, T, -1))
+
+    def _rotate(
+        self, q: torch.Tensor, k: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.rotary_kernel is not None:
+            return self.rotary_kernel(q, k, *rope)
+        return apply_rotary(q, *rope), apply_rotary(k, *rope)
 
     def _attend(self, q: torch.Tensor, cache: KVCache, span: AttentionSpan) -> torch.Tensor:
         """q (b, H, T, D) -> (b, H, T, D) over the span's cached keys and values."""
@@ -158,6 +175,8 @@ def grouped_attention(
 
 
 class MLP(nn.Module):
+    kernel: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None  # SiLU(gate) * up in one
+
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.gate_proj = Linear(config.hidden_size, config.intermediate_size, bias=False)
@@ -165,6 +184,8 @@ class MLP(nn.Module):
         self.down_proj = Linear(config.intermediate_size, config.hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.kernel is not None:
+            return self.down_proj(self.kernel(self.gate_proj(x), self.up_proj(x)))
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
@@ -179,6 +200,16 @@ class DecoderLayer(nn.Module):
     def forward(self, x, rope, cache, batch):
         x = x + self.self_attn(self.input_layernorm(x), rope, cache, batch)
         return x + self.mlp(self.post_attention_layernorm(x))
+
+    def forward_fused(
+        self, x: torch.Tensor, update: torch.Tensor | None, rope, cache: KVCache, batch: ForwardBatch
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The layer with each residual add inside the norm that reads it: its input is x + update
+        (update: the previous layer's MLP output, not yet added; None for the first layer), its output
+        residual + mlp, left for the next norm to add -> (input, residual, mlp), each (B, T, H)."""
+        x, h = self.input_layernorm.add_and_norm(x, update)
+        residual, h = self.post_attention_layernorm.add_and_norm(x, self.self_attn(h, rope, cache, batch))
+        return x, residual, self.mlp(h)
 
 
 class Backbone(nn.Module):
@@ -214,6 +245,7 @@ class CausalLM(nn.Module):
             self.lm_head.weight = self.model.embed_tokens.weight
         self.rotary = RotaryTable(inverse_frequencies(config.rope, config.head_dim))
         self.feature_layers: tuple[int, ...] = ()  # set through `use_feature_layers`
+        self.fuses_residual_adds = False  # `use_triton_kernels`: layers run `forward_fused`
 
     def use_batch_invariant_numerics(self, kernels: str = "probed") -> None:
         """Make every row's result independent of the forward's shape; the runner that owns the model
@@ -222,7 +254,7 @@ class CausalLM(nn.Module):
         `BatchInvarianceUnavailable` where it allows none), or "triton", a GPU's kernels with fixed
         reduction orders (`specroll.kernels`)."""
         if kernels == "triton":
-            self._use_triton_kernels()
+            self.use_triton_kernels()
             return
         if kernels != "probed":
             raise ValueError(f"batch-invariant kernels are 'probed' or 'triton', got {kernels!r}")
@@ -235,15 +267,35 @@ class CausalLM(nn.Module):
             if isinstance(module, Attention):
                 module.invariant_rows = query_rows
 
-    def _use_triton_kernels(self) -> None:
+    def use_triton_kernels(self, fused: bool = True) -> None:
+        """A GPU's batch-invariant kernels (`specroll.kernels`) for every linear layer, norm and
+        attention, and, `fused`, for the elementwise work between them: rotary, SiLU(gate) * up and
+        each residual add inside the norm after it (`DecoderLayer.forward_fused`), fewer launches a
+        layer. Unfused, that work runs in torch: the reference the fused forward is compared with,
+        the same bits but for SiLU's (an exp is each library's own)."""
+        from specroll.kernels.add_rms_norm import invariant_add_rms_norm
         from specroll.kernels.attention import invariant_attention
         from specroll.kernels.linear import invariant_linear
         from specroll.kernels.rms_norm import invariant_rms_norm
+        from specroll.kernels.rotary import invariant_rotary
+        from specroll.kernels.silu_mul import invariant_silu_mul
 
-        kernels = {Linear: invariant_linear, RMSNorm: invariant_rms_norm, Attention: invariant_attention}
+        kernels = {
+            (Linear, "kernel"): invariant_linear,
+            (RMSNorm, "kernel"): invariant_rms_norm,
+            (Attention, "kernel"): invariant_attention,
+        }
+        elementwise = {
+            (RMSNorm, "add_kernel"): invariant_add_rms_norm,
+            (Attention, "rotary_kernel"): invariant_rotary,
+            (MLP, "kernel"): invariant_silu_mul,
+        }
+        kernels.update({key: kernel if fused else None for key, kernel in elementwise.items()})
         for module in self.modules():
-            if type(module) in kernels:
-                module.kernel = kernels[type(module)]
+            for (kind, attribute), kernel in kernels.items():
+                if type(module) is kind:
+                    setattr(module, attribute, kernel)
+        self.fuses_residual_adds = fused
 
     def use_feature_layers(self, layers: tuple[int, ...]) -> None:
         """Append these decoder layers' outputs (ascending, distinct) to every forward's features, as
@@ -266,6 +318,8 @@ class CausalLM(nn.Module):
         cos, sin = self.rotary(batch.positions, batch.num_positions)
         rope = (cos.to(x.dtype), sin.to(x.dtype))
         index = batch.logit_index[..., None].expand(-1, -1, x.shape[-1])
+        if self.fuses_residual_adds:
+            return self._fused_features(x, rope, cache, batch, index)
         captured = []
         for number, layer in enumerate(self.model.layers):
             x = layer(x, rope, cache, batch)
@@ -273,3 +327,17 @@ class CausalLM(nn.Module):
                 captured.append(torch.gather(x, 1, index))
         hidden = self.model.norm(torch.gather(x, 1, index))  # (B, Tl, H)
         return torch.cat([hidden, *captured], -1) if captured else hidden
+
+    def _fused_features(self, x, rope, cache: KVCache, batch: ForwardBatch, index) -> torch.Tensor:
+        """`features` through `DecoderLayer.forward_fused`: layer i's output is formed by layer i+1's
+        input norm, and the last layer's by the final norm after the gather (an elementwise add
+        commutes with it: the same bits, on the Tl rows alone)."""
+        captured, update = [], None
+        for number, layer in enumerate(self.model.layers):
+            entering, x, update = layer.forward_fused(x, update, rope, cache, batch)
+            if number - 1 in self.feature_layers:
+                captured.append(torch.gather(entering, 1, index))
+        last, hidden = self.model.norm.add_and_norm(torch.gather(x, 1, index), torch.gather(update, 1, index))
+        if self.config.num_layers - 1 in self.feature_layers:
+            captured.append(last)
+        return torch.cat([hidden, *captured], -1) if captured else hidden  # (B, Tl, F)

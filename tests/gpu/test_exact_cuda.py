@@ -61,6 +61,30 @@ def test_kernels_rows_are_the_same_bits_for_any_row_count_on_cuda(dtype):
         assert torch.equal(invariant_rms_norm(x[:m], weight[0], 1e-5), normed[:m]), m
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_fused_kernels_are_the_unfused_bits_on_cuda(dtype):
+    """The fused forward's add-and-norm is torch's add then the RMSNorm kernel, and its rotary is
+    `apply_rotary` in torch, to the bit, at SmolLM2's shapes (tests/kernels check the interpreter)."""
+    from specroll.kernels.add_rms_norm import invariant_add_rms_norm
+    from specroll.kernels.rms_norm import invariant_rms_norm
+    from specroll.kernels.rotary import invariant_rotary
+    from specroll.model.config import RopeConfig
+    from specroll.model.rope import RotaryTable, apply_rotary, inverse_frequencies
+
+    g = torch.Generator(device="cuda").manual_seed(2)
+    x, y = (torch.randn(64, 576, device="cuda", generator=g).to(dtype) for _ in range(2))
+    weight = torch.randn(576, device="cuda", generator=g).to(dtype)
+    total, normed = invariant_add_rms_norm(x, y, weight, 1e-5)
+    assert torch.equal(total, x + y) and torch.equal(normed, invariant_rms_norm(x + y, weight, 1e-5))
+    q = torch.randn(8, 5, 9, 64, device="cuda", generator=g).to(dtype).transpose(1, 2)  # (B, H, T, D)
+    k = torch.randn(8, 5, 3, 64, device="cuda", generator=g).to(dtype).transpose(1, 2)
+    positions = torch.randint(0, 4000, (8, 5), device="cuda", generator=g)
+    cos, sin = RotaryTable(inverse_frequencies(RopeConfig(theta=1e5), 64))(positions, 4000)
+    cos, sin = cos.to(dtype), sin.to(dtype)
+    q_out, k_out = invariant_rotary(q, k, cos, sin)
+    assert torch.equal(q_out, apply_rotary(q, cos, sin)) and torch.equal(k_out, apply_rotary(k, cos, sin))
+
+
 def test_sampling_draws_and_logprobs_of_a_row_do_not_depend_on_the_batch_on_cuda():
     from specroll.sampling import policy_logprobs, sample_from, softmax
 

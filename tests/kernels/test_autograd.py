@@ -15,14 +15,22 @@ require_triton()
 from specroll.engine.engine import Engine, add_requests  # noqa: E402
 from specroll.engine.request import Request, SamplingParams  # noqa: E402
 from specroll.engine_config import EngineConfig  # noqa: E402
+from specroll.kernels.add_rms_norm import invariant_add_rms_norm  # noqa: E402
 from specroll.kernels.attention import invariant_attention  # noqa: E402
 from specroll.model.differentiable_kernels import (  # noqa: E402
+    differentiable_add_rms_norm,
     differentiable_attention,
     differentiable_linear,
     differentiable_rms_norm,
+    differentiable_rotary,
+    differentiable_silu_mul,
+    silu_mul,
 )
 from specroll.kernels.linear import invariant_linear  # noqa: E402
 from specroll.kernels.rms_norm import invariant_rms_norm  # noqa: E402
+from specroll.kernels.rotary import invariant_rotary  # noqa: E402
+from specroll.kernels.silu_mul import invariant_silu_mul  # noqa: E402
+from specroll.model.rope import apply_rotary  # noqa: E402
 from specroll.model.loader import load_model  # noqa: E402
 from specroll.model.runner import ModelRunner  # noqa: E402
 from specroll.model.transformer import grouped_attention, rms_norm  # noqa: E402
@@ -67,6 +75,43 @@ def test_attention_is_the_kernels_values_with_torchs_gradients():
     reference = lambda q, k, v: grouped_attention(q, k, v, mask)  # noqa: E731
     differentiable = lambda q, k, v: differentiable_attention(q, k, v, mask)  # noqa: E731
     _check(differentiable, kernel, reference, [q, keys, values])
+
+
+def test_silu_mul_is_the_kernels_values_with_torchs_gradients():
+    gate, up = _leaves((3, 5, 40), (3, 5, 40))
+    _check(differentiable_silu_mul, invariant_silu_mul, silu_mul, [gate, up])
+
+
+def _check_pair(differentiable, kernel, reference, inputs: list[torch.Tensor]) -> None:
+    """`_check` for an op of two outputs: the kernel's bits, torch's gradients of a loss of both."""
+    g = torch.Generator().manual_seed(1)
+    upstream = [torch.randn(out.shape, generator=g) for out in kernel(*inputs)]
+    loss = lambda outs: sum((out * u).sum() for out, u in zip(outs, upstream, strict=True))  # noqa: E731
+    ours = differentiable(*inputs)
+    leaves = [t for t in inputs if t.requires_grad]
+    our_grads = torch.autograd.grad(loss(ours), leaves)
+    with torch.no_grad():
+        assert all(torch.equal(a, b) for a, b in zip(ours, kernel(*inputs), strict=True))
+    torch_grads = torch.autograd.grad(loss(reference(*inputs)), leaves)
+    for got, expected in zip(our_grads, torch_grads, strict=True):
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_add_rms_norm_is_the_kernels_values_with_torchs_gradients():
+    """Both outputs carry gradient back: the new residual's own and the norm's, to x, y and the weight."""
+    x, y, weight = _leaves((2, 3, 16), (2, 3, 16), (16,))
+    kernel = lambda x, y, w: invariant_add_rms_norm(x, y, w, 1e-6)  # noqa: E731
+    reference = lambda x, y, w: (x + y, rms_norm(x + y, w, 1e-6))  # noqa: E731
+    differentiable = lambda x, y, w: differentiable_add_rms_norm(x, y, w, 1e-6)  # noqa: E731
+    _check_pair(differentiable, kernel, reference, [x, y, weight])
+
+
+def test_rotary_is_the_kernels_values_with_torchs_gradients():
+    q, k = _leaves((2, 4, 3, 16), (2, 2, 3, 16))
+    angles = torch.rand(2, 1, 3, 8, generator=torch.Generator().manual_seed(2)) * 6
+    cos, sin = torch.cat([angles.cos()] * 2, -1), torch.cat([angles.sin()] * 2, -1)
+    reference = lambda q, k, cos, sin: (apply_rotary(q, cos, sin), apply_rotary(k, cos, sin))  # noqa: E731
+    _check_pair(differentiable_rotary, invariant_rotary, reference, [q, k, cos, sin])
 
 
 def test_without_a_gradient_the_bare_kernel_runs():

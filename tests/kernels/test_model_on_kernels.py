@@ -17,12 +17,15 @@ from specroll.drafting.oracle import OracleDrafter  # noqa: E402
 from specroll.engine.engine import Engine, add_requests  # noqa: E402
 from specroll.engine.request import Request, SamplingParams  # noqa: E402
 from specroll.engine_config import EngineConfig  # noqa: E402
+from specroll.kernels.add_rms_norm import invariant_add_rms_norm  # noqa: E402
 from specroll.kernels.attention import invariant_attention  # noqa: E402
 from specroll.kernels.linear import invariant_linear  # noqa: E402
 from specroll.kernels.rms_norm import invariant_rms_norm  # noqa: E402
+from specroll.kernels.rotary import invariant_rotary  # noqa: E402
+from specroll.kernels.silu_mul import invariant_silu_mul  # noqa: E402
 from specroll.model.loader import load_model, read_config  # noqa: E402
 from specroll.model.runner import ModelRunner, SequenceInput  # noqa: E402
-from specroll.model.transformer import Attention, CausalLM, Linear, RMSNorm  # noqa: E402
+from specroll.model.transformer import MLP, Attention, CausalLM, Linear, RMSNorm  # noqa: E402
 from specroll.placement import invariant_kernels  # noqa: E402
 from specroll.policies.fixed import FixedDraftLength  # noqa: E402
 
@@ -32,7 +35,8 @@ SMOLLM2_SHAPE = Path(__file__).parents[2] / "scripts" / "gpu_check" / "smollm2" 
 
 def test_a_model_on_a_gpu_gets_the_triton_kernels_checked_on_meta():
     """The selection by device, without a GPU: SmolLM2's shape built on `meta` takes the kernels
-    `invariant_kernels("cuda")` names, every linear layer, norm and attention of it."""
+    `invariant_kernels("cuda")` names, every linear layer, norm and attention of it, and the fused
+    forward's: each norm adds its residual, rotary and SiLU(gate) * up in one kernel each."""
     with torch.device("meta"):
         model = CausalLM(read_config(SMOLLM2_SHAPE))
     model.use_batch_invariant_numerics(invariant_kernels("cuda"))
@@ -40,6 +44,10 @@ def test_a_model_on_a_gpu_gets_the_triton_kernels_checked_on_meta():
     modules = [m for m in model.modules() if type(m) in expected]
     assert len(modules) == 10 * model.config.num_layers + 2  # a layer: 7 linear, 2 norms, attention
     assert all(m.kernel is expected[type(m)] for m in modules)
+    assert model.fuses_residual_adds
+    assert all(m.add_kernel is invariant_add_rms_norm for m in modules if type(m) is RMSNorm)
+    assert all(m.rotary_kernel is invariant_rotary for m in modules if type(m) is Attention)
+    assert all(m.kernel is invariant_silu_mul for m in model.modules() if type(m) is MLP)
     with pytest.raises(ValueError, match="'probed' or 'triton'"):
         model.use_batch_invariant_numerics("cublas")
 
