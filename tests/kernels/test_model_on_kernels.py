@@ -89,11 +89,17 @@ def _workload(vocab_size: int) -> list[Request]:
     return requests
 
 
-def _rollout(model_dir, dtype, drafter=None, policy=None) -> tuple[list[Request], Engine]:
-    config = EngineConfig(max_batch_size=8, max_model_len=64, max_draft=4, seed=11, dtype=str(dtype)[6:])
+def _rollout(model_dir, dtype, drafter=None, policy=None, static=False) -> tuple[list[Request], Engine]:
+    """static: decode steps at static shapes (`--cuda-graphs on`, eager here), each launched before the
+    previous is read back (overlap, where there is no drafter)."""
+    config = EngineConfig(
+        max_batch_size=8, max_model_len=64, max_draft=4, seed=11, dtype=str(dtype)[6:], cuda_graphs=static
+    )
     model = load_model(model_dir, dtype=dtype)
     slots, capacity = config.max_batch_size, config.cache_capacity
     runner = ModelRunner(model, slots, capacity, batch_invariant=True, kernels="triton")
+    if static:
+        runner.use_static_forwards(config.max_draft + 1)
     engine = Engine(runner, config, drafter, policy)
     requests = _workload(runner.config.vocab_size)
     assert not add_requests(engine, requests)
@@ -112,5 +118,17 @@ def test_speculative_gives_plain_tokens_and_logprobs_to_the_bit(qwen2_dir, dtype
     forwards = engine.telemetry.decode_forwards
     assert sum(f.num_accepted for f in forwards) > 0 and sum(f.num_drafted for f in forwards) > 0
     for a, b in zip(plain, spec, strict=True):
+        assert a.output_token_ids == b.output_token_ids, a.request_id
+        assert a.output_logprobs == b.output_logprobs, a.request_id
+
+
+def test_overlapped_static_steps_give_the_eager_steps_bits(qwen2_dir):
+    """bf16 on the kernels: plain decoding at static shapes with each step launched before the
+    previous one is read back (its fed token gathered from the device) gives the eager engine's
+    tokens and log-probabilities exactly."""
+    eager, _ = _rollout(qwen2_dir, torch.bfloat16)
+    overlapped, engine = _rollout(qwen2_dir, torch.bfloat16, static=True)
+    assert engine.overlaps and engine.telemetry.steps_launched_ahead > 0
+    for a, b in zip(eager, overlapped, strict=True):
         assert a.output_token_ids == b.output_token_ids, a.request_id
         assert a.output_logprobs == b.output_logprobs, a.request_id
