@@ -126,3 +126,41 @@ def test_confirming_other_than_the_context_needs_raises():
     s.finish(r)
     with pytest.raises(RuntimeError, match="finished"):
         s.confirm(r, 1)
+
+
+def _steady_pair(budget=1000, num_slots=4, admit_fraction=0.125):
+    """Two requests admitted and prefilled in slots 0 and 1 (each 10 prompt + 1 output token)."""
+    s = Scheduler(
+        SchedulerConfig(
+            num_slots=num_slots, capacity=64, kv_budget_tokens=budget, admit_fraction=admit_fraction
+        )
+    )
+    for i in range(2):
+        s.add(request(i, max_tokens=5))
+    running = s.schedule().prefill
+    for r in running:
+        ran(s, r, [5], 10)
+    return s, running
+
+
+def test_a_batch_is_steady_when_the_next_schedule_would_change_nothing():
+    s, running = _steady_pair()
+    assert s.is_steady()
+    before = [(r.slot, r.num_cached) for r in running]
+    decision = s.schedule()  # what is_steady predicted: the same requests, nothing moved
+    assert not decision.prefill and not decision.moves and not decision.preempted
+    assert [(r.slot, r.num_cached) for r in decision.decode] == before
+
+
+def test_a_batch_is_not_steady_with_a_hole_an_admission_or_a_budget_to_exceed():
+    s, running = _steady_pair()
+    s.finish(running[0])  # slot 0 frees: `_compact` would move request 1 down
+    assert not s.is_steady()
+    s, _ = _steady_pair(admit_fraction=0.25)
+    s.add(request(9))  # two slots free, one waiting: admission is due
+    assert not s.is_steady()
+    s, _ = _steady_pair(budget=2 * (11 + 1))  # exactly full now: one token more each would preempt
+    assert not s.is_steady()
+    s, _ = _steady_pair(budget=2 * (12 + 1))
+    assert s.is_steady()
+    assert not Scheduler(SchedulerConfig(num_slots=2, capacity=64, kv_budget_tokens=100)).is_steady()
