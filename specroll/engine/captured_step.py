@@ -20,7 +20,7 @@ A step is launched and collected apart (`launch`, `collect`), so the host can pr
 next step while the device runs this one (`Engine.iterate`): `launch` starts the copy of the packed
 results into pinned host memory and records an event; `collect` waits on it. The next step's fed token
 need not be known on the host: a row may name the row of the previous step whose last emitted token
-it feeds (`fed_from`), which the graph gathers from the device buffer every step writes (`emitted`),
+it feeds (`fed_from`), which the graph gathers from the device buffer the steps write (`emitted`),
 the very token the host would have packed.
 """
 
@@ -68,9 +68,13 @@ class CapturedStep:
         self.runner, self.static = runner, runner.static
         self.seed, self.mode, self.rule = seed, mode, rule
         self.buffers: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # width -> (ints, floats)
-        # each row's last emitted token, written by every step (read by a step fed from the device;
-        # a tree's row holds a token of no use, and a step after a tree is never fed from here)
-        self.emitted = torch.zeros(runner.cache.num_slots, dtype=torch.long, device=self.static.device)
+        # each row's last emitted token: every step writes `emitted_next` (a tree's row holds a token of
+        # no use: a step after a tree is never fed from here), a step fed from the device reads
+        # `emitted`, copied from it as that step is launched, so that running the step again (a
+        # graph's warm-up and recording run it before its replay) reads the same tokens
+        slots, device = runner.cache.num_slots, self.static.device
+        self.emitted = torch.zeros(slots, dtype=torch.long, device=device)
+        self.emitted_next = torch.zeros(slots, dtype=torch.long, device=device)
 
     def fits(self, sequences: Sequence[SequenceInput], drafts: Sequence[Draft]) -> bool:
         return self.static.fits(sequences) and all(d.probs is None for d in drafts)
@@ -108,6 +112,8 @@ class CapturedStep:
         host_ints, host_floats, flags = self.pack(requests, drafts, slots, shape, fed_from, ahead)
         ints.copy_(self.static.to_device(host_ints), non_blocking=True)
         floats.copy_(self.static.to_device(host_floats), non_blocking=True)
+        if fed_from is not None:
+            self.emitted.copy_(self.emitted_next)  # the previous step's, on the device
         key = ("verify", shape, *flags)
         packed, hidden = self.static.replayer.run(
             key, lambda: self._step(forward, ints, floats, shape, *flags)
@@ -170,5 +176,5 @@ class CapturedStep:
         inputs = unpack_inputs(ints[:, :-1], floats, T, (is_truncated, has_greedy))
         packed = verify_on_device(logits, inputs, self.seed, self.mode, self.rule)
         last = packed[:, :T].gather(1, packed[:, -1:].long())  # a chain's last emitted token
-        self.emitted[: shape.num_rows] = last.view(-1).long()
+        self.emitted_next[: shape.num_rows] = last.view(-1).long()
         return packed, hidden

@@ -171,3 +171,20 @@ def test_a_fed_row_reads_the_previous_steps_token_on_the_device(qwen2_dir, one_t
     assert (
         step.collect(step.launch(requests, drafts, garbage, False, ahead=[1, 1])) != on_host
     )  # 0 is not fed
+
+
+def test_overlap_under_graph_semantics_keeps_every_token(qwen2_dir, one_thread, monkeypatch):
+    """Recorded steps under a graph's semantics (`graph_stand_in`: the recording use runs the step
+    a warm-up time, a recording time and a replay, each writing what a step writes): a step fed from
+    the device must read the previous step's tokens however often it runs."""
+    from graph_stand_in import ReplayedOnCpu
+
+    made = []
+    monkeypatch.setattr(
+        "specroll.model.static_forward.Replayer", lambda device: made.append(ReplayedOnCpu()) or made[-1]
+    )
+    stops = _stops(qwen2_dir)
+    sequential, _ = _run(qwen2_dir, _stopping_workload(stops=stops), overlap=False)
+    overlapped, engine = _run(qwen2_dir, _stopping_workload(stops=stops), cuda_graphs=True)
+    assert_same_rollout(sequential, overlapped)
+    assert engine.telemetry.steps_launched_ahead > 0 and made[-1].num_replays > 0
