@@ -6,6 +6,7 @@ bundled default model, paired over rounds.
     python benchmarks/peer_table.py                          # every workload, 2 rounds; Markdown on stdout
     python benchmarks/peer_table.py --only b8,rl --rounds 3
     python benchmarks/peer_table.py --json /tmp/peer.json    # every round's rows too
+    python benchmarks/peer_table.py --rounds-of rl=1         # fewer rounds of the longest workload
 
 Every system runs once a round, round after round, in one process (`specroll.bench.Bench`), so that a
 ratio is the median over rounds of two systems' tokens/s measured minutes apart. vLLM runs in child
@@ -203,15 +204,15 @@ def _verdict(m: Measured, fast: list[float], speculative: list[float]) -> str:
     return "; ".join(said) or "no vLLM figures"
 
 
-def report(results: list[Measured], rounds: int, threads: int) -> str:
+def report(results: list[Measured], threads: int) -> str:
     described = "\n".join(
-        f"- {m.workload.name}: {m.workload.describe()}; 1-minute load average "
+        f"- {m.workload.name}: {m.workload.describe()}; {len(m.rounds)} round(s); 1-minute load average "
         f"{', '.join(f'{a:.2f}' for a in m.load_averages)} (as each round began, and after)"
         + "".join(f"\n  - {system} failed: {error}" for system, error in m.errors.items())
         for m in results
     )
     return (
-        f"{rounds} round(s), {threads} thread(s); medians over rounds, paired ratios with their rounds' "
+        f"{threads} thread(s); medians over rounds, paired ratios with their rounds' "
         f"lowest and highest\n\n{described}\n\n{systems_table(results)}\n\n{goals_table(results)}\n"
     )
 
@@ -223,16 +224,33 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--only", default="", help=f"comma-separated workloads, of {', '.join(w.name for w in WORKLOADS)}"
     )
+    parser.add_argument(
+        "--rounds-of",
+        action="append",
+        default=[],
+        metavar="NAME=K",
+        help="K rounds of workload NAME instead of --rounds (repeatable)",
+    )
     parser.add_argument("--json", default=None, metavar="FILE", help="also write every round's rows here")
     args = parser.parse_args(argv)
     known = {w.name for w in WORKLOADS}
     wanted = [name for name in args.only.split(",") if name]
-    if not set(wanted) <= known:
-        parser.error(f"unknown workload(s) {sorted(set(wanted) - known)}; known: {sorted(known)}")
-    if args.rounds < 1:
-        parser.error("--rounds must be >= 1")
+    rounds = dict(_named_rounds(given, parser) for given in args.rounds_of)
+    if not set(wanted) | set(rounds) <= known:
+        unknown = sorted((set(wanted) | set(rounds)) - known)
+        parser.error(f"unknown workload(s) {unknown}; known: {sorted(known)}")
+    if min([args.rounds, *rounds.values()]) < 1:
+        parser.error("rounds must be >= 1")
     args.workloads = [w for w in WORKLOADS if not wanted or w.name in wanted]
+    args.rounds_by_workload = {w.name: rounds.get(w.name, args.rounds) for w in args.workloads}
     return args
+
+
+def _named_rounds(given: str, parser: argparse.ArgumentParser) -> tuple[str, int]:
+    name, _, rounds = given.partition("=")
+    if not rounds.isdigit():
+        parser.error(f"--rounds-of takes NAME=K, got {given!r}")
+    return name, int(rounds)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -241,13 +259,13 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for workload in args.workloads:
         begun = time.perf_counter()
-        results.append(measure(workload, args.rounds, args.threads, systems))
+        results.append(measure(workload, args.rounds_by_workload[workload.name], args.threads, systems))
         _log(f"{workload.name}: {time.perf_counter() - begun:.0f} s")
         if args.json:
             _write_json(args.json, results)
-        print(report(results, args.rounds, args.threads), file=sys.stderr, flush=True)  # so far
+        print(report(results, args.threads), file=sys.stderr, flush=True)  # so far
     ENGINES.close()
-    print(report(results, args.rounds, args.threads))
+    print(report(results, args.threads))
     return 0
 
 

@@ -62,6 +62,14 @@ def test_arguments_pick_workloads_in_their_running_order():
         peer_table.parse_args(["--rounds", "0"])
 
 
+def test_a_workload_takes_its_own_rounds():
+    args = peer_table.parse_args(["--rounds", "2", "--rounds-of", "rl=1", "--only", "rl,b8"])
+    assert args.rounds_by_workload == {"b8": 2, "rl": 1}
+    for wrong in ("rl", "rl=x", "b2=1", "rl=0"):
+        with pytest.raises(SystemExit):
+            peer_table.parse_args(["--rounds-of", wrong])
+
+
 def test_workloads_fill_their_batch():
     for workload in peer_table.WORKLOADS:
         given = dict(zip(workload.args[::2], workload.args[1::2]))
@@ -92,7 +100,7 @@ def test_the_systems_table_has_one_line_a_system_that_ran():
     lines = peer_table.systems_table([m]).splitlines()
     assert lines[2:] == ["| b1 | plain | 20.0 |  | 0.50x |  |", "| b1 | vllm | 40.0 |  | 1.00x |  |"]
     m.errors["vllm:ngram"] = "vLLM's child ended (exit status 1); its log is above"
-    report = peer_table.report([m], rounds=1, threads=1)
+    report = peer_table.report([m], threads=1)
     assert "load average 1.50, 2.00" in report and "vllm:ngram failed: vLLM's child ended" in report
 
 
