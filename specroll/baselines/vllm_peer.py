@@ -56,7 +56,7 @@ class VllmWorkload:
             self.threads,
         )
 
-    def request(self) -> dict:
+    def message(self) -> dict:
         """One generation, as the child reads it."""
         return {
             "prompts": self.prompts,
@@ -127,7 +127,7 @@ class VllmEngine:
         self.startup_seconds = float(started["startup_seconds"])
 
     def generate(self, workload: VllmWorkload) -> VllmRun:
-        return _parse(self._ask(workload.request()), self.startup_seconds)
+        return _parse(self._ask(workload.message()), self.startup_seconds)
 
     def close(self) -> None:
         if self._child.poll() is None:
@@ -161,7 +161,7 @@ class VllmEngines:
         if engine is None or not engine.settings.covers(settings):
             if engine is not None:
                 engine.close()
-            warmup = replace(workload, prompts=workload.prompts[:1], n=2, max_tokens=8).request()
+            warmup = replace(workload, prompts=workload.prompts[:1], n=2, max_tokens=8).message()
             engine = self._engines[method] = VllmEngine(settings, warmup, python)
         return engine.generate(workload)
 
