@@ -3,26 +3,27 @@
 vLLM is never a dependency of specroll: it lives in its own environment (`make vllm-peer` builds
 `.venv-vllm/`; `SPECROLL_VLLM_PYTHON` names another Python) and runs in a child process
 (`baselines/vllm_child.py`), given the prompts as token ids after the chat template, the same sampling
-settings, stop tokens, samples a prompt, batch size and CPU threads. Its start-up (building the engine,
-compiling, one short warm-up generation) is measured apart from the makespan, which covers the
-generation alone. The seed is vLLM's global one: its CPU build fails on seeded requests with n > 1.
+settings, stop tokens, samples a prompt, batch size and CPU threads. The child keeps its engine: one
+start-up (building the engine, compiling, one short warm-up generation) serves every later workload
+with the same engine settings, and is measured apart from the makespans, which cover generation alone.
+The seed is vLLM's global one: its CPU build fails on seeded requests with n > 1.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import subprocess
-import tempfile
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import specroll
 
 CHILD = Path(__file__).with_name("vllm_child.py")
 DEFAULT_VENV = Path(specroll.__file__).resolve().parent.parent / ".venv-vllm"
-STDERR_FD = 2  # the process's own stderr, even where sys.stderr is replaced (a test's capture)
 METHODS = ("ngram", "suffix")  # vLLM's model-free speculative methods, as `vllm:<method>`
+LOOKAHEAD = 32  # room past the longest request for a speculative step's drafts (suffix drafts up to 24)
 
 
 @dataclass(frozen=True)
@@ -42,11 +43,54 @@ class VllmWorkload:
     dtype: str = "float32"
     threads: int = 1
 
+    def settings(self, method: str) -> VllmSettings:
+        """The engine this workload needs under `method` ("" for plain decoding)."""
+        longest = max(map(len, self.prompts)) + self.max_tokens
+        return VllmSettings(
+            str(self.model_dir),
+            method,
+            self.max_batch_size,
+            longest + LOOKAHEAD,
+            self.seed,
+            self.dtype,
+            self.threads,
+        )
+
+    def message(self) -> dict:
+        """One generation, as the child reads it."""
+        return {
+            "prompts": self.prompts,
+            "n": self.n,
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "top_k": self.top_k,
+            "top_p": self.top_p,
+            "stop_token_ids": self.stop_token_ids,
+        }
+
+
+@dataclass(frozen=True)
+class VllmSettings:
+    """What a vLLM engine is built with; one engine serves any workload whose settings it covers."""
+
+    model_dir: str
+    method: str  # "" or one of METHODS
+    max_batch_size: int
+    max_model_len: int
+    seed: int
+    dtype: str
+    threads: int
+
+    def covers(self, other: VllmSettings) -> bool:
+        """Whether an engine built with these settings runs `other`'s workload as its own would."""
+        same = replace(self, max_model_len=other.max_model_len) == other
+        return same and self.max_model_len >= other.max_model_len
+
 
 @dataclass(frozen=True)
 class VllmRun:
     makespan_seconds: float  # the generation alone
-    startup_seconds: float  # the engine's construction and a warm-up generation, apart
+    startup_seconds: float  # the engine's construction and a warm-up generation, paid once an engine
     output_tokens: int
     outputs: list[list[list[int]]]  # prompt -> sample -> token ids
     num_drafts: int | None = None  # speculative steps over all requests, where vLLM reports them
@@ -61,6 +105,75 @@ class VllmRun:
         return 1 + (self.num_accepted_tokens or 0) / self.num_drafts
 
 
+class VllmEngine:
+    """One vLLM engine in a child process: built once, then one generation after another.
+
+    The child reads one JSON line a message from its stdin (the settings and a warm-up first, then a
+    generation each) and answers one JSON line each on its stdout; vLLM's own log goes to stderr."""
+
+    def __init__(self, settings: VllmSettings, warmup: dict, python: Path | None = None) -> None:
+        python = python or vllm_python()
+        if python is None:
+            raise RuntimeError(f"vLLM's environment is missing: `make vllm-peer` builds {DEFAULT_VENV}")
+        self.settings = settings
+        self._child = subprocess.Popen(
+            [str(python), str(CHILD)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=_child_env(settings.threads),
+            text=True,
+        )
+        started = self._ask({"settings": asdict(settings), "warmup": warmup})
+        self.startup_seconds = float(started["startup_seconds"])
+
+    def generate(self, workload: VllmWorkload) -> VllmRun:
+        return _parse(self._ask(workload.message()), self.startup_seconds)
+
+    def close(self) -> None:
+        if self._child.poll() is None:
+            self._child.stdin.close()  # the child ends at the end of its input
+            try:
+                self._child.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self._child.kill()
+                self._child.wait()
+
+    def _ask(self, message: dict) -> dict:
+        self._child.stdin.write(json.dumps(message) + "\n")
+        self._child.stdin.flush()
+        answer = self._child.stdout.readline()
+        if not answer:
+            self._child.wait()
+            raise RuntimeError(f"vLLM's child ended (exit status {self._child.returncode}); its log is above")
+        return json.loads(answer)
+
+
+class VllmEngines:
+    """The engines kept between runs: at most one a method, so that rounds and workloads with the same
+    settings pay vLLM's start-up once; a workload the kept engine does not cover replaces it."""
+
+    def __init__(self) -> None:
+        self._engines: dict[str, VllmEngine] = {}
+
+    def run(self, workload: VllmWorkload, method: str = "", python: Path | None = None) -> VllmRun:
+        settings = workload.settings(method)
+        engine = self._engines.get(method)
+        if engine is None or not engine.settings.covers(settings):
+            if engine is not None:
+                engine.close()
+            warmup = replace(workload, prompts=workload.prompts[:1], n=2, max_tokens=8).message()
+            engine = self._engines[method] = VllmEngine(settings, warmup, python)
+        return engine.generate(workload)
+
+    def close(self) -> None:
+        while self._engines:
+            self._engines.popitem()[1].close()
+
+
+ENGINES = VllmEngines()  # this process's, closed as it exits
+atexit.register(ENGINES.close)
+
+
 def vllm_python() -> Path | None:
     """The vLLM environment's Python, or None where it is not built."""
     named = os.environ.get("SPECROLL_VLLM_PYTHON")
@@ -68,40 +181,12 @@ def vllm_python() -> Path | None:
     return python if python.exists() else None
 
 
-def run_vllm(workload: VllmWorkload, method: str = "", python: Path | None = None) -> VllmRun:
-    """`workload` through vLLM, plain (`method` "") or with a speculative method such as "ngram"."""
-    python = python or vllm_python()
-    if python is None:
-        raise RuntimeError(f"vLLM's environment is missing: `make vllm-peer` builds {DEFAULT_VENV}")
-    with tempfile.TemporaryDirectory(prefix="specroll-vllm-") as scratch:
-        request, result = Path(scratch) / "request.json", Path(scratch) / "result.json"
-        request.write_text(json.dumps(_request(workload, method)))
-        subprocess.run(
-            [str(python), str(CHILD), str(request), str(result)],
-            check=True,
-            env=_child_env(workload.threads),
-            stdout=STDERR_FD,  # vLLM's log, beside bench's own lines
-        )
-        return _parse(json.loads(result.read_text()))
-
-
-def _request(workload: VllmWorkload, method: str) -> dict:
-    longest = max(map(len, workload.prompts)) + workload.max_tokens
-    return {
-        "model_dir": str(workload.model_dir),
-        "prompts": workload.prompts,
-        "n": workload.n,
-        "max_tokens": workload.max_tokens,
-        "temperature": workload.temperature,
-        "top_k": workload.top_k,
-        "top_p": workload.top_p,
-        "stop_token_ids": workload.stop_token_ids,
-        "max_batch_size": workload.max_batch_size,
-        "max_model_len": longest + 8,  # room for a speculative step's lookahead
-        "seed": workload.seed,
-        "dtype": workload.dtype,
-        "method": method,
-    }
+def run_vllm(
+    workload: VllmWorkload, method: str = "", python: Path | None = None, engines: VllmEngines = ENGINES
+) -> VllmRun:
+    """`workload` through vLLM, plain (`method` "") or with a speculative method such as "ngram", on the
+    engine `engines` keeps for it (its start-up in the run's `startup_seconds`, paid by the first)."""
+    return engines.run(workload, method, python)
 
 
 def _child_env(threads: int) -> dict[str, str]:
@@ -112,13 +197,13 @@ def _child_env(threads: int) -> dict[str, str]:
     return env
 
 
-def _parse(result: dict) -> VllmRun:
+def _parse(result: dict, startup_seconds: float) -> VllmRun:
     outputs = result["outputs"]
     counters = result.get("speculative") or {}
     drafts = counters.get("num_drafts")
     return VllmRun(
         result["makespan_seconds"],
-        result["startup_seconds"],
+        startup_seconds,
         sum(len(sample) for samples in outputs for sample in samples),
         outputs,
         None if drafts is None else int(drafts),
