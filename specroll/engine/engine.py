@@ -37,6 +37,7 @@ from specroll.engine.verify_inputs import row_parents
 from specroll.engine_config import EngineConfig
 from specroll.engine.request import Request
 from specroll.engine.scheduler import ScheduleDecision, Scheduler, SchedulerConfig
+from specroll.engine.shared_prefill import plan_shared_prefill
 from specroll.engine.telemetry import Telemetry
 from specroll.model.runner import ModelRunner, SequenceInput
 from specroll.policies.base import BatchView, ForwardStats, RequestView, SpeculationPolicy
@@ -271,14 +272,30 @@ class Engine:
         return finished
 
     def _prefill_group(self, requests: list[Request]) -> list[Request]:
+        """One prefill forward; a context several fresh requests share (a group's prompt) is computed
+        once and its K/V copied to the others' slots (`engine.shared_prefill`)."""
         started = time.perf_counter()
         inputs = [SequenceInput(r.slot, r.num_cached, r.pending_tokens()) for r in requests]
-        result = self._forward_and_verify(requests, [Draft(r.request_id) for r in requests], inputs)
+        plan = plan_shared_prefill([i.token_ids for i in inputs], [r.num_cached == 0 for r in requests])
+        out = self.runner.forward([inputs[i] for i in plan.computed])
+        for source, target in plan.copies:
+            length = len(inputs[target].token_ids)
+            self.runner.cache.move_slots([requests[source].slot], [requests[target].slot], length)
+        rows = torch.tensor(plan.row_of, device=out.logits.device)
+        drafts = [Draft(r.request_id) for r in requests]
+        result = verify_batch(
+            requests,
+            drafts,
+            out.logits.index_select(0, rows),
+            self.config.seed,
+            self.config.verify,
+            self.config.sampling_rule,
+        )
+        result = replace(result, hidden=out.hidden.index_select(0, rows))
         self._give_features(requests, inputs, result)
         committed = self._append(requests, result, [len(i.token_ids) for i in inputs])
-        self.telemetry.record_prefill(
-            len(requests), sum(len(i.token_ids) for i in inputs), time.perf_counter() - started
-        )
+        computed_tokens = sum(len(inputs[i].token_ids) for i in plan.computed)
+        self.telemetry.record_prefill(len(requests), computed_tokens, time.perf_counter() - started)
         return committed.finished
 
     def _draft(self, requests: list[Request]) -> DraftBatch:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from specroll.engine.engine import prefill_groups
 from specroll.engine.request import Request, SamplingParams
 
-from helpers import rollout, workload
+from helpers import assert_same_rollout, rollout, workload
 
 
 def request(request_id: int, num_prompt_tokens: int) -> Request:
@@ -27,3 +27,16 @@ def test_outputs_do_not_depend_on_the_split(qwen2_dir):
     assert [r.output_token_ids for r in split] == [r.output_token_ids for r in whole]
     for a, b in zip(split, whole):
         assert max((abs(x - y) for x, y in zip(a.output_logprobs, b.output_logprobs)), default=0.0) <= 1e-5
+
+
+def test_a_groups_prompt_is_computed_once_with_the_tokens_of_separate_prefills(qwen2_dir, one_thread):
+    """Four samples of each of six prompts admitted together: each prompt's context is computed once
+    and copied to its other samples' caches; every token and log-probability equals an engine that
+    prefills each request alone (one slot)."""
+    shared = rollout(qwen2_dir, workload(6, 4))
+    telemetry = rollout.last_engine.telemetry
+    alone = rollout(qwen2_dir, workload(6, 4), max_batch_size=1)
+    assert_same_rollout(alone, shared)
+    prompts = {r.prompt_token_ids for r in shared}
+    assert telemetry.prefill_tokens == sum(len(p) for p in prompts)  # once a prompt, not once a sample
+    assert rollout.last_engine.telemetry.prefill_tokens == sum(len(r.prompt_token_ids) for r in shared)
