@@ -39,7 +39,7 @@ from specroll.engine.request import Request
 from specroll.engine.scheduler import ScheduleDecision, Scheduler, SchedulerConfig
 from specroll.engine.shared_prefill import plan_shared_prefill
 from specroll.engine.telemetry import Telemetry
-from specroll.model.runner import ModelRunner, SequenceInput
+from specroll.model.runner import ForwardOutput, ModelRunner, SequenceInput
 from specroll.policies.base import BatchView, ForwardStats, RequestView, SpeculationPolicy
 from specroll.policies.fixed import NoSpeculation
 from specroll.policies.remaining_lengths import FinishedLengths
@@ -278,25 +278,28 @@ class Engine:
         inputs = [SequenceInput(r.slot, r.num_cached, r.pending_tokens()) for r in requests]
         plan = plan_shared_prefill([i.token_ids for i in inputs], [r.num_cached == 0 for r in requests])
         out = self.runner.forward([inputs[i] for i in plan.computed])
-        for source, target in plan.copies:
-            length = len(inputs[target].token_ids)
-            self.runner.cache.move_slots([requests[source].slot], [requests[target].slot], length)
-        rows = torch.tensor(plan.row_of, device=out.logits.device)
-        drafts = [Draft(r.request_id) for r in requests]
-        result = verify_batch(
-            requests,
-            drafts,
-            out.logits.index_select(0, rows),
-            self.config.seed,
-            self.config.verify,
-            self.config.sampling_rule,
-        )
-        result = replace(result, hidden=out.hidden.index_select(0, rows))
+        if plan.copies:
+            self._copy_contexts(requests, inputs, plan.copies)
+            rows = torch.tensor(plan.row_of, device=out.logits.device)
+            out = ForwardOutput(out.logits.index_select(0, rows), out.hidden.index_select(0, rows))
+        result = self._verified(requests, [Draft(r.request_id) for r in requests], out)
         self._give_features(requests, inputs, result)
         committed = self._append(requests, result, [len(i.token_ids) for i in inputs])
         computed_tokens = sum(len(inputs[i].token_ids) for i in plan.computed)
         self.telemetry.record_prefill(len(requests), computed_tokens, time.perf_counter() - started)
         return committed.finished
+
+    def _copy_contexts(
+        self, requests: list[Request], inputs: list[SequenceInput], copies: list[tuple[int, int]]
+    ) -> None:
+        """Copy each computed context's K/V to the slots that share it: one copy a context length."""
+        by_length: dict[int, tuple[list[int], list[int]]] = {}
+        for source, target in copies:
+            sources, targets = by_length.setdefault(len(inputs[target].token_ids), ([], []))
+            sources.append(requests[source].slot)
+            targets.append(requests[target].slot)
+        for length, (sources, targets) in by_length.items():
+            self.runner.cache.move_slots(sources, targets, length)
 
     def _draft(self, requests: list[Request]) -> DraftBatch:
         """The policy decides first (lengths and drafter); then the named drafter proposes. The
@@ -386,9 +389,13 @@ class Engine:
     def _forward_and_verify(
         self, requests: list[Request], drafts: list[Draft], inputs: list[SequenceInput]
     ) -> VerifyResult:
-        """One forward over `inputs` and its verification, launched from Python: every prefill, and a
-        verification the captured step does not take."""
-        out = self.runner.forward(inputs)
+        """One forward over `inputs` and its verification, launched from Python: a verification the
+        captured step does not take."""
+        return self._verified(requests, drafts, self.runner.forward(inputs))
+
+    def _verified(self, requests: list[Request], drafts: list[Draft], out: ForwardOutput) -> VerifyResult:
+        """The verification of a forward launched from Python (row b is requests[b]'s), with its
+        features."""
         result = verify_batch(
             requests, drafts, out.logits, self.config.seed, self.config.verify, self.config.sampling_rule
         )

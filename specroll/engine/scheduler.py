@@ -104,7 +104,7 @@ class Scheduler:
         launch its next step before the current one's tokens are read back (`Engine.iterate`)."""
         if not self.running:
             return False
-        grown = sum(r.num_tokens + 1 + self.config.reserve_per_request for r in self.running)
+        grown = self._usage(self.running) + len(self.running)  # one token more each
         has_hole = bool(self.free_slots) and self.free_slots[0] < max(r.slot for r in self.running)
         return (
             grown <= self.config.kv_budget_tokens
