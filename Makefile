@@ -5,12 +5,9 @@ PYTEST_ARGS ?= -q
 
 .PHONY: install models demo bench lint test test-all gpu-check
 
-# PyTorch's CPU build unless an NVIDIA GPU is seen (PyPI's Linux wheel is the CUDA build, gigabytes more);
-# TORCH_INDEX= (empty) installs PyPI's build anywhere
-TORCH_INDEX ?= $(if $(shell command -v nvidia-smi 2>/dev/null),,--index-url https://download.pytorch.org/whl/cpu)
 
 install:
-	$(PYTHON) -m pip install -q torch==2.13.0 $(TORCH_INDEX)
+	bash scripts/install_torch.sh $(PYTHON)  # a local wheel, else PyTorch's CPU index without a GPU; TORCH_INDEX= for PyPI
 	$(PYTHON) -m pip install -q -e ".[test,models,train,trl,ray,serve,gpu]"
 
 models: install
