@@ -10,13 +10,18 @@ Here every reduction a row goes through is made independent of the rest of the f
 - Linear layers: BLAS computes a row of `x @ W.T` with kernels chosen by the call's shape and thread
   count, so a row's bits depend on how many rows share the call (measured on x86 with MKL: 1, 2-12
   and >= 16 rows are three regimes for 576 inputs; with two threads a 1536-input layer has a fourth
-  regime at 64-192 rows). Each layer's shape is probed once per process and thread count
-  (`invariant_row_sizes`): the call sizes in `ROW_SIZES` whose rows agree with the largest call's.
+  regime at 64-192 rows; in bf16 oneDNN's AMX kernels agree with a 256-row call only at 1, 2 and
+  from 40 rows for 576 -> 1536, its AVX-512 emulation of bf16 from 2 rows). Each layer's shape is
+  probed once per process, thread count and dtype, on the kernel the layer runs (`F.linear`, or
+  weights packed for oneDNN, `model.packed_linear`) (`invariant_row_sizes`): the call sizes in
+  `ROW_SIZES` whose rows agree with the largest call's.
   Every call is then made at one of those sizes: rows are padded up to the next one, and more rows
   than the largest are cut into calls of the largest. So every GEMM that runs has a probed shape.
   Each size is probed twice, the second time with its input one element off the buffer alignment,
   so a BLAS whose bits vary from call to call or with alignment serves no size it could not repeat.
-- Attention: keys are processed in fixed blocks of `BLOCK` positions. Scores and the
+- Attention: computed in fp32 whatever the model's dtype (a bf16 model's queries, keys and values
+  are widened exactly, its output rounded back once). Keys are processed in fixed blocks of `BLOCK`
+  positions. Scores and the
   probability-weighted values of each block are batched matmuls whose reduction is over a fixed
   length (the head dim, then one block), each with at least `invariant_query_rows` query rows (a
   single row takes another kernel; probed once per process); the softmax maximum is exact in any
@@ -36,10 +41,12 @@ across batch sizes, widths and read lengths, and the engine tests check token id
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import torch
 import torch.nn.functional as F
+
+from specroll.model import packed_linear
 
 if TYPE_CHECKING:
     from specroll.model.chain_order import ChainOrder
@@ -56,35 +63,78 @@ class BatchInvarianceUnavailable(RuntimeError):
 
 
 @functools.cache
-def invariant_row_sizes(in_features: int, out_features: int, threads: int) -> tuple[int, ...]:
+def invariant_row_sizes(
+    in_features: int,
+    out_features: int,
+    threads: int,
+    dtype: torch.dtype = torch.float32,
+    has_bias: bool = False,
+    packed: bool = False,
+) -> tuple[int, ...]:
     """The call sizes of `ROW_SIZES` at which an (in -> out) linear layer's rows are the same bits as
-    in the largest call, probed on this machine's BLAS at `threads` threads (the caller's current
-    count; it is part of the key because the kernels depend on it). Every size that agrees serves,
-    so a size of another regime costs only padding to the next one that agrees."""
+    in the largest call, probed on this machine's kernels at `threads` threads (the caller's current
+    count; it is part of the key because the kernels depend on it), in the layer's `dtype` and with
+    its bias: a bf16 layer runs other kernels (oneDNN's) than an fp32 one (the BLAS's), with regimes
+    of their own. `packed`: the layer runs on weights packed for oneDNN (`model.packed_linear`), and a
+    size serves only where the packed call and `F.linear` both give the largest `F.linear` call's
+    bits, so a forward that differentiates through `F.linear` (the trainer's) gets the engine's.
+    Every size that agrees serves, so a size of another regime costs only padding to the next one."""
     if threads != torch.get_num_threads():
         raise ValueError(f"probe at the current thread count ({torch.get_num_threads()}), not {threads}")
-    generator = torch.Generator().manual_seed(0)
-    weight = torch.randn(out_features, in_features, generator=generator, device="cpu")
-    x = torch.randn(ROW_SIZES[-1], in_features, generator=generator, device="cpu")
-    reference = F.linear(x, weight)
-    shifted = _misaligned_copy(x)
+    weight, bias, x = _probe_operands(in_features, out_features, dtype, has_bias)
+    calls = [lambda rows: F.linear(rows, weight, bias)]
+    if packed:
+        packed_weight = packed_linear.pack(weight)
+        calls.append(lambda rows: packed_linear.linear(rows, packed_weight, bias))
+    reference, shifted = F.linear(x, weight, bias), _misaligned_copy(x)
     agree = [
-        torch.equal(F.linear(x[:m], weight), reference[:m])
-        and torch.equal(F.linear(shifted[:m], weight), reference[:m])
+        all(torch.equal(call(rows[:m]), reference[:m]) for call in calls for rows in (x, shifted))
         for m in ROW_SIZES
     ]
+    return _served_sizes(agree, in_features, out_features, threads, dtype)
+
+
+def _probe_operands(
+    in_features: int, out_features: int, dtype: torch.dtype, has_bias: bool
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """A weight (out, in), a bias or None and ROW_SIZES[-1] input rows for the row-count probe.
+
+    In fp32 every output keeps its accumulation's last bits, so random operands show a kernel
+    that sums in another order. A bf16 output is rounded to 8 bits, which hides such a difference
+    unless the sum sits near a rounding boundary: measured with oneDNN's AVX-512 emulation of bf16,
+    SmolLM2's 576 -> 576 packed layer agreed at one row on random operands but not on the model's
+    own activations. So in a 16-bit dtype the rows are one base row plus perturbations of scales
+    2^0 .. 2^-11, and the weight's last column cancels each output's share of the base row: every
+    output is a small difference of large products, whose rounding shows its order of addition."""
+    generator = torch.Generator().manual_seed(0)
+    weight = torch.randn(out_features, in_features, generator=generator)
+    bias = torch.randn(out_features, generator=generator) if has_bias else None
+    x = torch.randn(ROW_SIZES[-1], in_features, generator=generator)
+    if dtype != torch.float32 and in_features > 1:
+        base = torch.randn(in_features, generator=generator).to(dtype).float()
+        base[-1] = 1.0
+        weight[:, -1] = -(weight[:, :-1] @ base[:-1])
+        scales = 2.0 ** -torch.randint(0, 12, (ROW_SIZES[-1], 1), generator=generator)
+        x = base + scales * x
+    return weight.to(dtype), None if bias is None else bias.to(dtype), x.to(dtype)
+
+
+def _served_sizes(
+    agree: list[bool], in_features: int, out_features: int, threads: int, dtype: torch.dtype
+) -> tuple[int, ...]:
+    """The sizes of `ROW_SIZES` whose probe agreed, or why none can serve."""
     sizes = tuple(m for m, ok in zip(ROW_SIZES, agree) if ok)
+    layer = f"{str(dtype).removeprefix('torch.')} {in_features}->{out_features} linear layer"
     if not sizes:
         raise BatchInvarianceUnavailable(
-            f"with {threads} threads this BLAS gives a {in_features}->{out_features} linear layer other bits "
-            "from call to call or at another buffer alignment; batch-invariant numerics need fewer threads "
+            f"with {threads} threads this machine's kernels give a {layer} other bits from call to call "
+            "or at another buffer alignment; batch-invariant numerics need fewer threads "
             "(--threads 1) or --fast-numerics"
         )
     if sizes[0] > MAX_THRESHOLD:
         regimes = [m for m, ok in zip(ROW_SIZES, agree) if not ok]
         raise BatchInvarianceUnavailable(
-            f"with {threads} threads this BLAS rounds the rows of a {in_features}->{out_features} "
-            "linear layer "
+            f"with {threads} threads this machine's kernels round the rows of a {layer} "
             f"differently for calls of {regimes} rows than for {ROW_SIZES[-1]}; batch-invariant numerics "
             f"need fewer threads (--threads 1) or --fast-numerics"
         )
@@ -135,25 +185,31 @@ def invariant_query_rows(head_dim: int, threads: int) -> int:
 def padded_linear(
     x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, sizes: tuple[int, ...]
 ) -> torch.Tensor:
-    """F.linear over x (..., K), every BLAS call made with a row count in `sizes` (ascending): zero
-    rows pad the last call up to the next size; more rows than the largest are cut into calls of it."""
+    """F.linear over x (..., K), every call made with a row count in `sizes` (`padded_rows`)."""
+    return padded_rows(x, lambda rows: F.linear(rows, weight, bias), sizes)
+
+
+def padded_rows(
+    x: torch.Tensor, matmul: Callable[[torch.Tensor], torch.Tensor], sizes: tuple[int, ...]
+) -> torch.Tensor:
+    """matmul over x (..., K) -> (..., N), every call made with a row count in `sizes` (ascending):
+    zero rows pad the last call up to the next size; more rows than the largest are cut into calls
+    of it."""
     flat = x.reshape(-1, x.shape[-1])
     rows, largest = flat.shape[0], sizes[-1]
-    calls = [
-        _padded_call(flat[start : start + largest], weight, bias, sizes) for start in range(0, rows, largest)
-    ]
+    calls = [_padded_call(flat[start : start + largest], matmul, sizes) for start in range(0, rows, largest)]
     out = calls[0] if len(calls) == 1 else torch.cat(calls)
     return out.reshape(*x.shape[:-1], -1)
 
 
 def _padded_call(
-    rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, sizes: tuple[int, ...]
+    rows: torch.Tensor, matmul: Callable[[torch.Tensor], torch.Tensor], sizes: tuple[int, ...]
 ) -> torch.Tensor:
     n = rows.shape[0]
     size = next(m for m in sizes if m >= n)
     if size == n:
-        return F.linear(rows, weight, bias)
-    return F.linear(F.pad(rows, (0, 0, 0, size - n)), weight, bias)[:n]
+        return matmul(rows)
+    return matmul(F.pad(rows, (0, 0, 0, size - n)))[:n]
 
 
 def round_up(length: int) -> int:
@@ -178,6 +234,8 @@ def block_attention(
     sum, ~3 % of a SmolLM2 decode step, where a Python loop over blocks cost more). Another device's
     scan may group the additions otherwise: there the invariance is unproven until tested.
     """
+    dtype = q.dtype  # bf16 and fp16 attend in fp32, as fused attention kernels accumulate: one probe
+    q, keys, values = q.float(), keys.float(), values.float()  # (`invariant_query_rows`) covers all
     b, H, T, D = q.shape
     Hkv, L = keys.shape[1], keys.shape[2]
     G, M = H // Hkv, H // Hkv * T  # M query rows per kv head, ordered (group member, token)
@@ -196,7 +254,7 @@ def block_attention(
         _tails_in_chain_order(partial, probs, values, order, G, min_rows)
     weighted = partial.cumsum(2)[:, :, -1]  # (b, Hkv, rows, D)
     total = blocks.sum(-1).cumsum(-1)[..., -1:]  # (b, Hkv, rows, 1)
-    return (weighted / total)[:, :, :M].reshape(b, H, T, D)
+    return (weighted / total)[:, :, :M].reshape(b, H, T, D).to(dtype)
 
 
 def _row_mask(mask: torch.Tensor, G: int, rows: int) -> torch.Tensor:

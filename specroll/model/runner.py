@@ -98,6 +98,7 @@ class ModelRunner:
         self.static: StaticForwards | None = None  # `use_static_forwards`
         check_numerics(self.device.type, batch_invariant)
         self.kernels = (kernels or invariant_kernels(self.device.type)) if batch_invariant else None
+        model.use_packed_weights()
         if batch_invariant:
             model.use_batch_invariant_numerics(self.kernels)
         self.use_new_cache(num_slots, capacity)

@@ -14,11 +14,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from specroll.model.batch_invariant import (
+    BatchInvarianceUnavailable,
     block_attention,
     invariant_query_rows,
     invariant_row_sizes,
-    padded_linear,
+    padded_rows,
 )
+from specroll.model import packed_linear
+from specroll.model.cpu_attention import attention_backends
 from specroll.model.chain_order import ChainOrder
 from specroll.model.config import ModelConfig
 from specroll.model.kv_cache import KVCache
@@ -50,19 +53,36 @@ class ForwardBatch:
 
 
 class Linear(nn.Linear):
-    """nn.Linear that, given `row_sizes`, makes every BLAS call with one of those row counts so that
-    each row's result is the same bits whatever the batch (`specroll.model.batch_invariant`); given
-    `kernel`, runs it instead (a GPU's batch-invariant matmul, `specroll.kernels.linear`)."""
+    """nn.Linear that, given `row_sizes`, makes every call with one of those row counts so that each
+    row's result is the same bits whatever the batch (`specroll.model.batch_invariant`); given
+    `kernel`, runs it instead (a GPU's batch-invariant matmul, `specroll.kernels.linear`); with
+    `packs`, multiplies on its weight packed for oneDNN (`specroll.model.packed_linear`), repacked
+    whenever the weight has changed since, and through `F.linear` where a gradient is asked for."""
 
     row_sizes: tuple[int, ...] = ()
     kernel: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor] | None = None
+    packs: bool = False
+    _packed: tuple[torch.Tensor, int, torch.Tensor] | None = None  # (weight, its version, packed copy)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.kernel is not None:
             return self.kernel(x, self.weight, self.bias)
         if self.row_sizes:
-            return padded_linear(x, self.weight, self.bias, self.row_sizes)
-        return F.linear(x, self.weight, self.bias)
+            return padded_rows(x, self._matmul, self.row_sizes)
+        return self._matmul(x)
+
+    def _matmul(self, x: torch.Tensor) -> torch.Tensor:
+        weight = self.weight
+        if not self.packs or (weight.requires_grad and torch.is_grad_enabled()):
+            return F.linear(x, weight, self.bias)
+        return packed_linear.linear(x, self._packed_weight(weight), self.bias)
+
+    def _packed_weight(self, weight: torch.Tensor) -> torch.Tensor:
+        """The packed copy of `weight` as it is now: packed again after an in-place update (new
+        weights, `ModelRunner.load_weights`) or where another tensor stands in for it."""
+        if self._packed is None or self._packed[0] is not weight or self._packed[1] != weight._version:
+            self._packed = (weight, weight._version, packed_linear.pack(weight))
+        return self._packed[2]
 
 
 class RMSNorm(nn.Module):
@@ -170,7 +190,8 @@ def grouped_attention(
     G = H // Hkv
     queries = q.reshape(b, Hkv, G * T, D)  # query head h = kv head h // G, as Hugging Face's repeat_kv
     grouped_mask = mask[:, :, None].expand(b, 1, G, T, L).reshape(b, 1, G * T, L)
-    out = F.scaled_dot_product_attention(queries, keys, values, attn_mask=grouped_mask)
+    with attention_backends(queries):
+        out = F.scaled_dot_product_attention(queries, keys, values, attn_mask=grouped_mask)
     return out.reshape(b, H, T, D)
 
 
@@ -220,6 +241,18 @@ class Backbone(nn.Module):
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
 
+def _probed_row_sizes(linear: Linear, threads: int) -> tuple[int, ...]:
+    """The call sizes `linear` serves (`invariant_row_sizes`) on its own kernel, dtype and bias; a
+    packed layer whose packed calls serve no size runs `F.linear` instead."""
+    shape = (linear.in_features, linear.out_features, threads, linear.weight.dtype, linear.bias is not None)
+    if linear.packs:
+        try:
+            return invariant_row_sizes(*shape, packed=True)
+        except BatchInvarianceUnavailable:
+            linear.packs = False
+    return invariant_row_sizes(*shape)
+
+
 def checked_feature_layers(layers, num_layers: int | None = None) -> tuple[int, ...]:
     """`layers` as a tuple of decoder layer numbers, which must be distinct, ascending, >= 0 and,
     given the target's `num_layers`, below it; else a ValueError naming them."""
@@ -258,14 +291,29 @@ class CausalLM(nn.Module):
             return
         if kernels != "probed":
             raise ValueError(f"batch-invariant kernels are 'probed' or 'triton', got {kernels!r}")
-        linears = [m for m in self.modules() if isinstance(m, Linear)]
         threads = torch.get_num_threads()
-        for linear in linears:
-            linear.row_sizes = invariant_row_sizes(linear.in_features, linear.out_features, threads)
+        for linear in (m for m in self.modules() if isinstance(m, Linear)):
+            linear.row_sizes = _probed_row_sizes(linear, threads)
         query_rows = invariant_query_rows(self.config.head_dim, threads)
         for module in self.modules():
             if isinstance(module, Attention):
                 module.invariant_rows = query_rows
+
+    def use_packed_weights(self) -> None:
+        """Every linear layer multiplies on its weight packed for oneDNN where torch packs its dtype
+        on its device (`packed_linear.can_pack`: bf16 on a CPU with AVX-512 or AMX); elsewhere
+        nothing changes. Before `use_batch_invariant_numerics`, whose probe then covers the packed
+        kernel (and unpacks a layer whose packed calls it cannot serve)."""
+        for linear in (m for m in self.modules() if isinstance(m, Linear)):
+            linear.packs = packed_linear.can_pack(linear.weight.dtype, linear.weight.device.type)
+
+    @property
+    def linear_kernels(self) -> str:
+        """What the linear layers run on, for a run's summary: "oneDNN packed", "torch", or both."""
+        packs = {m.packs for m in self.modules() if isinstance(m, Linear)}
+        return {frozenset({True}): "oneDNN packed", frozenset({False}): "torch"}.get(
+            frozenset(packs), "oneDNN packed and torch"
+        )
 
     def use_triton_kernels(self, fused: bool = True) -> None:
         """A GPU's batch-invariant kernels (`specroll.kernels`) for every linear layer, norm and
