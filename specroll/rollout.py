@@ -288,13 +288,16 @@ def run_rollout(
     threads = apply_threads(spec)
     engine = build_engine(spec, max(map(len, prompts.values())), drafter)
     result = run_requests(engine, requests, tokenizer, task, problems, progress)
-    result.cpu = cpu_description(threads) if spec.engine.device == "cpu" else None
+    if spec.engine.device == "cpu":
+        result.cpu = cpu_description(threads, engine.runner.describe_numerics())
     return result
 
 
-def cpu_description(threads: ThreadChoice) -> str:
-    """Which threads ran and why, and the numerics that fix a CPU row's bits (`model.blas_mode`)."""
-    return f"{threads.describe()}; {describe_cpu_numerics().describe()}"
+def cpu_description(threads: ThreadChoice, numerics: str = "") -> str:
+    """Which threads ran and why, the forwards' precision and kernels (`ModelRunner.describe_numerics`)
+    and the settings that fix a CPU row's bits (`model.blas_mode`)."""
+    kernels = f"{numerics}; " if numerics else ""
+    return f"{threads.describe()}; {kernels}{describe_cpu_numerics().describe()}"
 
 
 def run_on_workers(

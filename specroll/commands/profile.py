@@ -48,7 +48,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from specroll.model.device import resolve_cuda_graphs, resolve_device, torch_dtype
+    from specroll.model.device import resolve_cuda_graphs, resolve_device, resolve_dtype, torch_dtype
     from specroll.profiling import ProfileGrid, profile_checkpoint
 
     if args.threads:
@@ -58,11 +58,12 @@ def run(args: argparse.Namespace) -> int:
     grid = ProfileGrid.standard(args.max_batch_size, args.max_draft, args.context_lengths, args.repeats)
     device = resolve_device(args.device)
     cuda_graphs = resolve_cuda_graphs(args.cuda_graphs, device)
+    dtype = resolve_dtype(args.dtype, device)
     graphs = " cuda-graphs" if cuda_graphs else ""
     threads = f", {torch.get_num_threads()} threads" if device == "cpu" else ""
-    source = f"{model_dir.resolve().name} on {platform.machine()} {device} {args.dtype}{graphs}{threads}"
+    source = f"{model_dir.resolve().name} on {platform.machine()} {device} {dtype}{graphs}{threads}"
     model, samples = profile_checkpoint(
-        model_dir, grid, draft_dir, device, source, dtype=torch_dtype(args.dtype), cuda_graphs=cuda_graphs
+        model_dir, grid, draft_dir, device, source, dtype=torch_dtype(dtype), cuda_graphs=cuda_graphs
     )
     out = args.out or default_output(model_dir)
     model.save(out)

@@ -12,9 +12,16 @@ from specroll.commands.tables import TextTable, print_table
 
 from specroll.engine_config import VERIFY_MODES
 from specroll.model.catalog import resolve_model_dir
-from specroll.model.device import DEVICES, GRAPH_CHOICES, resolve_cuda_graphs, resolve_device
+from specroll.model.device import (
+    DEVICES,
+    DTYPE_CHOICES,
+    GRAPH_CHOICES,
+    resolve_cuda_graphs,
+    resolve_device,
+    resolve_dtype,
+)
 from specroll.sampling_rules import SAMPLING_RULES
-from specroll.placement import DTYPES, is_batch_invariant
+from specroll.placement import is_batch_invariant
 from specroll.rollout import RolloutConfig, RolloutResult, load_problems, run_rollout
 from specroll.scheduling.dispatch import DISPATCHES
 from specroll.tasks import known_rewards, known_tasks
@@ -113,7 +120,11 @@ def add_device_arguments(parser: argparse.ArgumentParser) -> None:
         help="where the model runs (auto: cuda where torch sees a GPU, else cpu)",
     )
     parser.add_argument(
-        "--dtype", choices=DTYPES, default=DEFAULTS.engine.dtype, help="the model's precision"
+        "--dtype",
+        choices=DTYPE_CHOICES,
+        default="auto",
+        help="the model's precision (auto: bfloat16 where the device multiplies it natively: a GPU, "
+        "or a CPU with AVX512-BF16 or AMX-BF16 for a model of 50 M parameters or more; else float32)",
     )
     parser.add_argument(
         "--cuda-graphs",
@@ -150,17 +161,28 @@ def config_from_args(args: argparse.Namespace, head_is_output: bool = False, **o
     if getattr(args, "draft_head", None) is not None and not head_is_output:
         check_head_dir(args.draft_head)
     device = resolve_device(args.device)
+    model_dir = resolve_model_dir(args.model)
     named = {FLAG_FIELDS.get(flag, flag): value for flag, value in vars(args).items()}
     values = {name: value for name, value in named.items() if name in RolloutConfig.flat_names()}
     values |= dict(  # the flags whose value is resolved
-        model_dir=resolve_model_dir(args.model),
+        model_dir=model_dir,
         draft_model_dir=resolve_model_dir(args.draft_model),
         device=device,
+        dtype=_dtype(args.dtype, device, model_dir),
         batch_invariant=is_batch_invariant(device, args.fast_numerics),
         cuda_graphs=resolve_cuda_graphs(args.cuda_graphs, device),
         overlap=args.overlap == "on",
     )
     return RolloutConfig.from_flat({**values, **overrides})
+
+
+def _dtype(name: str, device: str, model_dir: Path) -> str:
+    """`--dtype` resolved for the model (`resolve_dtype`); its config is read only for auto."""
+    if name != "auto":
+        return resolve_dtype(name, device)
+    from specroll.model.loader import read_config
+
+    return resolve_dtype(name, device, read_config(model_dir).num_layer_parameters)
 
 
 def check_head_dir(directory: Path) -> None:
@@ -295,7 +317,8 @@ def print_summary(result: RolloutResult, config: RolloutConfig, out: Path | None
     s = result.summary
     table = TextTable(
         f"rollout: {s.num_requests // config.n} prompts x {config.n} samples, speculate={config.speculate} "
-        f"(drafter {config.drafter_name or 'none'}), policy={config.policy}, verify={config.engine.verify}",
+        f"(drafter {config.drafter_name or 'none'}), policy={config.policy}, verify={config.engine.verify}, "
+        f"dtype={config.engine.dtype}",
         ["metric", "value"],
     )
     for name, value in [

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from specroll.engine.spec import EngineSpec
 from specroll.model.blas_mode import irreproducibility
 from specroll.model.loader import read_config
+from specroll.model.device import torch_dtype
 from specroll.model.runner import batch_invariance_available
 
 LARGE_MODEL = 50_000_000  # parameters from which an automatic choice uses every core
@@ -60,7 +61,7 @@ def cpu_threads(spec: EngineSpec) -> ThreadChoice:
     return ThreadChoice(cores, f"automatic: every core for a model of {params / 1e6:.0f} M parameters")
 
 
-def probe_speedup(threads: int, hidden: int, intermediate: int) -> float:
+def probe_speedup(threads: int, hidden: int, intermediate: int, dtype: torch.dtype = torch.float32) -> float:
     """How many times faster `threads` threads run a probe than one: PROBE_ROWS rows through an MLP
     block of the model's shapes (two products, SiLU, a residual and RMSNorm), a parallel region
     each, as a decode step runs them. Timed interleaved over PROBE_ROUNDS rounds (medians), so that
@@ -69,9 +70,9 @@ def probe_speedup(threads: int, hidden: int, intermediate: int) -> float:
     rollout itself slower: short regions, whose barriers wait for a thread another process holds,
     are what a step is made of.)"""
     generator = torch.Generator().manual_seed(0)
-    up = torch.randn(intermediate, hidden, generator=generator)
-    down = torch.randn(hidden, intermediate, generator=generator)
-    x = torch.randn(PROBE_ROWS, hidden, generator=generator)
+    up = torch.randn(intermediate, hidden, generator=generator).to(dtype)  # in the model's dtype: bf16
+    down = torch.randn(hidden, intermediate, generator=generator).to(dtype)  # runs oneDNN, not the BLAS
+    x = torch.randn(PROBE_ROWS, hidden, generator=generator).to(dtype)
     repeats = max(1, int(3e8 / (4 * PROBE_ROWS * hidden * intermediate)))  # ~10 ms at one thread
     timings: dict[int, list[float]] = {1: [], threads: []}
     for _ in range(PROBE_ROUNDS + 1):  # the first round warms up
@@ -94,7 +95,8 @@ def _timed_block(x: torch.Tensor, up: torch.Tensor, down: torch.Tensor, repeats:
 def _threads_that_pay(spec: EngineSpec, choice: ThreadChoice) -> ThreadChoice:
     """`choice` where its threads run the probe PAYING_SPEEDUP times faster than one, else one."""
     model = read_config(spec.model_dir)
-    speedup = probe_speedup(choice.threads, model.hidden_size, model.intermediate_size)
+    dtype = torch_dtype(spec.engine.dtype)
+    speedup = probe_speedup(choice.threads, model.hidden_size, model.intermediate_size, dtype)
     measured = f"{choice.threads} threads ran a probe {speedup:.2f}x as fast as one"
     if speedup >= PAYING_SPEEDUP:
         return ThreadChoice(choice.threads, f"{choice.reason}; {measured}")
@@ -115,7 +117,7 @@ def apply_threads(spec: EngineSpec) -> ThreadChoice:
     if automatic and choice.threads > 1:
         choice = _threads_that_pay(spec, choice)
     if spec.engine.batch_invariant and automatic and choice.threads > 1:
-        if not batch_invariance_available(spec.model_dir):
+        if not batch_invariance_available(spec.model_dir, torch_dtype(spec.engine.dtype)):
             torch.set_num_threads(1)
             missing = f"at {choice.threads} some layer has no row-count-invariant BLAS regime"
             choice = ThreadChoice(1, f"automatic: one, since {missing}")

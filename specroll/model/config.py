@@ -61,6 +61,12 @@ class ModelConfig:
                 f"num_key_value_heads ({self.num_kv_heads})"
             )
 
+    @property
+    def num_layer_parameters(self) -> int:
+        """About how many weights the decoder layers hold (attention at four hidden x hidden
+        products, the MLP at three): what a decode step reads, embeddings aside."""
+        return self.num_layers * (4 * self.hidden_size**2 + 3 * self.hidden_size * self.intermediate_size)
+
     @classmethod
     def from_hf(cls, hf: dict[str, Any]) -> "ModelConfig":
         """Build from the parsed contents of a Hugging Face `config.json`."""

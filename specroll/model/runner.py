@@ -24,11 +24,11 @@ from specroll.model.batch_invariant import BLOCK, BatchInvarianceUnavailable, ro
 from specroll.model.transformer import AttentionSpan, CausalLM, ForwardBatch
 
 
-def batch_invariance_available(model_dir: str | Path) -> bool:
-    """Whether every linear layer of the checkpoint has a row-count-invariant BLAS regime at the
-    current thread count (probed on shapes alone: nothing is loaded)."""
+def batch_invariance_available(model_dir: str | Path, dtype: torch.dtype = torch.float32) -> bool:
+    """Whether every linear layer of the checkpoint in `dtype` has a row-count-invariant regime at
+    the current thread count (probed on shapes alone: nothing is loaded)."""
     with torch.device("meta"):
-        model = CausalLM(read_config(model_dir))
+        model = CausalLM(read_config(model_dir)).to(dtype)
     try:
         model.use_batch_invariant_numerics()
     except BatchInvarianceUnavailable:
@@ -115,6 +115,14 @@ class ModelRunner:
             device=self.device,
             column_multiple=BLOCK if self.batch_invariant else 1,
         )
+
+    def describe_numerics(self) -> str:
+        """The precision and kernels forwards run, for a run's summary."""
+        dtype = str(next(self.model.parameters()).dtype).removeprefix("torch.")
+        parts = [dtype, f"linear layers on {self.model.linear_kernels}"]
+        if dtype != "float32" and self.kernels == "probed":
+            parts.append("attention in float32")
+        return ", ".join(parts)
 
     def twin(self) -> "ModelRunner":
         """Another runner over this one's model (the same live weights) with its numerics and kernels

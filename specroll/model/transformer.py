@@ -309,11 +309,13 @@ class CausalLM(nn.Module):
 
     @property
     def linear_kernels(self) -> str:
-        """What the linear layers run on, for a run's summary: "oneDNN packed", "torch", or both."""
-        packs = {m.packs for m in self.modules() if isinstance(m, Linear)}
-        return {frozenset({True}): "oneDNN packed", frozenset({False}): "torch"}.get(
-            frozenset(packs), "oneDNN packed and torch"
-        )
+        """What the linear layers run on, for a run's summary."""
+        linears = [m for m in self.modules() if isinstance(m, Linear)]
+        if any(m.kernel is not None for m in linears):
+            return "Triton kernels"
+        packs = {m.packs for m in linears}
+        names = {frozenset({True}): "oneDNN packed weights", frozenset({False}): "torch's F.linear"}
+        return names.get(frozenset(packs), "oneDNN packed weights and torch's F.linear")
 
     def use_triton_kernels(self, fused: bool = True) -> None:
         """A GPU's batch-invariant kernels (`specroll.kernels`) for every linear layer, norm and
