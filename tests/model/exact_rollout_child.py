@@ -1,6 +1,8 @@
-"""One exact-mode rollout in a process of its own, for `test_exact_under_load.py`: a model directory,
-a batch size, a thread count and a heap-noise seed in; every request's tokens and log-probabilities
-(as hex, to the bit), the threads it ran on and its numbers of forwards out, as JSON on stdout.
+"""One exact-mode rollout in a process of its own, for `test_exact_under_load.py` and
+`test_bf16_exact.py`: a model directory, a batch size, a thread count and a heap-noise seed in, and
+optionally a dtype and a drafter (drafted under `fixed-3`); every request's tokens and
+log-probabilities (as hex, to the bit), the threads it ran on and the numerics' description out, as
+JSON on stdout.
 
 The heap noise (a seeded number of small allocations of seeded sizes, kept alive) moves where every
 later small tensor lands, so the forwards' buffers lie at other addresses than in a run without it."""
@@ -39,10 +41,17 @@ def requests(vocab_size: int) -> list[Request]:
     return out
 
 
-def main(model_dir: str, batch: int, threads: int, noise_seed: int) -> None:
+def main(
+    model_dir: str, batch: int, threads: int, noise_seed: int, dtype: str = "float32", drafter: str = ""
+) -> None:
     kept = heap_noise(noise_seed)
     spec = EngineSpec(
-        Path(model_dir), MAX_TOKENS, EngineConfig(max_batch_size=batch, seed=11), threads=threads
+        Path(model_dir),
+        MAX_TOKENS,
+        EngineConfig(max_batch_size=batch, seed=11, dtype=dtype),
+        drafter=drafter or None,
+        policy="fixed-3",
+        threads=threads,
     )
     apply_threads(spec)
     engine = build_engine(spec, longest_prompt=40)
@@ -52,8 +61,10 @@ def main(model_dir: str, batch: int, threads: int, noise_seed: int) -> None:
     records = [
         {"tokens": r.output_token_ids, "logprobs": [float(x).hex() for x in r.output_logprobs]} for r in work
     ]
-    print(json.dumps({"threads": torch.get_num_threads(), "records": records, "noise": len(kept)}))
+    numerics = engine.runner.describe_numerics()
+    out = {"threads": torch.get_num_threads(), "records": records, "noise": len(kept), "numerics": numerics}
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), *sys.argv[5:])
