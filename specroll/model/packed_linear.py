@@ -17,8 +17,11 @@ embeddings, a draft head reading the LM head), and `repack` refreshes the copy a
 from __future__ import annotations
 
 import functools
+import os
 
 import torch
+
+from specroll.cpu_env import host_cpu_flags
 
 PACKED_DTYPES = (torch.bfloat16,)
 
@@ -46,3 +49,16 @@ def pack(weight: torch.Tensor) -> torch.Tensor:
 def linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     """x (..., K) @ W.T + bias -> (..., N), W given packed (`pack`); no gradient."""
     return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+
+
+def bf16_kernels() -> str:
+    """Which of oneDNN's bf16 code paths this CPU runs, which decides a bf16 row's bits as MKL's
+    branch decides an fp32 one's: AMX tiles, AVX512-BF16 dot products, or (neither) bf16 converted
+    to fp32 in AVX-512; a `ONEDNN_MAX_CPU_ISA` set by the user is named as it is."""
+    capped = os.environ.get("ONEDNN_MAX_CPU_ISA")
+    if capped:
+        return f"oneDNN capped at {capped}"
+    flags = host_cpu_flags()
+    if "amx_bf16" in flags:
+        return "oneDNN AMX-BF16"
+    return "oneDNN AVX512-BF16" if "avx512_bf16" in flags else "oneDNN without bf16 instructions"

@@ -3,8 +3,10 @@ golden records (`test_golden_records.py`): plain or speculative in, every reques
 log-probabilities (as hex, to the bit), the threads, the CPU numerics' family and the drafts out, as
 JSON on stdout.
 
-    python tests/model/golden_child.py plain|speculative       # print a run
-    python tests/model/golden_child.py --write                 # record this machine's family's file
+    python tests/model/golden_child.py plain|speculative [bfloat16]   # print a run (fp32 by default)
+    python tests/model/golden_child.py --write [bfloat16]             # record this machine's family's file
+
+A bf16 run's family adds oneDNN's bf16 code path (`packed_linear.bf16_kernels`) to the fp32 family's.
 """
 
 from __future__ import annotations
@@ -27,14 +29,22 @@ SYSTEMS = {  # the drafts are verified three tokens wide, whatever they propose
 }
 
 
-def run(system: str) -> dict:
-    config = RolloutConfig(**WORKLOAD, engine=EngineConfig(**ENGINE), **SYSTEMS[system])
+def family(dtype: str) -> str:
+    if dtype == "float32":
+        return describe().family
+    from specroll.model.packed_linear import bf16_kernels
+
+    return f"{describe().family}; {dtype} on {bf16_kernels()}"
+
+
+def run(system: str, dtype: str = "float32") -> dict:
+    config = RolloutConfig(**WORKLOAD, engine=EngineConfig(**ENGINE, dtype=dtype), **SYSTEMS[system])
     result = run_rollout(config)
     records = [{"tokens": r.token_ids, "logprobs": [x.hex() for x in r.logprobs]} for r in result.records]
     drafted = sum(row["num_drafted"] for row in result.telemetry)
     accepted = sum(row["num_accepted"] for row in result.telemetry)
     return {
-        "family": describe().family,
+        "family": family(dtype),
         "cpu": result.cpu,
         "records": records,
         "forwards": result.summary.forward_passes,
@@ -48,8 +58,8 @@ def golden_path(family: str) -> Path:
     return GOLDEN / (re.sub(r"[^A-Za-z0-9.]+", "-", family).strip("-") + ".json")
 
 
-def write() -> Path:
-    plain, speculative = run("plain"), run("speculative")
+def write(dtype: str = "float32") -> Path:
+    plain, speculative = run("plain", dtype), run("speculative", dtype)
     if plain["records"] != speculative["records"]:
         raise SystemExit("speculative and plain differ here: no golden records are written")
     path = golden_path(plain["family"])
@@ -63,6 +73,6 @@ def write() -> Path:
 
 if __name__ == "__main__":
     if sys.argv[1] == "--write":
-        print(f"wrote {write()}")
+        print(f"wrote {write(*sys.argv[2:])}")
     else:
-        print(json.dumps(run(sys.argv[1])))
+        print(json.dumps(run(*sys.argv[1:])))
