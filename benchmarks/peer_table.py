@@ -7,6 +7,7 @@ bundled default model, paired over rounds.
     python benchmarks/peer_table.py --only b8,rl --rounds 3
     python benchmarks/peer_table.py --json /tmp/peer.json    # every round's rows too
     python benchmarks/peer_table.py --rounds-of rl=1         # fewer rounds of the longest workload
+    python benchmarks/peer_table.py --dtype float32          # both engines in fp32 (default: bf16)
 
 Every system runs once a round, round after round, in one process (`specroll.bench.Bench`), so that a
 ratio is the median over rounds of two systems' tokens/s measured minutes apart. vLLM runs in child
@@ -102,8 +103,10 @@ class Measured:
         return max(ran, key=lambda s: statistics.median(self.tokens_per_second(s)), default=None)
 
 
-def measure(workload: Workload, rounds: int, threads: int, systems: list[str]) -> Measured:
-    config = config_from_args(_bench_args(workload, threads))
+def measure(
+    workload: Workload, rounds: int, threads: int, systems: list[str], dtype: str = "bfloat16"
+) -> Measured:
+    config = config_from_args(_bench_args(workload, threads, dtype))
     for system in systems:
         check_system(system, config)
     run_rollout(replace(config, num_prompts=1, n=2, max_tokens=8))  # first-call costs are no system's
@@ -125,11 +128,12 @@ def measure(workload: Workload, rounds: int, threads: int, systems: list[str]) -
     return measured
 
 
-def _bench_args(workload: Workload, threads: int) -> argparse.Namespace:
+def _bench_args(workload: Workload, threads: int, dtype: str = "bfloat16") -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     bench_command.register(parser)
-    args = parser.parse_args([*workload.args, "--threads", str(threads)])
-    args.argv = [*workload.args, "--threads", str(threads)]
+    argv = [*workload.args, "--threads", str(threads), "--dtype", dtype]
+    args = parser.parse_args(argv)
+    args.argv = argv
     return args
 
 
@@ -204,7 +208,7 @@ def _verdict(m: Measured, fast: list[float], speculative: list[float]) -> str:
     return "; ".join(said) or "no vLLM figures"
 
 
-def report(results: list[Measured], threads: int) -> str:
+def report(results: list[Measured], threads: int, dtype: str = "bfloat16") -> str:
     described = "\n".join(
         f"- {m.workload.name}: {m.workload.describe()}; {len(m.rounds)} round(s); 1-minute load average "
         f"{', '.join(f'{a:.2f}' for a in m.load_averages)} (as each round began, and after)"
@@ -212,7 +216,7 @@ def report(results: list[Measured], threads: int) -> str:
         for m in results
     )
     return (
-        f"{threads} thread(s); medians over rounds, paired ratios with their rounds' "
+        f"{dtype}, both engines; {threads} thread(s); medians over rounds, paired ratios with their rounds' "
         f"lowest and highest\n\n{described}\n\n{systems_table(results)}\n\n{goals_table(results)}\n"
     )
 
@@ -221,6 +225,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2, help="rounds of every system, interleaved")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads, every system alike")
+    parser.add_argument(
+        "--dtype", default="bfloat16", choices=("bfloat16", "float32"), help="both engines' precision"
+    )
     parser.add_argument(
         "--only", default="", help=f"comma-separated workloads, of {', '.join(w.name for w in WORKLOADS)}"
     )
@@ -259,13 +266,14 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for workload in args.workloads:
         begun = time.perf_counter()
-        results.append(measure(workload, args.rounds_by_workload[workload.name], args.threads, systems))
+        rounds = args.rounds_by_workload[workload.name]
+        results.append(measure(workload, rounds, args.threads, systems, args.dtype))
         _log(f"{workload.name}: {time.perf_counter() - begun:.0f} s")
         if args.json:
             _write_json(args.json, results)
-        print(report(results, args.threads), file=sys.stderr, flush=True)  # so far
+        print(report(results, args.threads, args.dtype), file=sys.stderr, flush=True)  # so far
     ENGINES.close()
-    print(report(results, args.threads))
+    print(report(results, args.threads, args.dtype))
     return 0
 
 
