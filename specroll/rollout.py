@@ -289,7 +289,7 @@ def run_rollout(
     engine = build_engine(spec, max(map(len, prompts.values())), drafter)
     result = run_requests(engine, requests, tokenizer, task, problems, progress)
     if spec.engine.device == "cpu":
-        result.cpu = cpu_description(threads, engine.runner.describe_numerics())
+        result.cpu = cpu_description(threads, engine.describe_numerics())
     return result
 
 

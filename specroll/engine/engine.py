@@ -115,6 +115,10 @@ class Engine:
         if self.drafter is not None:
             self.drafter.finish(request.request_id)
 
+    def describe_numerics(self) -> str:
+        """The target's precision and kernels, for a run's summary (`ModelRunner.describe_numerics`)."""
+        return self.runner.describe_numerics()
+
     def advance_step(self, step: int) -> None:
         """The RL trainer moved to training step `step`: history drafters roll their window, and a
         policy that estimates acceptance starts afresh (the target has new weights, and an online

@@ -39,6 +39,7 @@ def _flash_would_fail_here(dtype: torch.dtype) -> bool:
 def attention_backends(q: torch.Tensor) -> contextlib.AbstractContextManager:
     """The context an `F.scaled_dot_product_attention` over `q` runs in: torch's math kernel where
     the fused one would fail (`flash_would_fail`), else no restriction."""
-    if q.device.type == "cpu" and _flash_would_fail_here(q.dtype):
+    # fp32, and every GPU, decided before the cached call: a compiled forward traces no cache
+    if q.device.type == "cpu" and q.dtype in _PACKED_DTYPES and _flash_would_fail_here(q.dtype):
         return sdpa_kernel([SDPBackend.MATH])
     return contextlib.nullcontext()

@@ -61,7 +61,7 @@ def main(
     records = [
         {"tokens": r.output_token_ids, "logprobs": [float(x).hex() for x in r.output_logprobs]} for r in work
     ]
-    numerics = engine.runner.describe_numerics()
+    numerics = engine.describe_numerics()
     out = {"threads": torch.get_num_threads(), "records": records, "noise": len(kept), "numerics": numerics}
     print(json.dumps(out))
 
