@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specroll.placement import check_placement
+from specroll.placement import cache_dtype, check_placement
 from specroll.sampling_rules import DEFAULT_SAMPLING_RULE, check_rule
 
 VERIFY_MODES = ("exact", "rejection")
@@ -44,6 +44,11 @@ class EngineConfig:
             raise ValueError(f"verify mode must be one of {', '.join(VERIFY_MODES)}, got {self.verify!r}")
         check_rule(self.sampling_rule)
         check_placement(self.device, self.dtype, self.batch_invariant)
+
+    @property
+    def cache_dtype(self) -> str:
+        """The KV cache's dtype (`placement.cache_dtype`): what sizes its memory."""
+        return cache_dtype(self.device, self.dtype, self.batch_invariant)
 
     @property
     def cache_capacity(self) -> int:

@@ -93,4 +93,5 @@ def _max_model_len(spec: EngineSpec, longest_prompt: int) -> int:
 def _batch_that_fits(model_dir: Path, config: EngineConfig) -> int:
     """As many slots as asked for or as fit the memory at hand (`engine.memory`)."""
     model = read_config(model_dir)
-    return batch_that_fits(config.max_batch_size, model, config.cache_capacity, config.dtype, config.device)
+    capacity, dtype = config.cache_capacity, config.cache_dtype
+    return batch_that_fits(config.max_batch_size, model, capacity, dtype, config.device)

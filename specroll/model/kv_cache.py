@@ -49,9 +49,9 @@ class KVCache:
 
     def write(self, layer: int, index: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> None:
         """keys/values (B, Hkv, T, D): store each new token's K/V at `write_index` rows."""
-        D = keys.shape[-1]
-        self.keys[layer].view(-1, D).index_copy_(0, index, keys.reshape(-1, D))
-        self.values[layer].view(-1, D).index_copy_(0, index, values.reshape(-1, D))
+        D, dtype = keys.shape[-1], self.keys[layer].dtype  # a 16-bit model's K/V widen into an fp32 cache
+        self.keys[layer].view(-1, D).index_copy_(0, index, keys.reshape(-1, D).to(dtype))
+        self.values[layer].view(-1, D).index_copy_(0, index, values.reshape(-1, D).to(dtype))
 
     def read(self, layer: int, slots: torch.Tensor | slice, length: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The first `length` positions of each slot: keys, values each (B, Hkv, length, D).

@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 import torch
 
 from specroll.model.config import ModelConfig
-from specroll.placement import check_numerics, invariant_kernels
+from specroll.placement import cache_dtype, check_numerics, invariant_kernels
 from specroll.model.kv_cache import KVCache
 from specroll.model.loader import load_model, read_config
 from specroll.model.attention_chunks import Chunk, plan_chunks
@@ -104,14 +104,17 @@ class ModelRunner:
         self.use_new_cache(num_slots, capacity)
 
     def use_new_cache(self, num_slots: int, capacity: int, dtype: torch.dtype | None = None) -> None:
-        """Forwards from now on read and write a new, zeroed cache of this shape, in `dtype` (the
-        model's by default). A training forward takes one each: autograd records a cache's writes,
-        so a cache serves one differentiated forward."""
+        """Forwards from now on read and write a new, zeroed cache of this shape, in `dtype` (by
+        default `placement.cache_dtype`'s: fp32 for a 16-bit model under the CPU's batch-invariant
+        numerics, else the model's). A training forward takes one each: autograd records a cache's
+        writes, so a cache serves one differentiated forward."""
+        model_dtype = str(next(self.model.parameters()).dtype).removeprefix("torch.")
+        name = cache_dtype(self.device.type, model_dtype, self.kernels == "probed")
         self.cache = KVCache(
             self.config,
             num_slots,
             capacity,
-            dtype=dtype or next(self.model.parameters()).dtype,
+            dtype=dtype or getattr(torch, name),
             device=self.device,
             column_multiple=BLOCK if self.batch_invariant else 1,
         )

@@ -72,7 +72,7 @@ def sized_by_budget(spec: EngineSpec, config, kv_memory: KvMemory) -> EngineSpec
     """The spec with as many slots as `kv_memory` holds at the asked context, or, where not one slot
     fits, one slot and the context that fits."""
     engine = spec.engine
-    per_position = kv_bytes_per_slot(config, 1, engine.dtype)
+    per_position = kv_bytes_per_slot(config, 1, engine.cache_dtype)
     extra = engine.max_draft + 1  # a cache slot holds max_model_len + max_draft + 1 positions
     budget = kv_memory.budget(available_bytes(engine.device))
     slots, positions = cache_shape(budget, per_position, engine.max_batch_size, spec.max_tokens + extra)
@@ -87,7 +87,7 @@ def sized_by_budget(spec: EngineSpec, config, kv_memory: KvMemory) -> EngineSpec
 def cache_line(engine_config, config) -> str:
     """What the KV cache holds: its size, slots (requests at once) and positions a slot."""
     positions = engine_config.cache_capacity
-    total = engine_config.max_batch_size * kv_bytes_per_slot(config, positions, engine_config.dtype)
+    total = engine_config.max_batch_size * kv_bytes_per_slot(config, positions, engine_config.cache_dtype)
     return (
         f"specroll serve: KV cache {size_text(total)}: {engine_config.max_batch_size} slots x {positions} "
         f"positions (a context of {engine_config.max_model_len}; --kv-memory sets the budget)"
