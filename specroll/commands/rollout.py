@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import fields
 from contextlib import nullcontext
 from pathlib import Path
 
 from specroll.commands.progress import ProgressLines, add_progress_flag
 from specroll.commands.tables import TextTable, print_table
 
-from specroll.engine_config import VERIFY_MODES
+from specroll.engine.choices import EngineChoices
+from specroll.engine.spec import EngineSpec
+from specroll.engine_config import VERIFY_MODES, EngineConfig
 from specroll.model.catalog import resolve_model_dir
 from specroll.model.device import DEVICES, GRAPH_CHOICES, resolve_cuda_graphs, resolve_device
 from specroll.sampling_rules import SAMPLING_RULES
@@ -147,12 +150,34 @@ FLAG_FIELDS = {
 def config_from_args(args: argparse.Namespace, head_is_output: bool = False, **overrides) -> RolloutConfig:
     """The rollout the flags describe. A --draft-head that holds no head is refused, unless the
     command saves a head there (`head_is_output`: `head train`)."""
+    values = flag_values(args, RolloutConfig.flat_names(), head_is_output)
+    return RolloutConfig.from_flat({**values, **overrides})
+
+
+def engine_spec_from_args(
+    args: argparse.Namespace, max_tokens: int, head_is_output: bool = False
+) -> EngineSpec:
+    """The engine the flags describe, its responses at most `max_tokens` long: the one way a command
+    turns flags into an engine (`rollout` and `bench` through their `RolloutConfig`, whose
+    `engine_spec` resolves the same `EngineChoices`; `serve`, which has no workload, directly)."""
+    values = flag_values(args, _names(EngineChoices) | _names(EngineConfig), head_is_output)
+    engine = EngineConfig(**{k: v for k, v in values.items() if k in _names(EngineConfig)})
+    choices = {k: v for k, v in values.items() if k in _names(EngineChoices)}
+    return EngineChoices(engine=engine, **choices).spec(max_tokens)
+
+
+def _names(kind: type) -> frozenset[str]:
+    return frozenset(f.name for f in fields(kind))
+
+
+def flag_values(args: argparse.Namespace, names: frozenset[str], head_is_output: bool = False) -> dict:
+    """The flags' values by the field names they fill (of `names`), those that need resolving resolved."""
     if getattr(args, "draft_head", None) is not None and not head_is_output:
         check_head_dir(args.draft_head)
     device = resolve_device(args.device)
     named = {FLAG_FIELDS.get(flag, flag): value for flag, value in vars(args).items()}
-    values = {name: value for name, value in named.items() if name in RolloutConfig.flat_names()}
-    values |= dict(  # the flags whose value is resolved
+    values = {name: value for name, value in named.items() if name in names}
+    return values | dict(  # the flags whose value is resolved
         model_dir=resolve_model_dir(args.model),
         draft_model_dir=resolve_model_dir(args.draft_model),
         device=device,
@@ -160,7 +185,6 @@ def config_from_args(args: argparse.Namespace, head_is_output: bool = False, **o
         cuda_graphs=resolve_cuda_graphs(args.cuda_graphs, device),
         overlap=args.overlap == "on",
     )
-    return RolloutConfig.from_flat({**values, **overrides})
 
 
 def check_head_dir(directory: Path) -> None:
