@@ -36,7 +36,7 @@ class RolloutConfig:
     one value every engine of the rollout is built with; its max_model_len is set from the prompts and
     max_tokens when the engine is built) and its engines (`cluster`)."""
 
-    model_dir: Path = DEFAULT_MODEL
+    model_dir: Path = field(default=DEFAULT_MODEL, metadata={"flag": "model"})
     task: str = DEFAULT_TASK
     num_prompts: int = 64
     n: int = 8  # samples per prompt: the group size
@@ -47,15 +47,17 @@ class RolloutConfig:
     engine: EngineConfig = field(default_factory=EngineConfig)  # batch, draft limit, verify, seed, numerics
     speculate: str = "on"  # off | on (the default drafter) | a drafter's name
     policy: str = DEFAULT_POLICY
-    draft_model_dir: Path = DEFAULT_DRAFT_MODEL
-    draft_head_dir: Path | None = None  # None: <model_dir>/draft-head, where `specroll head train` saves
+    draft_model_dir: Path = field(default=DEFAULT_DRAFT_MODEL, metadata={"flag": "draft_model"})
+    # None: <model_dir>/draft-head, where `specroll head train` saves
+    draft_head_dir: Path | None = field(default=None, metadata={"flag": "draft_head"})
     step: int = 0  # the RL training step this rollout belongs to
     threads: int = 0  # CPU threads for torch; 0 = auto (`specroll.engine.threads`)
     cost_model: Path | None = None  # a profile fit; None = one of the engine's device (cost_model_path)
     prompts: Path | None = None  # a JSONL file of prompts: the task, in place of `task` (see JsonlTask)
     prompt_field: str = "prompt"  # the fields of `prompts` records to read
     answer_field: str = "answer"
-    reward_name: str = DEFAULT_REWARD  # how `prompts` responses are scored (specroll.tasks.rewards)
+    # how `prompts` responses are scored (specroll.tasks.rewards)
+    reward_name: str = field(default=DEFAULT_REWARD, metadata={"flag": "reward"})
     cluster: ClusterConfig = field(default_factory=ClusterConfig)  # workers, dispatch (`specroll.cluster`)
 
     def __post_init__(self) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from specroll.commands.progress import ProgressLines, add_progress_flag
 from specroll.commands.tables import TextTable, print_table
 
+from specroll.cluster.multi_worker import ClusterConfig
 from specroll.engine.choices import EngineChoices
 from specroll.engine.spec import EngineSpec
 from specroll.engine_config import VERIFY_MODES, EngineConfig
@@ -134,17 +135,16 @@ def add_device_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-# the flags whose field (of RolloutConfig or a config it holds, flat: `RolloutConfig.from_flat`) is named
-# otherwise; every other flag a command has names its field, or none
-FLAG_FIELDS = {
-    "model": "model_dir",
-    "draft_model": "draft_model_dir",
-    "draft_head": "draft_head_dir",
-    "reward": "reward_name",
-    "fast_numerics": "batch_invariant",
-    "workers": "num_workers",
-    "worker_backend": "backend",
-}
+def flag_fields() -> dict[str, str]:
+    """The flags (as argparse names them) whose field, of `RolloutConfig` or a config it holds (flat:
+    `RolloutConfig.from_flat`), is named otherwise: each such field names its flag in its metadata
+    (`flag`; `inverted` where the flag asks for the field's negation, as --fast-numerics does). Every
+    other flag a command has names its field, or none."""
+    kinds = (RolloutConfig, EngineConfig, ClusterConfig)
+    return {f.metadata["flag"]: f.name for kind in kinds for f in fields(kind) if "flag" in f.metadata}
+
+
+FLAG_FIELDS = flag_fields()
 
 
 def config_from_args(args: argparse.Namespace, head_is_output: bool = False, **overrides) -> RolloutConfig:
