@@ -5,7 +5,7 @@ Imports no torch and sits below the drafters and the engine, so each of them can
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from specroll.placement import cache_dtype, check_placement
 from specroll.sampling_rules import DEFAULT_SAMPLING_RULE, check_rule
@@ -25,7 +25,9 @@ class EngineConfig:
     seed: int = 0
     device: str = "cpu"  # cpu | cuda, resolved (`specroll.model.device.resolve_device`)
     dtype: str = "float32"  # float32 | bfloat16 | float16; a draft model runs in it too
-    batch_invariant: bool = True  # target logits independent of batch shape (`model.batch_invariant`)
+    # target logits independent of batch shape (`model.batch_invariant`); the command line's
+    # --fast-numerics asks for the opposite (`flag`, `inverted`: the field is its negation)
+    batch_invariant: bool = field(default=True, metadata={"flag": "fast_numerics", "inverted": True})
     sampling_rule: str = DEFAULT_SAMPLING_RULE  # exact mode's draw (`specroll.sampling_rules`)
     cuda_graphs: bool = False  # decode and verification forwards at static shapes (`model.static_forward`)
     # with cuda_graphs and no drafter, launch each decode step before the previous one's tokens are

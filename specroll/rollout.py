@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from specroll.cluster.multi_worker import ClusterConfig, run_cluster
-from specroll.drafting.head_files import HEAD_DIR_NAME, head_matches
 from specroll.drafting.protocol import Drafter
-from specroll.drafting.registry import DEFAULT_DRAFTER
+from specroll.engine.choices import CHECKPOINTS, DEFAULT_DRAFT_MODEL, EngineChoices
 from specroll.engine.engine import Engine, add_requests
 from specroll.engine.factory import build_engine
 from specroll.engine.threads import ThreadChoice, apply_threads
@@ -21,17 +20,14 @@ from specroll.engine_config import EngineConfig
 from specroll.model.blas_mode import describe as describe_cpu_numerics
 from specroll.model.catalog import resolve_model_dir
 from specroll.model.loader import read_config
-from specroll.policies.cost_model import CostModel, check_profile_device
+from specroll.policies.cost_model import CostModel
 from specroll.policies.policy_names import DEFAULT_POLICY
 from specroll.tail import tail_seconds
 from specroll.tasks import DEFAULT_TASK, JsonlTask, Problem, Task, get_reward, get_task
 from specroll.tasks.rewards import DEFAULT_REWARD
 from specroll.tokenizer import Tokenizer, load_tokenizer
 
-CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
 DEFAULT_MODEL = CHECKPOINTS / "policy"
-DEFAULT_DRAFT_MODEL = CHECKPOINTS / "draft"
-PROFILES = CHECKPOINTS.parent / "profiles"
 
 
 @dataclass(frozen=True)
@@ -40,7 +36,7 @@ class RolloutConfig:
     one value every engine of the rollout is built with; its max_model_len is set from the prompts and
     max_tokens when the engine is built) and its engines (`cluster`)."""
 
-    model_dir: Path = DEFAULT_MODEL
+    model_dir: Path = field(default=DEFAULT_MODEL, metadata={"flag": "model"})
     task: str = DEFAULT_TASK
     num_prompts: int = 64
     n: int = 8  # samples per prompt: the group size
@@ -51,15 +47,17 @@ class RolloutConfig:
     engine: EngineConfig = field(default_factory=EngineConfig)  # batch, draft limit, verify, seed, numerics
     speculate: str = "on"  # off | on (the default drafter) | a drafter's name
     policy: str = DEFAULT_POLICY
-    draft_model_dir: Path = DEFAULT_DRAFT_MODEL
-    draft_head_dir: Path | None = None  # None: <model_dir>/draft-head, where `specroll head train` saves
+    draft_model_dir: Path = field(default=DEFAULT_DRAFT_MODEL, metadata={"flag": "draft_model"})
+    # None: <model_dir>/draft-head, where `specroll head train` saves
+    draft_head_dir: Path | None = field(default=None, metadata={"flag": "draft_head"})
     step: int = 0  # the RL training step this rollout belongs to
     threads: int = 0  # CPU threads for torch; 0 = auto (`specroll.engine.threads`)
     cost_model: Path | None = None  # a profile fit; None = one of the engine's device (cost_model_path)
     prompts: Path | None = None  # a JSONL file of prompts: the task, in place of `task` (see JsonlTask)
     prompt_field: str = "prompt"  # the fields of `prompts` records to read
     answer_field: str = "answer"
-    reward_name: str = DEFAULT_REWARD  # how `prompts` responses are scored (specroll.tasks.rewards)
+    # how `prompts` responses are scored (specroll.tasks.rewards)
+    reward_name: str = field(default=DEFAULT_REWARD, metadata={"flag": "reward"})
     cluster: ClusterConfig = field(default_factory=ClusterConfig)  # workers, dispatch (`specroll.cluster`)
 
     def __post_init__(self) -> None:
@@ -76,48 +74,41 @@ class RolloutConfig:
             )
 
     @property
+    def choices(self) -> EngineChoices:
+        """What this rollout chose for its engine, resolved into a spec by `EngineChoices`."""
+        return EngineChoices(
+            Path(self.model_dir),
+            self.engine,
+            self.speculate,
+            self.policy,
+            self.draft_model_dir,
+            self.draft_head_dir,
+            self.cost_model,
+            self.step,
+            self.threads,
+        )
+
+    @property
     def drafter_name(self) -> str | None:
-        """`on` means the draft head when one was trained for this target (at temperature 1 only a
-        drafter following the policy's distribution keeps up), else the draft model when a draft
-        checkpoint for this target is at hand (it measured the highest acceptance on the bundled
-        task), else the model-free suffix drafters."""
-        if self.speculate == "on":
-            if self.has_head:
-                return "draft-head"
-            return "draft-model" if self.has_matching_draft else DEFAULT_DRAFTER
-        return None if self.speculate == "off" else self.speculate
+        """The drafter `speculate` names for this target (`EngineChoices.drafter_name`)."""
+        return self.choices.drafter_name(read_config(self.model_dir))
 
     @property
     def has_matching_draft(self) -> bool:
-        """A draft checkpoint exists and shares the target's vocabulary (the bundled draft is the
-        bundled policy's: it cannot draft for another model, such as a pulled `smollm2`)."""
-        if self.draft_model_dir is None or not (Path(self.draft_model_dir) / "config.json").is_file():
-            return False
-        return read_config(self.draft_model_dir).vocab_size == read_config(self.model_dir).vocab_size
+        return self.choices.has_matching_draft(read_config(self.model_dir))
 
     @property
     def head_dir(self) -> Path:
-        return Path(self.draft_head_dir or Path(self.model_dir) / HEAD_DIR_NAME)
+        return self.choices.head_dir
 
     @property
     def has_head(self) -> bool:
-        """A draft head for this target's hidden size and vocabulary is saved at `head_dir`."""
-        return head_matches(self.head_dir, read_config(self.model_dir))
+        return self.choices.has_head(read_config(self.model_dir))
 
     def engine_spec(self) -> EngineSpec:
-        """What building this rollout's engine needs, here or in a worker (`specroll.engine.factory`)."""
-        return EngineSpec(
-            model_dir=Path(self.model_dir),
-            max_tokens=self.max_tokens,
-            engine=self.engine,
-            drafter=self.drafter_name,
-            draft_model_dir=self.draft_model_dir,
-            draft_head_dir=self.head_dir,
-            policy=self.policy,
-            cost_model=cost_model_path(self),
-            step=self.step,
-            threads=self.threads,
-        )
+        """What building this rollout's engine needs, here or in a worker (`specroll.engine.factory`),
+        with the target's config read once and handed down."""
+        return self.choices.spec(self.max_tokens)
 
     def with_engine(self, **changes) -> RolloutConfig:
         """This rollout with some of the engine's settings changed (`dataclasses.replace` on `engine`)."""
@@ -216,19 +207,8 @@ ProgressFn = Callable[[Engine, int, int], None]  # engine, finished requests, ou
 
 
 def cost_model_path(config: RolloutConfig) -> Path | None:
-    """The profiled cost model for this checkpoint on the rollout's device (`config.engine.device`):
-    the one given, refused (ValueError) if measured on another device type; else the first
-    profiles/<model>.cost.json here or beside the checkout measured on this device type (a profile of
-    another device is passed over); None without one (on the CPU the policies then use their default;
-    elsewhere the engine measures its own prices, `engine.device_prices`)."""
-    if config.cost_model is not None:
-        check_profile_device(CostModel.load(config.cost_model), config.engine.device, config.cost_model)
-        return Path(config.cost_model)
-    name = f"{Path(config.model_dir).resolve().name}.cost.json"
-    for path in (Path("profiles") / name, PROFILES / name):
-        if path.is_file() and CostModel.load(path).device == config.engine.device:
-            return path.resolve()
-    return None
+    """The profiled cost model for the rollout's checkpoint and device (`EngineChoices.cost_model_path`)."""
+    return config.choices.cost_model_path()
 
 
 def load_cost_model(config: RolloutConfig) -> CostModel | None:

@@ -25,8 +25,8 @@ ALLOWED = {  # part -> the parts, or single modules of parts, it may import (a p
     # the command line, the server, the adapters and side-by-side runs
     "__init__": {"cpu_env"},  # the package's first act: pin the CPU numerics
     "cli": {"commands"},  # each command's module, by name, at run time
-    "commands": {"bench", "cpu_env", "drafteval", "drafting", "engine", "engine_config", "head", "model",
-                 "placement", "policies", "profiling", "provenance", "rollout", "sampling_rules",
+    "commands": {"bench", "cluster", "cpu_env", "drafteval", "drafting", "engine", "engine_config", "head",
+                 "model", "placement", "policies", "profiling", "provenance", "rollout", "sampling_rules",
                  "scheduling", "serve", "sim", "tasks", "tokenizer", "train"},
     "serve": {"engine", "model", "sampling", "tokenizer", "train"},
     "integrations": {"engine", "engine_config", "model", "placement", "policies", "rollout", "tokenizer"},

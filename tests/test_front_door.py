@@ -1,8 +1,10 @@
 """The engine's front door holds: no module of specroll outside `specroll.engine` reaches into an
-engine's runner or scheduler (it calls `Engine.load_weights`, reads `Engine.num_running`,
-`context_room`, `lm_head_weight()` ...), into the target model's layers (`ModelRunner.input_embeddings`,
-`lm_head_weight`), or past the `Drafter` protocol into a drafter's own members (a drafter holding a
-draft head answers `trainable_head()`), so that any engine, runner or drafter behind those doors works.
+engine's parts, its runner, scheduler, drafter or policy (it calls `Engine.load_weights`,
+`trainable_head()`, reads `Engine.num_running`, `context_room`, `lm_head_weight()` ...), nor opens the
+door named for tests (`Engine.parts_for_testing`), into the target model's layers
+(`ModelRunner.input_embeddings`, `lm_head_weight`), or past the `Drafter` protocol into a drafter's
+own members (a drafter holding a draft head answers `trainable_head()`), so that any engine, runner or
+drafter behind those doors works.
 
 The check reads every module with `ast`. A drafter is recognised by its name (`drafter`, `x.drafter`,
 `..._drafter`), the name specroll gives every value typed `Drafter`; an object's own runner
@@ -18,7 +20,9 @@ import pytest
 from specroll.drafting.protocol import Drafter
 
 SPECROLL = Path(__file__).resolve().parents[1] / "specroll"
-ENGINE_PARTS = ("runner", "scheduler")  # the engine's own: callers use its front door
+ENGINE_PARTS = ("runner", "scheduler")  # the engine's own (and any object's): callers use its front door
+ENGINE_ONLY_PARTS = ("drafter", "policy", "captured", "stepper", "proposer", "observer")  # of an engine
+TEST_SEAM = "parts_for_testing"  # the engine's parts by name, for tests alone
 MODEL_PACKAGE = SPECROLL / "model"  # the one place that reads a model's layers
 
 
@@ -57,9 +61,15 @@ def reach_arounds(source: str, reads_model: bool = False) -> list[str]:
     return found
 
 
+def _is_engine(node: ast.expr) -> bool:
+    return _name(node).endswith("engine")  # engine, self.engine, loop.engine, rollout.last_engine
+
+
 def _reaches(node: ast.Attribute, members: frozenset[str], reads_model: bool) -> bool:
-    if node.attr in ENGINE_PARTS and not _is_self(node.value):
-        return True  # engine.runner, loop.engine.scheduler, self.engine.runner ...
+    if node.attr.lstrip("_") in ENGINE_PARTS and not _is_self(node.value):
+        return True  # engine.runner, loop.engine.scheduler, self.engine._runner ...
+    if _is_engine(node.value) and (node.attr.lstrip("_") in ENGINE_ONLY_PARTS or node.attr == TEST_SEAM):
+        return True  # engine.drafter, engine._policy, engine.parts_for_testing() ...
     if not reads_model and (
         node.attr == "embed_tokens" or (node.attr == "lm_head" and _name(node.value) == "model")
     ):
@@ -106,6 +116,10 @@ def test_no_module_outside_the_engine_reaches_around_its_front_door():
         "weight = runner.model.lm_head.weight",
         "model = runner.model; weight = model.lm_head.weight",
         "if isinstance(engine.drafter, DraftHeadDrafter): pass",
+        "head = engine.drafter.trainable_head()",
+        "cost = self.engine._policy.cost_model",
+        "runner = engine.parts_for_testing().runner",
+        "engine._runner.forward(inputs)",
         "drafter.listeners.append(recorder)",
         "depth = drafter.head.config.train_depth",
         "copy = self.drafter.trainable_copy()",
@@ -124,7 +138,7 @@ def test_the_check_finds_each_kind_of_reach_around(source):
         "engine.load_weights(weights); n = engine.num_running + engine.num_waiting",
         "self.runner.forward(inputs); self.runner.cache.num_slots",  # an object's own runner
         "embedding = ctx.target.input_embeddings(); w = engine.lm_head_weight()",
-        "head = engine.drafter.trainable_head()",
+        "head = engine.trainable_head(); engine.warm_drafter(replay)",
         "drafter.begin(info); drafter.propose(queries); drafter.observe(1, []); drafter.finish(1)",
         "drafter.observe_features(f); drafter.advance_step(2); drafter.member(None).upkeep_seconds()",
         "if drafter.needs_features: layers = drafter.feature_layers",

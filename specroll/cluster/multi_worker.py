@@ -4,7 +4,7 @@ same tokens (sampling is keyed by request and position, so no token depends on w
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -20,11 +20,13 @@ class ClusterConfig:
     """A rollout's engines and how its requests are dispatched to them (static dispatch shuffles groups
     to workers with the engine's seed)."""
 
-    num_workers: int = 1  # engines; more than one runs them on Ray (or inline), coordinated here
+    # engines; more than one runs them on Ray (or inline), coordinated here
+    num_workers: int = field(default=1, metadata={"flag": "workers"})
     dispatch: str = "divided"  # static | divided | context-aware (`scheduling.dispatch`)
     chunk_tokens: int = 0  # divided dispatch: tokens a request generates before it is re-dispatched;
     # 0 = a quarter of max_tokens (Seer's 8K chunks of 32K-64K budgets)
-    backend: str = "ray"  # ray | inline (every worker in this process, called in turn)
+    # ray | inline (every worker in this process, called in turn)
+    backend: str = field(default="ray", metadata={"flag": "worker_backend"})
     fastest_of_n: bool = False  # idle workers run copies of stragglers (exact, batch-invariant mode only)
 
     def __post_init__(self) -> None:

@@ -30,8 +30,28 @@ from specroll.provenance import (
 
 def register(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", required=True)
-    train = actions.add_parser("train", help="train a draft head for --model")
+    _register_train(actions.add_parser("train", help="train a draft head for --model"))
+    _register_eval(
+        actions.add_parser("eval", help="how often a head's drafts would match the target, by coupling")
+    )
+    _register_replay(
+        actions.add_parser(
+            "replay",
+            help="tokens a forward of the head's chains and trees on a recorded rollout, without the target",
+        )
+    )
+
+
+def _register_train(train: argparse.ArgumentParser) -> None:
     add_rollout_arguments(train)
+    _add_training_data_arguments(train)
+    _add_shape_arguments(train)
+    add_progress_flag(train)
+    train.set_defaults(func=run_train)
+
+
+def _add_training_data_arguments(train: argparse.ArgumentParser) -> None:
+    """What the head learns from and where it goes, and the training's two limits."""
     train.add_argument(
         "--rollouts",
         type=Path,
@@ -60,7 +80,26 @@ def register(parser: argparse.ArgumentParser) -> None:
         "that comes before --minutes (the output says which limit ended it)",
     )
     train.add_argument("--lr", type=float, default=1e-3)
-    add_progress_flag(train)
+    train.add_argument(
+        "--exclude-seed",
+        type=int,
+        default=None,
+        help="leave out the problems a workload with this seed (and --exclude-prompts) draws, "
+        "e.g. a benchmark's, so that the head is measured on problems it never saw",
+    )
+    train.add_argument("--exclude-prompts", type=int, default=8)
+    train.add_argument(
+        "--features-cache",
+        type=Path,
+        default=None,
+        metavar="FILE.pt",
+        help="keep the teacher-forced features here and reuse them on the next run with the same "
+        "checkpoint, prompts and responses (a cache with more layers serves a head with fewer)",
+    )
+
+
+def _add_shape_arguments(train: argparse.ArgumentParser) -> None:
+    """The head's shape and how it trains."""
     train.add_argument(
         "--depth",
         type=int,
@@ -94,14 +133,6 @@ def register(parser: argparse.ArgumentParser) -> None:
         "the device multiplies it natively (a GPU with bf16, a CPU with AVX512-BF16 or AMX)",
     )
     train.add_argument(
-        "--exclude-seed",
-        type=int,
-        default=None,
-        help="leave out the problems a workload with this seed (and --exclude-prompts) draws, "
-        "e.g. a benchmark's, so that the head is measured on problems it never saw",
-    )
-    train.add_argument("--exclude-prompts", type=int, default=8)
-    train.add_argument(
         "--feature-layers",
         default="auto",
         metavar="auto|none|I,J,...",
@@ -109,28 +140,18 @@ def register(parser: argparse.ArgumentParser) -> None:
         "(EAGLE-3); auto: a low and a middle one (default; it beat the final state alone in a "
         "paired measurement, BENCHMARKS.md); none: the final hidden state alone",
     )
-    train.add_argument(
-        "--features-cache",
-        type=Path,
-        default=None,
-        metavar="FILE.pt",
-        help="keep the teacher-forced features here and reuse them on the next run with the same "
-        "checkpoint, prompts and responses (a cache with more layers serves a head with fewer)",
-    )
-    train.set_defaults(func=run_train)
-    evaluate = actions.add_parser(
-        "eval", help="how often a head's drafts would match the target, by coupling"
-    )
+
+
+def _register_eval(evaluate: argparse.ArgumentParser) -> None:
     add_rollout_arguments(evaluate)
     evaluate.add_argument("--rollouts", type=Path, required=True, metavar="FILE.jsonl")
     _add_head_alias(evaluate)
     evaluate.add_argument("--depth", type=int, default=3, help="draft depths to measure")
     add_progress_flag(evaluate)
     evaluate.set_defaults(func=run_eval)
-    again = actions.add_parser(
-        "replay",
-        help="tokens a forward of the head's chains and trees on a recorded rollout, without the target",
-    )
+
+
+def _register_replay(again: argparse.ArgumentParser) -> None:
     add_rollout_arguments(again)
     again.add_argument(
         "--rollouts",
@@ -186,28 +207,29 @@ def _teacher_forced(args: argparse.Namespace, runner, data, temperature: float):
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from specroll.head.feature_cache import (
-        FeatureSource,
-        checkpoint_fingerprint,
-        load_features,
-        save_features,
-        sequences_sha256,
-    )
-    from specroll.commands.head_data import read_responses
-    from specroll.head.shape import chosen_shape
-    from specroll.head.warm_start import warm_start
-    from specroll.model.device import torch_dtype
-    from specroll.model.runner import ModelRunner
-    from specroll.rollout import load_problems
-
+    """`head train`: the settings checked first, then the responses, the target's features along
+    them, the warm start and the saved head."""
     if not args.minutes > 0:
         raise ValueError(
             f"--minutes must be positive, got {args.minutes}: no training leaves the head untrained"
         )
     config = config_from_args(args, speculate="off", head_is_output=True)
     out = head_destination(args.out, args.draft_head, config.head_dir, args.force)
+    warm = _warm_start_config(args, config)  # checked before the rollout and the features, the slow part
+    _use_threads(config)
+    rollouts, data = _training_data(args, config)
+    runner, sequences, layers = _features(args, config, data)
+    result = _warm_started(args, config, runner, sequences, replace(warm, feature_layers=layers))
+    _save(args, result, out, rollouts)
+    return 0
+
+
+def _warm_start_config(args: argparse.Namespace, config) -> WarmStartConfig:
+    """The training's settings: the flags, and a head shape chosen for the device it drafts on."""
+    from specroll.head.shape import chosen_shape
+
     shape = chosen_shape(config.engine.device, args.depth, args.num_blocks, args.draft_vocab)
-    warm = WarmStartConfig(  # built, and so checked, before the rollout and the features, the slow part
+    warm = WarmStartConfig(
         seconds=args.minutes * 60,
         max_epochs=args.max_epochs,
         draft_vocab_size=shape.draft_vocab_size,
@@ -221,7 +243,15 @@ def run_train(args: argparse.Namespace) -> int:
         ),
     )
     print(f"head shape: {shape.describe()} (for drafting on {config.engine.device})")
-    _use_threads(config)
+    return warm
+
+
+def _training_data(args: argparse.Namespace, config):
+    """The rollout file (--rollouts, checked to match the workload, else one run now) and its
+    responses, less the problems --exclude-seed draws."""
+    from specroll.commands.head_data import read_responses
+    from specroll.rollout import load_problems
+
     if args.rollouts is not None:
         check_provenance(args.rollouts, RolloutProvenance.of(config), TRAINING_FIELDS)
     rollouts = args.rollouts or _run_rollout(config, args)
@@ -232,6 +262,16 @@ def run_train(args: argparse.Namespace) -> int:
     data = read_responses(rollouts, config, excluded)
     if args.exclude_seed is not None:
         print(_exclusion_line(excluded, frozenset(load_problems(config)[1]), args, len(data.responses)))
+    return rollouts, data
+
+
+def _features(args: argparse.Namespace, config, data):
+    """The target's runner, and its features along the responses: read from --features-cache where
+    it holds them, else teacher-forced (and kept there)."""
+    from specroll.head.feature_cache import FeatureSource, checkpoint_fingerprint, sequences_sha256
+    from specroll.model.device import torch_dtype
+    from specroll.model.runner import ModelRunner
+
     longest = max(len(p) + len(r) for p, r in zip(data.prompts, data.responses))
     runner = ModelRunner.from_pretrained(
         config.model_dir, 8, longest, torch_dtype(config.engine.dtype), config.engine.device
@@ -243,21 +283,32 @@ def run_train(args: argparse.Namespace) -> int:
         sequences_sha256(data.prompts, data.responses),
         config.temperature,
     )
-    cache = args.features_cache
-    if cache is not None and cache.exists():
-        sequences = load_features(cache, source, layers, runner.model.config.hidden_size)
-        how = f"read from {cache}"
-    else:
-        runner.use_feature_layers(layers)
-        sequences = _teacher_forced(args, runner, data, config.temperature)
-        how = "computed"
-        if cache is not None:
-            save_features(cache, sequences, source, layers)
-            how += f", kept in {cache}"
+    sequences, how = _cached_or_computed(args, config, data, runner, source, layers)
     positions = sum(s.num_positions for s in sequences)
     seconds = time.perf_counter() - started
     print(f"features: {len(sequences)} responses, {positions} positions {how} in {seconds:.1f} s")
-    warm = replace(warm, feature_layers=layers)
+    return runner, sequences, layers
+
+
+def _cached_or_computed(args: argparse.Namespace, config, data, runner, source, layers):
+    """The features and how they came: read from the cache, or computed (and kept in it)."""
+    from specroll.head.feature_cache import load_features, save_features
+
+    cache = args.features_cache
+    if cache is not None and cache.exists():
+        return load_features(cache, source, layers, runner.model.config.hidden_size), f"read from {cache}"
+    runner.use_feature_layers(layers)
+    sequences = _teacher_forced(args, runner, data, config.temperature)
+    if cache is None:
+        return sequences, "computed"
+    save_features(cache, sequences, source, layers)
+    return sequences, f"computed, kept in {cache}"
+
+
+def _warm_started(args: argparse.Namespace, config, runner, sequences, warm: WarmStartConfig):
+    """The warm start over the features, with its progress; refused where no step ran."""
+    from specroll.head.warm_start import warm_start
+
     lines = _progress(args, "training", "s of the budget")
     result = warm_start(
         sequences,
@@ -273,6 +324,11 @@ def run_train(args: argparse.Namespace) -> int:
         raise ValueError(
             f"no training step ran in {args.minutes} minutes: nothing saved (give more --minutes)"
         )
+    return result
+
+
+def _save(args: argparse.Namespace, result: WarmStartResult, out: Path, rollouts: Path) -> None:
+    """Save the head (moving one already there aside with --force) beside its training data's record."""
     moved = _move_aside(out) if args.force else None
     out = result.head.save(out)
     shutil.copyfile(provenance_path(rollouts), out / TRAINING_DATA_FILE)  # for `specroll models list`
@@ -282,7 +338,6 @@ def run_train(args: argparse.Namespace) -> int:
     if result.held_out is not None:
         overlap = ", ".join(f"{o:.3f}" for o in result.held_out.overlap)
         print(f"held out: loss {result.held_out.loss:.3f}, overlap with the target by depth {overlap}")
-    return 0
 
 
 def head_destination(out: Path | None, draft_head: Path | None, default: Path, force: bool) -> Path:

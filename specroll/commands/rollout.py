@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import fields
 from contextlib import nullcontext
 from pathlib import Path
 
 from specroll.commands.progress import ProgressLines, add_progress_flag
 from specroll.commands.tables import TextTable, print_table
 
-from specroll.engine_config import VERIFY_MODES
+from specroll.cluster.multi_worker import ClusterConfig
+from specroll.engine.choices import EngineChoices
+from specroll.engine.spec import EngineSpec
+from specroll.engine_config import VERIFY_MODES, EngineConfig
 from specroll.model.catalog import resolve_model_dir
 from specroll.model.device import (
     DEVICES,
@@ -142,29 +146,50 @@ def add_device_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-# the flags whose field (of RolloutConfig or a config it holds, flat: `RolloutConfig.from_flat`) is named
-# otherwise; every other flag a command has names its field, or none
-FLAG_FIELDS = {
-    "model": "model_dir",
-    "draft_model": "draft_model_dir",
-    "draft_head": "draft_head_dir",
-    "reward": "reward_name",
-    "fast_numerics": "batch_invariant",
-    "workers": "num_workers",
-    "worker_backend": "backend",
-}
+def flag_fields() -> dict[str, str]:
+    """The flags (as argparse names them) whose field, of `RolloutConfig` or a config it holds (flat:
+    `RolloutConfig.from_flat`), is named otherwise: each such field names its flag in its metadata
+    (`flag`; `inverted` where the flag asks for the field's negation, as --fast-numerics does). Every
+    other flag a command has names its field, or none."""
+    kinds = (RolloutConfig, EngineConfig, ClusterConfig)
+    return {f.metadata["flag"]: f.name for kind in kinds for f in fields(kind) if "flag" in f.metadata}
+
+
+FLAG_FIELDS = flag_fields()
 
 
 def config_from_args(args: argparse.Namespace, head_is_output: bool = False, **overrides) -> RolloutConfig:
     """The rollout the flags describe. A --draft-head that holds no head is refused, unless the
     command saves a head there (`head_is_output`: `head train`)."""
+    values = flag_values(args, RolloutConfig.flat_names(), head_is_output)
+    return RolloutConfig.from_flat({**values, **overrides})
+
+
+def engine_spec_from_args(
+    args: argparse.Namespace, max_tokens: int, head_is_output: bool = False
+) -> EngineSpec:
+    """The engine the flags describe, its responses at most `max_tokens` long: the one way a command
+    turns flags into an engine (`rollout` and `bench` through their `RolloutConfig`, whose
+    `engine_spec` resolves the same `EngineChoices`; `serve`, which has no workload, directly)."""
+    values = flag_values(args, _names(EngineChoices) | _names(EngineConfig), head_is_output)
+    engine = EngineConfig(**{k: v for k, v in values.items() if k in _names(EngineConfig)})
+    choices = {k: v for k, v in values.items() if k in _names(EngineChoices)}
+    return EngineChoices(engine=engine, **choices).spec(max_tokens)
+
+
+def _names(kind: type) -> frozenset[str]:
+    return frozenset(f.name for f in fields(kind))
+
+
+def flag_values(args: argparse.Namespace, names: frozenset[str], head_is_output: bool = False) -> dict:
+    """The flags' values by the field names they fill (of `names`), those that need resolving resolved."""
     if getattr(args, "draft_head", None) is not None and not head_is_output:
         check_head_dir(args.draft_head)
     device = resolve_device(args.device)
     model_dir = resolve_model_dir(args.model)
     named = {FLAG_FIELDS.get(flag, flag): value for flag, value in vars(args).items()}
-    values = {name: value for name, value in named.items() if name in RolloutConfig.flat_names()}
-    values |= dict(  # the flags whose value is resolved
+    values = {name: value for name, value in named.items() if name in names}
+    return values | dict(  # the flags whose value is resolved
         model_dir=model_dir,
         draft_model_dir=resolve_model_dir(args.draft_model),
         device=device,
@@ -173,7 +198,6 @@ def config_from_args(args: argparse.Namespace, head_is_output: bool = False, **o
         cuda_graphs=resolve_cuda_graphs(args.cuda_graphs, device),
         overlap=args.overlap == "on",
     )
-    return RolloutConfig.from_flat({**values, **overrides})
 
 
 def _dtype(name: str, device: str, model_dir: Path) -> str:

@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from specroll.commands.rollout import add_engine_arguments, config_from_args
+from specroll.commands.rollout import add_engine_arguments, engine_spec_from_args
 
 API_KEY_ENV = "SPECROLL_API_KEY"
 
@@ -55,11 +55,11 @@ def run(args: argparse.Namespace) -> int:
     for name in ("max_model_len", "max_tokens", "max_n", "port"):
         if getattr(args, name) <= 0:
             raise ValueError(f"--{name.replace('_', '-')} must be positive")
-    config = config_from_args(args, max_tokens=args.max_model_len)
+    spec = engine_spec_from_args(args, max_tokens=args.max_model_len)
     name = args.served_model_name or Path(str(args.model)).name
     options = ServeOptions(
         model_name=name,
-        model_aliases=frozenset({str(args.model), str(config.model_dir), name, "default"}),
+        model_aliases=frozenset({str(args.model), str(spec.model_dir), name, "default"}),
         api_key=args.api_key,
         max_model_len=args.max_model_len,
         max_tokens=args.max_tokens,
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         max_body_bytes=int(args.max_body_mb * (1 << 20)),
         kv_memory=None if args.kv_memory is None else KvMemory.parse(args.kv_memory),
     )
-    return serve(config.engine_spec(), options, args.host, args.port)
+    return serve(spec, options, args.host, args.port)
 
 
 def _check_extra() -> None:

@@ -29,6 +29,14 @@ def register(parser: argparse.ArgumentParser) -> None:
     add_rollout_arguments(parser)
     parser.set_defaults(num_prompts=16, n=8)
     parser.add_argument("--speculate", default="on", help="off | on (default drafter) | a drafter's name")
+    _add_grpo_arguments(parser)
+    _add_online_head_arguments(parser)
+    _add_run_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def _add_grpo_arguments(parser: argparse.ArgumentParser) -> None:
+    """The training's steps, problems and GRPO's settings, and what it measures beside them."""
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument(
         "--dataset-size",
@@ -53,6 +61,10 @@ def register(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="keep the initial policy and report each step's KL to it on the rollout's tokens",
     )
+
+
+def _add_online_head_arguments(parser: argparse.ArgumentParser) -> None:
+    """Training the draft head during the run."""
     parser.add_argument(
         "--online-head",
         action="store_true",
@@ -74,6 +86,10 @@ def register(parser: argparse.ArgumentParser) -> None:
         default=0.0,
         help="ReSpec: a response's head loss weighs 1 + this x its reward",
     )
+
+
+def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The run's directory, its training states, and resuming it."""
     parser.add_argument(
         "--out",
         type=Path,
@@ -91,7 +107,6 @@ def register(parser: argparse.ArgumentParser) -> None:
         "--keep-states", type=int, default=1, metavar="K", help="training states kept (the newest)"
     )
     parser.add_argument("--resume", type=Path, metavar="DIR", help=RESUME_HELP)
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ from specroll.engine.memory import batch_that_fits
 from specroll.model.device import torch_dtype
 from specroll.engine.spec import EngineSpec
 from specroll.engine_config import EngineConfig
-from specroll.model.loader import read_config
+from specroll.model.config import ModelConfig
 from specroll.model.runner import ModelRunner
 from specroll.policies.cost_model import Affine, CostModel, check_profile_device
 from specroll.policies.policy_names import make_policy
@@ -40,8 +40,9 @@ def build_engine(
     """An engine whose cache fits the longest prompt plus max_tokens (within the model's positions);
     `drafter` replaces the one the spec names (an object made in this process, such as an oracle).
     `fit_memory` False: the spec's batch was sized by its caller (a budget the user gave)."""
-    sized = replace(spec.engine, max_model_len=_max_model_len(spec, longest_prompt))
-    slots = _batch_that_fits(spec.model_dir, sized) if fit_memory else sized.max_batch_size
+    model = spec.target_config()
+    sized = replace(spec.engine, max_model_len=_max_model_len(spec, model, longest_prompt))
+    slots = _batch_that_fits(model, sized) if fit_memory else sized.max_batch_size
     engine_config = replace(sized, max_batch_size=slots)
     runner = ModelRunner.from_pretrained(
         spec.model_dir,
@@ -85,13 +86,12 @@ def engine_cost_model(spec: EngineSpec, runner: ModelRunner, drafter: Drafter | 
     return cost_model
 
 
-def _max_model_len(spec: EngineSpec, longest_prompt: int) -> int:
+def _max_model_len(spec: EngineSpec, model: ModelConfig, longest_prompt: int) -> int:
     """A cache as long as the longest prompt plus max_tokens, within the model's positions."""
-    return min(read_config(spec.model_dir).max_position_embeddings, longest_prompt + spec.max_tokens)
+    return min(model.max_position_embeddings, longest_prompt + spec.max_tokens)
 
 
-def _batch_that_fits(model_dir: Path, config: EngineConfig) -> int:
+def _batch_that_fits(model: ModelConfig, config: EngineConfig) -> int:
     """As many slots as asked for or as fit the memory at hand (`engine.memory`)."""
-    model = read_config(model_dir)
     capacity, dtype = config.cache_capacity, config.cache_dtype
     return batch_that_fits(config.max_batch_size, model, capacity, dtype, config.device)

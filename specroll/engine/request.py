@@ -161,3 +161,16 @@ class RequestOutput:
     @property
     def num_output_tokens(self) -> int:
         return len(self.token_ids)
+
+
+def check_prompt(request: Request, vocab_size: int) -> None:
+    """Raise ValueError naming what is wrong with the request's prompt: empty, or a token outside the
+    vocabulary."""
+    prompt = request.prompt_token_ids
+    if not prompt:
+        raise ValueError(f"request {request.request_id}: empty prompt")
+    bad = [t for t in prompt if not 0 <= t < vocab_size]
+    if bad:
+        raise ValueError(
+            f"request {request.request_id}: token ids {bad[:5]} outside the vocabulary 0..{vocab_size - 1}"
+        )

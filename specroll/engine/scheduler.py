@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from specroll.engine.admission import ADMIT_FRACTION, is_admission_due, num_to_admit
 from specroll.engine.request import Request, Status
+from specroll.engine_config import EngineConfig
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,18 @@ class SchedulerConfig:
         for name in "num_slots capacity kv_budget_tokens max_prefill_tokens reserve_per_request".split():
             if getattr(self, name) <= 0:
                 raise ValueError(f"scheduler {name} must be positive, got {getattr(self, name)}")
+
+    @classmethod
+    def for_cache(cls, num_slots: int, capacity: int, engine: EngineConfig) -> SchedulerConfig:
+        """An engine's scheduler: the cache's slots and positions, the engine's budgets (a verification
+        forward adds at most max_draft + 1 positions to a request)."""
+        return cls(
+            num_slots=num_slots,
+            capacity=capacity,
+            kv_budget_tokens=engine.kv_budget_tokens or num_slots * capacity,
+            max_prefill_tokens=engine.max_prefill_tokens,
+            reserve_per_request=engine.max_draft + 1,
+        )
 
 
 @dataclass(frozen=True)

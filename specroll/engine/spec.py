@@ -10,6 +10,7 @@ from pathlib import Path
 
 from specroll.drafting.registry import known_drafters
 from specroll.engine_config import EngineConfig
+from specroll.model.config import ModelConfig
 from specroll.policies.policy_names import DEFAULT_POLICY, make_policy
 
 DRAFT_MODEL_DRAFTERS = ("draft-model", "ladder")  # the drafters that run a draft model
@@ -27,6 +28,9 @@ class EngineSpec:
     cost_model: Path | None = None  # a `specroll profile` fit; None: the policies' default costs
     step: int = 0  # the RL training step the engine starts at
     threads: int = 0  # CPU threads for torch; 0 = auto (`engine.threads`)
+    # the target's config, read once where the spec was made (`EngineChoices.spec`) and handed down;
+    # None: read where it is needed. Not part of what the spec says: the checkpoint's own
+    model: ModelConfig | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.max_tokens <= 0:
@@ -37,6 +41,14 @@ class EngineSpec:
             known = ", ".join(known_drafters())
             raise ValueError(f"unknown drafter {self.drafter!r}; known drafters: {known}")
         make_policy(self.policy)  # validates the name
+
+    def target_config(self) -> ModelConfig:
+        """The target's config: the one handed down with the spec, else read now."""
+        if self.model is not None:
+            return self.model
+        from specroll.model.loader import read_config  # torch: only for a spec made without the config
+
+        return read_config(self.model_dir)
 
     @property
     def runs_draft_model(self) -> bool:

@@ -167,9 +167,3 @@ def _recorded_regions(replayer: Replayer | None, dispatches: _Dispatches) -> Ite
         yield
     finally:
         del replayer.run  # the class's method again
-
-
-def engine_replayer(engine) -> Replayer | None:
-    """The engine's recorded regions: its runner's replayer where it runs static forwards."""
-    static = engine.runner.static
-    return None if static is None else static.replayer

@@ -28,7 +28,6 @@ import torch.nn.functional as F
 
 from specroll.engine.spec import EngineSpec
 from specroll.model.blas_mode import irreproducibility
-from specroll.model.loader import read_config
 from specroll.model.device import torch_dtype
 from specroll.model.runner import batch_invariance_available
 
@@ -53,7 +52,7 @@ def cpu_threads(spec: EngineSpec) -> ThreadChoice:
     """The spec's threads, or the automatic choice for its model's size (before exactness checks)."""
     if spec.threads > 0:
         return ThreadChoice(spec.threads, "as asked")
-    model = read_config(spec.model_dir)
+    model = spec.target_config()
     params = model.num_layers * (4 * model.hidden_size**2 + 3 * model.hidden_size * model.intermediate_size)
     if params < LARGE_MODEL:
         return ThreadChoice(1, f"automatic: a model of {params / 1e6:.0f} M parameters runs on one")
@@ -94,7 +93,7 @@ def _timed_block(x: torch.Tensor, up: torch.Tensor, down: torch.Tensor, repeats:
 
 def _threads_that_pay(spec: EngineSpec, choice: ThreadChoice) -> ThreadChoice:
     """`choice` where its threads run the probe PAYING_SPEEDUP times faster than one, else one."""
-    model = read_config(spec.model_dir)
+    model = spec.target_config()
     dtype = torch_dtype(spec.engine.dtype)
     speedup = probe_speedup(choice.threads, model.hidden_size, model.intermediate_size, dtype)
     measured = f"{choice.threads} threads ran a probe {speedup:.2f}x as fast as one"

@@ -41,13 +41,12 @@ def build_service(spec: EngineSpec, state: ServeState, engine_loop: EngineLoop) 
     tokenizer."""
     from specroll.engine.factory import build_engine
     from specroll.engine.threads import apply_threads
-    from specroll.model.loader import read_config
     from specroll.serve.service import Codec, Service
     from specroll.tokenizer import load_tokenizer
 
     apply_threads(spec)
     options = state.options
-    config = read_config(spec.model_dir)
+    config = spec.target_config()
     max_model_len = min(options.max_model_len, config.max_position_embeddings)
     spec = replace(spec, max_tokens=max_model_len)
     if options.kv_memory is not None:

@@ -47,7 +47,7 @@ class OnlineHead:
     def attach(cls, engine, config) -> "OnlineHead":
         """The online head of a trainer's engine, whose drafter must hold a draft head (`draft-head`,
         `head+suffix`: `Drafter.trainable_head`)."""
-        head = engine.drafter.trainable_head() if engine.drafter is not None else None
+        head = engine.trainable_head()
         if head is None:
             raise ValueError(
                 "online head training needs a drafter holding a draft head (--speculate draft-head or "

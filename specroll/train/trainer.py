@@ -126,8 +126,7 @@ class GRPOTrainer:
         self.optimizer.load_state_dict(state.optimizer)
         torch.set_rng_state(state.torch_rng)
         self.recent = RecentResponses(responses=state.recent_responses)
-        if self.engine.drafter is not None:
-            self.recent.replay(self.engine.drafter, self.prompts)
+        self.engine.warm_drafter(lambda drafter: self.recent.replay(drafter, self.prompts))
         self.next_step = state.next_step
         self._sync_weights()
 

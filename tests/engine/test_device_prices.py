@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from specroll import rollout
+from specroll.engine import choices
 from specroll.drafting.protocol import BaseDrafter
 from specroll.engine import factory
 from specroll.engine.device_prices import measure_device_prices, needs_device_profile
@@ -35,7 +35,7 @@ def engine_on(device: str) -> EngineConfig:
 def profiles(tmp_path, monkeypatch):
     """./profiles (the working directory's) and the checkout's, both empty, for a model named tiny."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(rollout, "PROFILES", tmp_path / "checkout-profiles")
+    monkeypatch.setattr(choices, "PROFILES", tmp_path / "checkout-profiles")
     return tmp_path / "profiles", tmp_path / "checkout-profiles", tmp_path / "tiny"
 
 

@@ -70,15 +70,18 @@ def test_the_factory_builds_what_the_spec_names(qwen2_dir):
     spec = EngineSpec(qwen2_dir, 20, engine, threads=1, **options)
     built = build_engine(spec, longest_prompt=11)
     assert built.config == replace(engine, max_model_len=31)  # the spec's settings, its cache sized
-    assert built.training_step == 6 and built.runner.cache.num_slots == 3
-    assert isinstance(built.drafter, PromptLookupDrafter) and isinstance(built.policy, FixedDraftLength)
+    parts = built.parts_for_testing()
+    assert built.training_step == 6 and parts.runner.cache.num_slots == 3
+    assert isinstance(parts.drafter, PromptLookupDrafter) and isinstance(parts.policy, FixedDraftLength)
     plain = build_engine(EngineSpec(qwen2_dir, 20, policy="fixed-2", threads=1), longest_prompt=11)
-    assert plain.drafter is None and isinstance(plain.policy, NoSpeculation)  # nothing to draft with
-    assert built.runner.static is None
+    plain_parts = plain.parts_for_testing()
+    assert plain_parts.drafter is None and isinstance(plain_parts.policy, NoSpeculation)  # nothing to draft
+    assert parts.runner.static is None
     graphed = build_engine(
         EngineSpec(qwen2_dir, 20, replace(engine, cuda_graphs=True), threads=1, **options), longest_prompt=11
     )
-    assert graphed.runner.static.max_width == 3  # a verification forward: max_draft + 1 tokens a row
+    static = graphed.parts_for_testing().runner.static
+    assert static.max_width == 3  # a verification forward: max_draft + 1 tokens a row
 
 
 def test_model_free_drafting_is_priced_at_nothing(tmp_path):

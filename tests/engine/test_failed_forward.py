@@ -46,13 +46,14 @@ def test_a_failed_forward_confirms_nothing_and_the_rollout_goes_on(qwen2_dir, pl
     engine = make_engine(qwen2_dir, oracle, FixedDraftLength(4))
     requests = workload()
     assert not add_requests(engine, requests)
-    engine.runner.forward = failing = FailingForward(engine.runner.forward, fail_at, after_writing)
+    runner = engine.parts_for_testing().runner
+    runner.forward = failing = FailingForward(runner.forward, fail_at, after_writing)
     with pytest.raises(RuntimeError, match="never came back"):
         while True:
             before = cache_state(requests)
             engine.iterate()
     assert failing.num_calls == fail_at and cache_state(requests) == before  # nothing committed or confirmed
-    running = engine.scheduler.running
+    running = engine.parts_for_testing().scheduler.running
     assert running and all(r.num_cached in (0, r.num_tokens - 1) for r in running)
     engine.run()
     assert_same_rollout(plain, requests)

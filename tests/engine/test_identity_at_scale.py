@@ -47,7 +47,7 @@ def test_static_shape_forwards_change_no_bit(large_vocab_dir, one_thread):
     spec = rollout(
         large_vocab_dir, workload(6, 4), oracle, FixedDraftLength(4), max_batch_size=16, cuda_graphs=True
     )
-    assert rollout.last_engine.runner.static is not None
+    assert rollout.last_engine.parts_for_testing().runner.static is not None
     assert_speculated(rollout.last_engine.telemetry)
     assert _outputs(plain) == _outputs(static) == _outputs(spec)
 

@@ -121,9 +121,10 @@ def test_the_next_step_is_launched_before_the_current_is_read(qwen2_dir, one_thr
     engine = make_engine(qwen2_dir, cuda_graphs=True)
     assert engine.overlaps
     calls: list[str] = []
-    launch, collect = engine.captured.launch, engine.captured.collect
-    engine.captured.launch = lambda *a, **k: calls.append("launch") or launch(*a, **k)
-    engine.captured.collect = lambda step: calls.append("collect") or collect(step)
+    captured = engine.parts_for_testing().captured
+    launch, collect = captured.launch, captured.collect
+    captured.launch = lambda *a, **k: calls.append("launch") or launch(*a, **k)
+    captured.collect = lambda step: calls.append("collect") or collect(step)
     assert not add_requests(engine, workload(2, 2, max_tokens=20))
     for _ in range(4):  # admission and prefill, then decode steps
         engine.iterate()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from specroll.engine.engine import prefill_groups
+from specroll.engine.stepper import prefill_groups
 from specroll.engine.request import Request, SamplingParams
 
 from helpers import assert_same_rollout, rollout, workload

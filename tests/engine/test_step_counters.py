@@ -10,7 +10,7 @@ import torch
 
 from specroll.drafting.oracle import OracleDrafter
 from specroll.engine.engine import add_requests
-from specroll.engine.step_counters import count_device_work, engine_replayer
+from specroll.engine.step_counters import count_device_work
 from specroll.policies.fixed import FixedDraftLength
 from helpers import make_engine, workload
 
@@ -26,17 +26,23 @@ MAX_OPS_AROUND_RECORDED = (
 MAX_ALLOCATIONS_AROUND_RECORDED = 1  # the gathered results read back
 
 
+def _replayer(engine):
+    """The engine's recorded regions: its runner's replayer where it runs static forwards."""
+    static = engine.parts_for_testing().runner.static
+    return None if static is None else static.replayer
+
+
 def _steady_steps(model_dir, drafter=None, policy=None, **config) -> list:
     """Counts of COUNTED decode steps once the engine is warm."""
     engine = make_engine(model_dir, drafter, policy, **config)
     assert not add_requests(engine, workload(2, 2, max_tokens=40))
     for _ in range(WARM_UP - 1):
         engine.iterate()
-    with count_device_work(engine_replayer(engine)):  # not kept: it marks what the step in flight reads back
+    with count_device_work(_replayer(engine)):  # not kept: it marks what the step in flight reads back
         engine.iterate()
     steps = []
     for _ in range(COUNTED):
-        with count_device_work(engine_replayer(engine)) as counts:
+        with count_device_work(_replayer(engine)) as counts:
             assert not engine.iterate()  # nothing finishes, nothing is admitted: a decode step
         steps.append(counts)
     return steps

@@ -48,7 +48,7 @@ def test_exact_mode_speculative_equals_plain_in_fp32_on_cuda(qwen2_dir, cuda_gra
     drafts = OracleDrafter({r.request_id: r.output_token_ids for r in plain}, corrupt_every=5, vocab_size=97)
     spec = rollout(qwen2_dir, workload(), drafts, FixedDraftLength(4), **GPU, cuda_graphs=cuda_graphs)
     assert_lossless(plain, spec, rollout.last_engine, logprob_tolerance=1e-4)
-    assert (rollout.last_engine.runner.static is not None) == cuda_graphs
+    assert (rollout.last_engine.parts_for_testing().runner.static is not None) == cuda_graphs
 
 
 @pytest.mark.parametrize("dtype, atol", [(torch.float32, 1e-4), (torch.bfloat16, 0.1)])

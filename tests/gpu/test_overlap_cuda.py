@@ -35,6 +35,6 @@ def test_a_launched_steps_results_arrive_in_pinned_memory_behind_an_event(qwen2_
     assert not add_requests(engine, workload(2, 2, max_tokens=20))
     for _ in range(3):
         engine.iterate()
-    in_flight = engine._in_flight
+    in_flight = engine.parts_for_testing().in_flight
     assert in_flight is not None and in_flight.launched.ready is not None
     assert in_flight.launched.results.is_pinned()

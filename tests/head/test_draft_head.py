@@ -216,7 +216,7 @@ def test_the_engine_hands_the_head_the_hidden_state_that_drew_each_newest_token(
 def test_drafting_with_the_head_changes_no_token(trained, qwen2_dir, draw, rule, batch):
     directory, *_ = trained
     plain = rollout(qwen2_dir, workload(), max_batch_size=batch, sampling_rule=rule)
-    runner_embedding = rollout.last_engine.runner.model.model.embed_tokens.weight
+    runner_embedding = rollout.last_engine.input_embeddings()
     drafter = DraftHeadDrafter.from_dir(directory, runner_embedding, draw=draw, seed=7, rule=rule)
     spec = rollout(
         qwen2_dir, workload(), drafter, FixedDraftLength(4), max_batch_size=batch, sampling_rule=rule
@@ -238,7 +238,7 @@ def test_coupled_drafting_accepts_more_than_argmax_at_temperature_one(trained, q
     lengths = {}
     for draw in ("coupled", "argmax"):
         rollout(qwen2_dir, workload(), None)
-        embedding = rollout.last_engine.runner.model.model.embed_tokens.weight
+        embedding = rollout.last_engine.input_embeddings()
         drafter = DraftHeadDrafter.from_dir(directory, embedding, draw=draw, seed=7)
         rollout(qwen2_dir, workload(), drafter, FixedDraftLength(4))
         lengths[draw] = rollout.last_engine.telemetry.mean_acceptance_length
@@ -267,7 +267,7 @@ def test_rejection_mode_with_the_heads_q_follows_the_target(trained, qwen2_dir):
     directory, *_ = trained
     plain = _histogram(qwen2_dir, seed=1)
     noise_floor = _total_variation(plain, _histogram(qwen2_dir, seed=2))
-    embedding = rollout.last_engine.runner.model.model.embed_tokens.weight
+    embedding = rollout.last_engine.input_embeddings()
     drafter = DraftHeadDrafter.from_dir(directory, embedding, draw="sample", seed=5)
     spec = _histogram(qwen2_dir, drafter, FixedDraftLength(2), verify="rejection", seed=3)
     assert rollout.last_engine.telemetry.mean_acceptance_length > 1.05  # drafts were kept
@@ -303,7 +303,7 @@ def test_the_policy_prices_the_heads_drafts_as_measured(trained, qwen2_dir, tmp_
     assert len(measurements) == 1
     intercept, slope = measurements[0]
     assert intercept >= 0 and slope >= 0 and intercept + slope > 0
-    priced = engine.policy.cost_model  # auto weighs the head's cost against its gain
+    priced = engine.parts_for_testing().policy.cost_model  # auto weighs the head's cost against its gain
     assert priced.draft_affine != DEFAULT_COST_MODEL.draft_affine
     for batch, length in ((1, 1), (16, 3), (256, 5)):
         measured = length * (intercept + slope * batch)
@@ -316,7 +316,7 @@ def test_a_head_combined_with_suffix_drafters_gets_its_features_and_changes_no_t
 
     directory, *_ = trained
     plain = rollout(qwen2_dir, workload())
-    embedding = rollout.last_engine.runner.model.model.embed_tokens.weight
+    embedding = rollout.last_engine.input_embeddings()
     head = DraftHeadDrafter.from_dir(directory, embedding, seed=7, with_scores=True)
     combined = CombinedDrafter([head, OwnContextDrafter()])
     assert combined.needs_features
@@ -340,7 +340,7 @@ def test_head_trees_change_no_token_and_under_the_gumbel_rule_keep_more_than_cha
 
     directory, *_ = trained
     plain = rollout(qwen2_dir, workload(), max_batch_size=batch, sampling_rule=rule)
-    embedding = rollout.last_engine.runner.model.model.embed_tokens.weight
+    embedding = rollout.last_engine.input_embeddings()
     lengths = {}
     for name, tree, budget in (("chain", None, 3), ("tree", TreeShape(depth=3, width=3, beam=3), 12)):
         drafter = DraftHeadDrafter.from_dir(directory, embedding, seed=7, rule=rule, tree=tree)
@@ -368,7 +368,7 @@ def test_the_head_drafts_trees_where_auto_asks_and_chains_where_it_does_not(trai
 
     directory, *_ = trained
     plain = rollout(qwen2_dir, workload(), max_batch_size=1)
-    embedding = rollout.last_engine.runner.model.model.embed_tokens.weight
+    embedding = rollout.last_engine.input_embeddings()
     drafter = DraftHeadDrafter.from_dir(
         directory, embedding, seed=7, tree=TreeShape(3, 3, 3), on_request=True
     )
@@ -392,7 +392,7 @@ def test_a_replay_of_the_rollout_gives_the_engines_tokens_a_forward(trained, qwe
     directory, *_ = trained
     shape = TreeShape(*tree) if tree else None
     rollout(qwen2_dir, workload(), sampling_rule="gumbel")
-    embedding = rollout.last_engine.runner.model.model.embed_tokens.weight
+    embedding = rollout.last_engine.input_embeddings()
     drafter = DraftHeadDrafter.from_dir(directory, embedding, seed=7, rule="gumbel", tree=shape)
     done = rollout(
         qwen2_dir, workload(), drafter, FixedDraftLength(budget), sampling_rule="gumbel", max_draft=budget

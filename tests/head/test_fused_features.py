@@ -117,12 +117,14 @@ def test_a_fused_head_trains_saves_and_loads(fused_head):
 def test_drafting_with_a_fused_head_changes_no_token(fused_head, qwen2_dir, rule):
     directory, *_ = fused_head
     plain = rollout(qwen2_dir, workload(), max_batch_size=16, sampling_rule=rule)
-    embedding = rollout.last_engine.runner.model.model.embed_tokens.weight
+    embedding = rollout.last_engine.input_embeddings()
     drafter = DraftHeadDrafter.from_dir(directory, embedding, seed=7, rule=rule)
     spec = rollout(qwen2_dir, workload(), drafter, FixedDraftLength(4), max_batch_size=16, sampling_rule=rule)
     assert_same_rollout(plain, spec)
     engine = rollout.last_engine
-    assert engine.runner.model.feature_layers == LAYERS  # the engine asked the target for them
+    assert (
+        engine.parts_for_testing().runner.model.feature_layers == LAYERS
+    )  # the engine asked the target for them
     assert engine.telemetry.mean_acceptance_length > 1.3
 
 

@@ -5,7 +5,7 @@ its two limits, --minutes or --max-epochs, ended it."""
 from __future__ import annotations
 
 import io
-import time
+import threading
 
 import pytest
 import torch
@@ -86,12 +86,27 @@ def test_a_line_left_open_on_a_terminal_is_ended_by_close():
     assert stream.getvalue() == "\rtraining: 5/60 s of the budget, 0 s, epoch 20.0 of at most 20\n"
 
 
+class _Lines(io.StringIO):
+    """A stream that signals every line written to it, so a test waits for lines, not for time."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines = threading.Semaphore(0)
+
+    def write(self, text: str) -> int:
+        written = super().write(text)
+        for _ in range(text.count("\n")):
+            self.lines.release()
+        return written
+
+
 def test_kept_alive_repeats_the_last_line_while_a_long_unit_of_work_runs():
-    stream = io.StringIO()
-    progress = ProgressLines("coupling rates", "drafts measured", stream=stream, interval=0.2)
+    stream = _Lines()
+    progress = ProgressLines("coupling rates", "drafts measured", stream=stream, interval=0.05)
     with progress.kept_alive():
         progress(0, 256)
-        time.sleep(1.1)  # one chunk of work, far longer than the interval
+        for _ in range(4):  # the first line, then repeats while one chunk of work has not returned
+            assert stream.lines.acquire(timeout=30)
         progress(256, 256)
     lines = [line.split(",")[0] for line in stream.getvalue().splitlines()]
     assert lines[0] == lines[1] == "coupling rates: 0/256 drafts measured" and len(lines) >= 5

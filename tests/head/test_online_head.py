@@ -50,7 +50,7 @@ def test_the_recorder_keeps_each_requests_hidden_states_in_order(qwen2_dir, tmp_
     recorder = HiddenRecorder()
     drafter.add_listener(recorder)
     done = rollout(qwen2_dir, workload(num_prompts=3, n=2), drafter, FixedDraftLength(3))
-    runner = rollout.last_engine.runner
+    runner = rollout.last_engine.parts_for_testing().runner
     recorded = recorder.take(runner.model.lm_head.weight)
     truth = teacher_forced(
         ModelRunner.from_pretrained(qwen2_dir, 8, 96),
@@ -181,7 +181,7 @@ def test_a_draft_head_among_suffix_drafters_trains_online(tmp_path):
     directory, _ = _head(model_dir, tmp_path / "head", epochs=0)
     config = RolloutConfig(speculate="head+suffix", draft_head_dir=directory, policy="fixed-2", **SMALL)
     trainer = GRPOTrainer(GRPOConfig(config, steps=2, lr=1e-3, online_head=True, head_between_steps=2))
-    head = trainer.engine.drafter.trainable_head()
+    head = trainer.engine.trainable_head()
     assert isinstance(head, DraftHeadDrafter)  # the combination's member
     online = trainer.run()
     trainer.close()

@@ -80,7 +80,7 @@ def test_grpo_trainer_runs_two_steps_on_specroll_rollouts(tmp_path, monkeypatch,
 
     def reward_checking_weights(completions, **_):
         # TRL scores a generation batch right after generating it, before the optimizer steps
-        engine_params = dict(rollout.engine.runner.model.named_parameters())
+        engine_params = dict(rollout.engine.parts_for_testing().runner.model.named_parameters())
         weights_matched.append(
             all(torch.equal(engine_params[name], p.detach()) for name, p in trainer.model.named_parameters())
         )

@@ -55,7 +55,7 @@ def main(
     )
     apply_threads(spec)
     engine = build_engine(spec, longest_prompt=40)
-    work = requests(engine.runner.config.vocab_size)
+    work = requests(engine.parts_for_testing().runner.config.vocab_size)
     assert not add_requests(engine, work)
     engine.run()
     records = [

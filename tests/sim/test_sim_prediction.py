@@ -9,7 +9,7 @@ import pytest
 
 from specroll.engine.admission import plan_prefill_forwards
 from specroll.policies.cost_model import CostModel
-from specroll.rollout import PROFILES
+from specroll.engine.choices import PROFILES
 from specroll.sim.roofline import prefill_seconds
 from specroll.sim.profiled_cost import ProfiledCost
 from specroll.sim.prediction import MeasuredRollout, predict_engine_makespan, predict_makespan, scaled

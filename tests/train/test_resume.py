@@ -74,7 +74,7 @@ def test_a_restored_trainer_goes_on_step_for_step(stopped_run, uninterrupted):
         uninterrupted[2:]
     )
     assert uninterrupted[1]["weights_sha256"] != uninterrupted[3]["weights_sha256"]  # the weights moved
-    engine_params = dict(trainer.engine.runner.model.named_parameters())
+    engine_params = dict(trainer.engine.parts_for_testing().runner.model.named_parameters())
     for name, param in trainer.policy.named_parameters():
         assert torch.equal(engine_params[name], param.detach()), name  # the engine runs the trainer's weights
     assert resumed[0].accepted_per_draft.get("history", 0) > 0  # step 2 drafted from steps 0-1, replayed

@@ -41,7 +41,7 @@ def test_speculation_changes_no_reward_and_no_weight(drafter):
 
 def test_the_engine_runs_the_trainers_weights_after_each_step():
     trainer, history = _train("suffix", steps=1, shadow_plain=True)
-    engine_params = dict(trainer.engine.runner.model.named_parameters())
+    engine_params = dict(trainer.engine.parts_for_testing().runner.model.named_parameters())
     for name, param in trainer.policy.named_parameters():
         assert torch.equal(engine_params[name], param.detach()), name
     assert history[0].same_as_plain is True and history[0].plain_rollout_seconds > 0
@@ -52,10 +52,10 @@ def test_load_weights_names_what_is_wrong():
     weights = dict(trainer.policy.state_dict())
     weights.pop("model.norm.weight")
     with pytest.raises(ValueError, match="model.norm.weight"):
-        trainer.engine.runner.load_weights(weights)
+        trainer.engine.load_weights(weights)
     weights["model.norm.weight"] = torch.zeros(3)
     with pytest.raises(ValueError, match="wrong shape"):
-        trainer.engine.runner.load_weights(weights)
+        trainer.engine.load_weights(weights)
 
 
 def test_train_command_writes_metrics_plot_and_a_loadable_checkpoint(tmp_path, capsys):
