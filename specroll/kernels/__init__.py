@@ -33,8 +33,11 @@ contraction off, so no product and sum become one fused multiply-add torch would
 
 Proven where CI runs by Triton's interpreter (`TRITON_INTERPRET=1`, the kernels executed by numpy
 on the CPU: the structure, not the GPU's instructions) and on a GPU by `make gpu-check` part
-`exact`. The interpreter multiplies bf16 tiles wrongly (it reads their bits as integers), so there
-the matmul's tiles are widened to fp32 first (`DOT_FP32`); on a GPU bf16 tiles go to the tensor cores.
+`exact`. The interpreter's `tl.dot` is numpy's matmul, the CPU's BLAS, which neither multiplies bf16
+tiles rightly (it reads their bits as integers) nor need sum each output of a tile alike (OpenBLAS's
+Haswell sgemm does not: a row's bits follow its place in the tile), so there the matmul's tiles are
+widened to fp32 and their products summed over K in order (`linear.IN_ORDER`); on a GPU the tiles
+go to `tl.dot`, bf16 to the tensor cores.
 Its fp32 -> bf16 cast truncates; `rounding.rounded` rounds to nearest even in integer arithmetic
 instead, the GPU's cast's bits.
 Triton is the `gpu` extra; nothing here is imported on a CPU run.

@@ -44,6 +44,17 @@ def test_linear_rows_are_the_same_bits_for_any_row_count(dtype, shape):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_linear_sums_every_row_of_a_tile_alike(dtype):
+    """One row copied to every place of a launch's tiles has one result: where the interpreter's
+    BLAS summed a tile's rows differently by place (OpenBLAS's Haswell sgemm, rows 6-11 of every 12),
+    a row's bits would follow how many rows precede it."""
+    g = torch.Generator().manual_seed(3)
+    weight, row = torch.randn(96, 130, generator=g).to(dtype), torch.randn(1, 130, generator=g).to(dtype)
+    out = invariant_linear(row.expand(100, -1), weight, None)
+    assert torch.equal(out, out[:1].expand(100, -1))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_rms_norm_rows_are_the_same_bits_for_any_row_count(dtype):
     g = torch.Generator().manual_seed(1)
     x, weight = torch.randn(256, 96, generator=g).to(dtype), torch.randn(96, generator=g).to(dtype)
