@@ -34,8 +34,10 @@ contraction off, so no product and sum become one fused multiply-add torch would
 
 Proven where CI runs by Triton's interpreter (`TRITON_INTERPRET=1`, the kernels executed by numpy
 on the CPU: the structure, not the GPU's instructions) and on a GPU by `make gpu-check` part
-`exact`. The interpreter multiplies bf16 tiles wrongly (it reads their bits as integers), so there
-the matmul's tiles are widened to fp32 first (`DOT_FP32`); on a GPU bf16 tiles go to the tensor cores.
+`exact`. The interpreter multiplies bf16 tiles wrongly (it reads their bits as integers) and its
+fp32 matmul (numpy's) sums a row in an order that depends on the row's place in the tile, so there
+the matmul is a sum of fp32 products over each tile's K (`SUM_PRODUCTS`); on a GPU bf16 tiles go to
+the tensor cores and fp32 ones to a chain of multiply-adds per output.
 Its fp32 -> bf16 cast truncates; `rounding.rounded` rounds to nearest even in integer arithmetic
 instead, the GPU's cast's bits.
 Triton is the `gpu` extra; nothing here is imported on a CPU run.

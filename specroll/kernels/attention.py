@@ -21,6 +21,7 @@ import triton.language as tl
 from specroll.kernels.launches import launch
 from specroll.kernels.plans import attention_tiles
 
+
 @triton.jit(do_not_specialize=["L"])
 def _attention_kernel(
     q_ptr, k_ptr, v_ptr, mask_ptr, col_ptr, out_ptr, L, scale,

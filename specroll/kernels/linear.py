@@ -31,7 +31,7 @@ INTERPRETED = interpreted()  # read once: Triton decides at decoration time too,
 @triton.jit(do_not_specialize=["M"])
 def _linear_kernel(
     x_ptr, w_ptr, b_ptr, out_ptr, part_ptr, count_ptr, M, N, K: tl.constexpr,
-    HAS_BIAS: tl.constexpr, IEEE: tl.constexpr, DOT_FP32: tl.constexpr,
+    HAS_BIAS: tl.constexpr, IEEE: tl.constexpr, SUM_PRODUCTS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     NUM_SPLITS: tl.constexpr, SPLIT_K: tl.constexpr,
 ):  # fmt: skip
@@ -46,9 +46,9 @@ def _linear_kernel(
         in_k = ks + k0 < K
         a = tl.load(a_at + k0, mask=(rows[:, None] < M) & in_k[None, :], other=0.0)
         b = tl.load(b_at + k0, mask=(cols[None, :] < N) & in_k[:, None], other=0.0)
-        if DOT_FP32:
-            a, b = a.to(tl.float32), b.to(tl.float32)
-        if IEEE:
+        if SUM_PRODUCTS:  # the interpreter: numpy's matmul sums a row in an order set by its place
+            acc += tl.sum(a.to(tl.float32)[:, :, None] * b.to(tl.float32)[None, :, :], axis=1)
+        elif IEEE:
             acc += tl.dot(a, b, input_precision="ieee")
         else:
             acc += tl.dot(a, b)
@@ -117,7 +117,7 @@ def invariant_linear(
     launch(
         _linear_kernel, grid,
         flat, weight.contiguous(), bias if bias is not None else weight, out, parts, counters, M, N, K,
-        HAS_BIAS=bias is not None, IEEE=is_fp32, DOT_FP32=INTERPRETED and not is_fp32,
+        HAS_BIAS=bias is not None, IEEE=is_fp32, SUM_PRODUCTS=INTERPRETED,
         BLOCK_M=BLOCK_M, BLOCK_N=plan.block_n, BLOCK_K=plan.block_k,
         NUM_SPLITS=plan.num_splits, SPLIT_K=plan.split_k, num_warps=LINEAR_WARPS,
     )  # fmt: skip

@@ -68,7 +68,7 @@ def linear_builds(shape: ModelShape, dtype: str) -> Iterator[Build]:
         plan = plans.linear_plan(K, N)
         has_bias = shape.has_qkv_bias and bool({"q", "k", "v"} & set(names))
         constants = dict(
-            K=K, HAS_BIAS=has_bias, IEEE=dtype == "fp32", DOT_FP32=False, BLOCK_M=plans.BLOCK_M,
+            K=K, HAS_BIAS=has_bias, IEEE=dtype == "fp32", SUM_PRODUCTS=False, BLOCK_M=plans.BLOCK_M,
             BLOCK_N=plan.block_n, BLOCK_K=plan.block_k, NUM_SPLITS=plan.num_splits, SPLIT_K=plan.split_k,
         )  # fmt: skip
         workspace = {"part_ptr": "*fp32", "count_ptr": "*i32"}
