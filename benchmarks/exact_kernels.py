@@ -80,8 +80,8 @@ def layers_table(shapes, batches, device, rounds) -> None:
             weight = torch.randn(N, K, device=device, dtype=torch.bfloat16) / K**0.5
             for b in batches:
                 x = torch.randn(b, K, device=device, dtype=torch.bfloat16)
-                exact = timed(lambda: invariant_linear(x, weight, None), device, rounds)
-                fast = timed(lambda: F.linear(x, weight), device, rounds)
+                exact = timed(lambda x=x, w=weight: invariant_linear(x, w, None), device, rounds)
+                fast = timed(lambda x=x, w=weight: F.linear(x, w), device, rounds)
                 launch, _ = linear_launch(name, K, N, b)
                 print(
                     f"| {shape.name} | {name} | {b} | {launch.num_programs} | {exact * 1e6:.1f} | "
@@ -118,7 +118,9 @@ def sweep_table(shapes, batches, device, rounds) -> None:
             for b in (batches[0], batches[-1]):
                 x = torch.randn(b, K, device=device, dtype=torch.bfloat16)
                 for plan in _plans(K, chosen):
-                    seconds = timed(lambda: invariant_linear(x, weight, None, plan), device, rounds)
+                    seconds = timed(
+                        lambda x=x, w=weight, p=plan: invariant_linear(x, w, None, p), device, rounds
+                    )
                     mark = "*" if plan == chosen else ""
                     print(
                         f"| {shape.name} | {K}->{N} | {b} | {plan.block_n}{mark} | {plan.num_splits} | "
@@ -156,14 +158,13 @@ def attention_table(shapes, batches, device, rounds, context: int) -> None:
                 for _ in range(2)
             )
             mask = torch.ones(b, 1, 1, L, dtype=torch.bool, device=device)
-            exact = timed(lambda: invariant_attention(q, keys, values, mask), device, rounds)
-            fast = timed(
-                lambda: F.scaled_dot_product_attention(q, keys, values, enable_gqa=True), device, rounds
-            )
+            kv = (q, keys, values)
+            exact = timed(lambda kv=kv, mask=mask: invariant_attention(*kv, mask), device, rounds)
+            fast = timed(lambda kv=kv: F.scaled_dot_product_attention(*kv, enable_gqa=True), device, rounds)
             launch = attention_launch(shape, b, L)
             print(
-                f"| {shape.name} | {b} | {L} | {launch.num_programs} | {exact * 1e6:.1f} | {fast * 1e6:.1f} | "
-                f"{exact / fast:.2f} | {launch.seconds(predicted_on) * 1e6:.1f} |",
+                f"| {shape.name} | {b} | {L} | {launch.num_programs} | {exact * 1e6:.1f} | "
+                f"{fast * 1e6:.1f} | {exact / fast:.2f} | {launch.seconds(predicted_on) * 1e6:.1f} |",
                 flush=True,
             )
 
@@ -180,6 +181,7 @@ def forward_table(models, batches, device, rounds, context: int) -> None:
         times = {}
         for exact in (True, False):
             runner = _runner(build(), max(batches), context, exact, device)
+            _prefill(runner, max(batches), context)
             for b in batches:
                 times[exact, b] = _forward_seconds(runner, b, context, rounds, device)
             del runner
@@ -189,7 +191,8 @@ def forward_table(models, batches, device, rounds, context: int) -> None:
             read = predict_forward(shape, b, predicted_on, context).weights_seconds
             e, f = times[True, b], times[False, b]
             print(
-                f"| {name} | {b} | {e * 1e3:.3f} | {f * 1e3:.3f} | {e / f:.2f} | {read * 1e3:.3f} | {e / read:.2f} |"
+                f"| {name} | {b} | {e * 1e3:.3f} | {f * 1e3:.3f} | {e / f:.2f} | {read * 1e3:.3f} | "
+                f"{e / read:.2f} |"
             )
 
 
@@ -205,8 +208,6 @@ def _runner(model, batch: int, context: int, exact: bool, device: str):
 def _forward_seconds(runner, batch: int, context: int, rounds: int, device: str) -> float:
     from specroll.model.runner import SequenceInput
 
-    for slot in range(batch):
-        runner.forward([SequenceInput(slot, 0, list(range(1, context + 1)))])
     step = [SequenceInput(slot, context, [7]) for slot in range(batch)]
     for _ in range(2):  # the second records the graph
         runner.forward(step)
@@ -220,6 +221,15 @@ def _forward_seconds(runner, batch: int, context: int, rounds: int, device: str)
             torch.cuda.synchronize()
         times.append(time.perf_counter() - started)
     return statistics.median(times)
+
+
+def _prefill(runner, num_rows: int, context: int) -> None:
+    """`context` tokens into each of the first `num_rows` slots, eight rows a forward."""
+    from specroll.model.runner import SequenceInput
+
+    for first in range(0, num_rows, 8):
+        rows = range(first, min(num_rows, first + 8))
+        runner.forward([SequenceInput(slot, 0, list(range(1, context + 1))) for slot in rows])
 
 
 def _random_model(shape: ModelShape, device: str):
@@ -269,17 +279,24 @@ def main() -> int:
     if "sweep" in parts:
         sweep_table(shapes, batches, device, args.rounds)
     if "forward" in parts:
-        models = [("SmolLM2 (" + Path(args.model).name + ")", SMOLLM2, lambda: _load(args.model, device))]
+        models = [
+            (
+                "SmolLM2 (" + Path(args.model).name + ")",
+                SMOLLM2,
+                lambda: _load(args.model, device, args.smoke),
+            )
+        ]
         if not (args.smoke or args.no_7b_forward):
             models.append(("Qwen2-7B shape, random", QWEN2_7B, lambda: _random_model(QWEN2_7B, device)))
         forward_table(models, batches, device, args.rounds, args.context)
     return 0
 
 
-def _load(model_dir: str, device: str):
+def _load(model_dir: str, device: str, smoke: bool):
+    """The checkpoint in bf16 (fp32 on the smoke run's CPU, where exact bf16 is probed at length)."""
     from specroll.model.loader import load_model
 
-    return load_model(model_dir, dtype=torch.bfloat16, device=device)
+    return load_model(model_dir, dtype=torch.float32 if smoke else torch.bfloat16, device=device)
 
 
 if __name__ == "__main__":

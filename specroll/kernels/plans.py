@@ -53,7 +53,7 @@ def linear_plan(K: int, N: int) -> LinearPlan:
     if cdiv(N, 64) >= TARGET_PROGRAMS:
         return LinearPlan(64, BLOCK_K, 1, cdiv(K, BLOCK_K) * BLOCK_K)
     k_tiles, n_tiles = cdiv(K, BLOCK_K), cdiv(N, 32)
-    tiles_per_split = max(MIN_SPLIT_TILES, cdiv(k_tiles, cdiv(TARGET_PROGRAMS, n_tiles)))
+    tiles_per_split = min(k_tiles, max(MIN_SPLIT_TILES, cdiv(k_tiles, cdiv(TARGET_PROGRAMS, n_tiles))))
     return LinearPlan(32, BLOCK_K, cdiv(k_tiles, tiles_per_split), tiles_per_split * BLOCK_K)
 
 
