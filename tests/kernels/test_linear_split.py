@@ -37,7 +37,7 @@ def test_a_plan_covers_k_once_and_fills_an_h100_at_a_decode_unless_k_is_too_shor
     assert (plan.num_splits - 1) * plan.split_k < K <= plan.num_splits * plan.split_k, plan
     is_split_to_the_limit = plan.split_k == plans.MIN_SPLIT_TILES * plan.block_k
     assert plan.num_programs(1, N) >= H100_SMS or is_split_to_the_limit, plan
-    assert plan.num_programs(1, N) == plan.num_programs(64, N)  # a decode's programs: a row tile's
+    assert plan.num_programs(1, N) == plan.num_programs(plans.BLOCK_M, N)  # a decode's: one row tile's
     if name in SEVEN_B:
         assert plan.num_programs(1, N) >= 224, plan  # at least 1.7 programs a SM on 132 SMs
 
