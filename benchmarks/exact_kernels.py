@@ -238,7 +238,7 @@ def _random_model(shape: ModelShape, device: str):
     from specroll.model.transformer import CausalLM
 
     config = ModelConfig(
-        architecture="Qwen2ForCausalLM", vocab_size=shape.vocab, hidden_size=shape.hidden,
+        architecture="qwen2", vocab_size=shape.vocab, hidden_size=shape.hidden,
         intermediate_size=shape.intermediate, num_layers=shape.num_layers, num_heads=shape.num_heads,
         num_kv_heads=shape.num_kv_heads, head_dim=shape.head_dim, max_position_embeddings=32768,
         has_qkv_bias=shape.has_qkv_bias,
