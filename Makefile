@@ -41,7 +41,7 @@ vllm-peer:
 test-all: models
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
 
-# on a bare machine with a CUDA GPU, offline, within eight minutes: installs and downloads nothing
+# on a bare machine with a CUDA GPU, offline, within ten minutes: installs and downloads nothing
 # (scripts/gpu_check.py: a model of SmolLM2's shape built there, the GPU tests, bench, step traces);
 # results in $OUT or runs/gpu-check; PARTS=bench-64,trace reruns parts; --smoke runs it on a CPU
 gpu-check:

@@ -1,4 +1,4 @@
-"""`make gpu-check`: specroll's CUDA path on a bare GPU machine, offline, in at most eight minutes.
+"""`make gpu-check`: specroll's CUDA path on a bare GPU machine, offline, in at most ten minutes.
 
     python3 scripts/gpu_check.py                  # on a CUDA machine: the full check
     python3 scripts/gpu_check.py --smoke          # anywhere: the same parts, tiny, on the CPU
@@ -11,7 +11,10 @@ template, Apache-2.0) with seeded random weights, since the real weights (257 Mi
 one call carries. Random weights accept no draft, so the oracle (all drafts right) is the speculation
 figure. Part `exact` runs first: speculative (oracle drafts, the suffix drafters under `auto`) against
 plain in bf16 and fp32 at batch 1 to 128, request by request to the bit, and the batch-invariant
-numerics' price against the fast ones (`benchmarks/exact_identity.py`).
+numerics' price against the fast ones (`benchmarks/exact_identity.py`). Part `kernels` then times
+the exact kernels against the fast numerics per layer shape, attention and whole decode forward
+(SmolLM2 and a 7B shape of random weights, batch 1 to 128, bf16) with a sweep of the linear kernel's
+tiles and splits, beside docs/gpu.md's predictions (`benchmarks/exact_kernels.py`).
 
 The real weights travel apart, one piece a call (`scripts/gpu_weights.py`: SmolLM2 in bf16 and its
 draft head where one is installed, pieces of at most 48 MiB, every hash checked on the machine).
@@ -24,7 +27,7 @@ Rebuilt where part `model` would build, they replace the random weights for ever
     python3 scripts/gpu_weights.py --receive --assemble runs/gpu-check-work/smollm2-shape &&
     PARTS=exact,profile,tests,bench-128,bench-64,trace python3 scripts/gpu_check.py --work runs/gpu-check-work
 
-Each part runs in its own process under its own time cap (the caps sum to eight minutes) and
+Each part runs in its own process under its own time cap (the caps sum to ten minutes) and
 writes one file to $OUT (default runs/gpu-check); `summary.txt` lists every part's outcome. A part
 that needs CUDA says so in its file on a machine without it: it does not pass for it.
 """
@@ -78,7 +81,7 @@ SMOKE = Sizes("cpu", "float32", 8, 4, 8, 1, 4, SMOKE_SHAPE, ("float32", "1,4", 8
 @dataclass(frozen=True)
 class Part:
     name: str
-    cap_seconds: int  # the full check's caps sum to 480
+    cap_seconds: int  # the full check's caps sum to 600
     needs_cuda: bool = False
     needs_model: bool = True  # runs the model the part "model" builds
 
@@ -86,9 +89,10 @@ class Part:
 PARTS = (
     Part("model", 30, needs_model=False),
     Part("exact", 120),  # first: exact mode's identity to the bit in bf16 and fp32, and its price
-    Part("profile", 50),
+    Part("kernels", 150),  # the exact kernels against the fast ones, per layer and forward, and the sweep
+    Part("profile", 40),
     Part("tests", 60, needs_cuda=True, needs_model=False),
-    Part("bench-128", 110),
+    Part("bench-128", 90),
     Part("bench-64", 70),
     Part("trace", 40),
 )
@@ -107,6 +111,12 @@ def commands(part: str, sizes: Sizes, work: Path) -> list[list[str]]:
         dtypes, batches, tokens = sizes.exact
         return [[py, "benchmarks/exact_identity.py", "--model", model, "--device", sizes.device,
                  "--dtypes", dtypes, "--batches", batches, "--max-tokens", str(tokens)]]  # fmt: skip
+    if part == "kernels":
+        kernels = [py, "benchmarks/exact_kernels.py", "--model", model, "--device", sizes.device]
+        return [
+            kernels
+            + (["--smoke", "--batches", "1,4", "--rounds", "1", "--context", "64"] if sizes is SMOKE else [])
+        ]
     if part == "profile":
         # widths to 17: a tree of 16 nodes priced at every batch size, as `auto` weighs one
         grid = ["--max-batch-size", str(sizes.large_batch), "--max-draft", "16"]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = REPO_ROOT / "scripts" / "gpu_check.py"
-PARTS = ("model", "exact", "profile", "tests", "bench-128", "bench-64", "trace")
+PARTS = ("model", "exact", "kernels", "profile", "tests", "bench-128", "bench-64", "trace")
 
 
 def _smoke(tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess, Path]:
@@ -60,7 +60,7 @@ def test_one_part_reruns_alone_and_an_unknown_part_is_refused(tmp_path):
     assert done.returncode != 0 and "unknown parts ['nonsense']" in done.stderr
 
 
-def test_the_full_checks_caps_fit_eight_minutes_and_the_tests_part_needs_no_model():
+def test_the_full_checks_caps_fit_ten_minutes_and_the_tests_part_needs_no_model():
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
@@ -68,5 +68,5 @@ def test_the_full_checks_caps_fit_eight_minutes_and_the_tests_part_needs_no_mode
     sys.modules["gpu_check"] = script  # dataclasses look their module up there
     spec.loader.exec_module(script)
     assert tuple(p.name for p in script.PARTS) == PARTS
-    assert sum(p.cap_seconds for p in script.PARTS) <= 480
+    assert sum(p.cap_seconds for p in script.PARTS) <= 600
     assert [p.name for p in script.PARTS if not p.needs_model] == ["model", "tests"]

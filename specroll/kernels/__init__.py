@@ -6,17 +6,18 @@ kernel and a split of K by the row count; flash-decoding splits the keys by occu
 logits change with the batch, and exact-mode tokens with them. These kernels make each row's bits a
 function of the row alone:
 
-- `linear`: a matmul with fixed (64, 64, 64) tiles and no split along K: a row's dot products are
-  summed in K's order, tile by tile, in one compiled kernel for every row count (the row count is
-  not specialised on); rows past the call's end are zeros in the tile, not other kernels.
+- `linear`: a matmul with tiles and a split of K fixed by the layer's (K, N) (`plans.linear_plan`),
+  never by the row count: a row's dot products are summed in K's order tile by tile within a split,
+  the splits' fp32 partials added in split order, in one compiled kernel for every row count; rows
+  past the call's end are zeros in the tile, not other kernels. The split fills a GPU at a decode.
 - `rms_norm`: one program a row, the sum of squares over the whole row at one fixed width.
 - `add_rms_norm`: a residual add and the RMSNorm after it in one program a row: the bits of `x + y`
   in torch then `rms_norm` (the same arithmetic, `rms_norm.normed_row`).
 - `attention`: one program per (sequence, key head, query token) holding the head's query group;
-  keys in fixed blocks of `BLOCK_N` columns in column order, an online softmax whose trailing
-  all-masked blocks change nothing (a factor of exactly 1, sums of exact zeros). A decode, a
-  verification's k+1 queries and a tree node (reading its path's keys in chain order,
-  `model.chain_order`) compute a query the same way.
+  keys in fixed blocks (of a width set by the group and head dim, `plans.attention_tiles`) in column
+  order, an online softmax whose trailing all-masked blocks change nothing (a factor of exactly 1,
+  sums of exact zeros). A decode, a verification's k+1 queries and a tree node (reading its path's
+  keys in chain order, `model.chain_order`) compute a query the same way.
 - `rows`: softmax, log-softmax and the inverse-CDF's running sum over the vocabulary, one program a
   row, chunk by chunk in vocabulary order.
 - `rotary` (q and k in one launch, the bits of `model.rope.apply_rotary` in torch) and `silu_mul`
@@ -33,11 +34,11 @@ contraction off, so no product and sum become one fused multiply-add torch would
 
 Proven where CI runs by Triton's interpreter (`TRITON_INTERPRET=1`, the kernels executed by numpy
 on the CPU: the structure, not the GPU's instructions) and on a GPU by `make gpu-check` part
-`exact`. The interpreter's `tl.dot` is numpy's matmul, the CPU's BLAS, which neither multiplies bf16
-tiles rightly (it reads their bits as integers) nor need sum each output of a tile alike (OpenBLAS's
-Haswell sgemm does not: a row's bits follow its place in the tile), so there the matmul's tiles are
-widened to fp32 and their products summed over K in order (`linear.IN_ORDER`); on a GPU the tiles
-go to `tl.dot`, bf16 to the tensor cores.
+`exact`. The interpreter multiplies bf16 tiles wrongly (it reads their bits as integers) and its
+fp32 matmul (numpy's, the CPU's BLAS: OpenBLAS's Haswell sgemm sums rows 6-11 of every 12 of a tile
+otherwise than rows 0-5) sums a row in an order that depends on the row's place in the tile, so there
+the matmul is a sum of fp32 products over each tile's K (`SUM_PRODUCTS`); on a GPU bf16 tiles go to
+the tensor cores and fp32 ones to a chain of multiply-adds per output.
 Its fp32 -> bf16 cast truncates; `rounding.rounded` rounds to nearest even in integer arithmetic
 instead, the GPU's cast's bits.
 Triton is the `gpu` extra; nothing here is imported on a CPU run.

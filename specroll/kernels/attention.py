@@ -1,12 +1,15 @@
 """Batch-invariant attention: each query's keys in fixed blocks, in column order.
 
 One program per (sequence, key head, query token) computes the head's G query heads for that token:
-scores over the head dim, then an online softmax over blocks of `BLOCK_N` key columns, in order,
+scores over the head dim, then an online softmax over blocks of BLOCK_N key columns, in order,
 to the span's read length. A block past the query's context is all masked: its maximum is -inf, so
 the running maximum stays, the rescaling factor is exp(0) = 1 and the sums add exact zeros; so
 neither the read length, nor how many queries the sequence has (a decode's one, a verification's
 k+1), nor the other sequences change a query's bits. A tree node reads its path's keys in chain
 order (`model.chain_order`), at the columns plain decoding of that path reads them at.
+
+BLOCK_N and the warps are a function of the group and the head dim alone (`plans.attention_tiles`): the
+products over a block hold G x BLOCK_N x D fp32 values, which must fit a program's registers.
 """
 
 from __future__ import annotations
@@ -16,8 +19,7 @@ import triton
 import triton.language as tl
 
 from specroll.kernels.launches import launch
-
-BLOCK_N, NUM_WARPS = 32, 4
+from specroll.kernels.plans import attention_tiles
 
 
 @triton.jit(do_not_specialize=["L"])
@@ -83,13 +85,14 @@ def invariant_attention(
     in_chain_order = columns is not None
     columns = columns.contiguous() if in_chain_order else mask  # without chain order: never read
     G = H // Hkv
+    block_n, num_warps = attention_tiles(triton.next_power_of_2(G), D)
     if D & (D - 1):
         raise ValueError(f"invariant attention needs a power-of-two head dim, got {D}")
     launch(
         _attention_kernel, (b, Hkv, T), q, keys, values, mask, columns, out, L, D**-0.5,
         *q.stride()[:3], *keys.stride()[:3], mask.stride(0), mask.stride(2), mask.stride(3),
         columns.stride(0), columns.stride(1), *out.stride()[:3],
-        G=G, D=D, G_PAD=triton.next_power_of_2(G), BLOCK_N=BLOCK_N, CHAIN_ORDER=in_chain_order,
-        num_warps=NUM_WARPS,
+        G=G, D=D, G_PAD=triton.next_power_of_2(G), BLOCK_N=block_n, CHAIN_ORDER=in_chain_order,
+        num_warps=num_warps,
     )  # fmt: skip
     return out
