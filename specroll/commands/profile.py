@@ -11,6 +11,7 @@ worker's forward cost and the engine's policies in the simulated workers reason 
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 import platform
 from pathlib import Path
 
@@ -19,8 +20,11 @@ from specroll.model.catalog import resolve_model_dir
 from specroll.policies.cost_model import CostModel, LatencySample
 
 
-def default_output(model_dir: Path) -> Path:
-    return Path("profiles") / f"{model_dir.resolve().name}.cost.json"
+def default_output(model_dir: Path, dtype: str = "float32") -> Path:
+    """profiles/<model>.cost.json for fp32, profiles/<model>.<dtype>.cost.json otherwise: a bf16
+    forward's prices are not an fp32 one's (`EngineChoices.cost_model_path` looks for both)."""
+    suffix = "" if dtype == "float32" else f".{dtype}"
+    return Path("profiles") / f"{model_dir.resolve().name}{suffix}.cost.json"
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -41,7 +45,13 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     add_device_arguments(parser)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
-    parser.add_argument("--out", type=Path, default=None, help="default: profiles/<model dir name>.cost.json")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="default: profiles/<model dir name>.cost.json in fp32, "
+        "profiles/<model dir name>.<dtype>.cost.json in another dtype",
+    )
     parser.set_defaults(func=run)
 
 
@@ -65,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
     model, samples = profile_checkpoint(
         model_dir, grid, draft_dir, device, source, dtype=torch_dtype(dtype), cuda_graphs=cuda_graphs
     )
-    out = args.out or default_output(model_dir)
+    out = args.out or default_output(model_dir, dtype)
+    model = replace(model, device=model.device, dtype=dtype)
     model.save(out)
     print_fit(model, samples, out)
     return 0

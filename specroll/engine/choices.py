@@ -83,16 +83,24 @@ class EngineChoices:
 
     def cost_model_path(self) -> Path | None:
         """The profiled cost model for this checkpoint on the engine's device: the one given, refused
-        (ValueError) if measured on another device type; else the first profiles/<model>.cost.json
-        here or beside the checkout measured on this device type (a profile of another device is
-        passed over); None without one (on the CPU the policies then use their default; elsewhere the
-        engine measures its own prices, `engine.device_prices`)."""
-        device = self.engine.device
+        (ValueError) if measured on another device type; else the first of
+        profiles/<model>.<dtype>.cost.json and profiles/<model>.cost.json, here or beside the checkout,
+        measured on this device type in this dtype or one not recorded (others are passed over); None
+        without one (on the CPU the policies then use their default; elsewhere the engine measures its
+        own prices, `engine.device_prices`)."""
+        device, dtype = self.engine.device, self.engine.dtype
         if self.cost_model is not None:
             check_profile_device(CostModel.load(self.cost_model), device, self.cost_model)
             return Path(self.cost_model)
-        name = f"{Path(self.model_dir).resolve().name}.cost.json"
-        for path in (Path("profiles") / name, PROFILES / name):
-            if path.is_file() and CostModel.load(path).device == device:
+        model = Path(self.model_dir).resolve().name
+        names = [f"{model}.{dtype}.cost.json", f"{model}.cost.json"]  # this precision's own first
+        for path in (folder / name for name in names for folder in (Path("profiles"), PROFILES)):
+            if path.is_file() and _prices(CostModel.load(path), device, dtype):
                 return path.resolve()
         return None
+
+
+def _prices(model: CostModel, device: str, dtype: str) -> bool:
+    """Whether a profile prices forwards on `device` in `dtype`: measured on that device type, in that
+    dtype or in one it did not record (a fit older than the field)."""
+    return model.device == device and model.dtype in ("", dtype)

@@ -84,6 +84,7 @@ class CostModel:
     fit_error: float | None = None  # mean relative error on the samples it was fitted to
     source: str = ""  # what was measured, where
     device: str = "cpu"  # the device type the forwards were measured on (the in-code fits are a CPU's)
+    dtype: str = ""  # the precision they ran in ("": not recorded, a fit older than the field)
     prices: tuple[tuple[int, int, float], ...] = ()  # (batch size, width, measured / fitted) on the grid
 
     def __post_init__(self) -> None:

@@ -56,6 +56,25 @@ def test_a_profile_of_another_device_is_passed_over_for_the_next_place(profiles)
     assert load_cost_model(config_on("cpu", model_dir=model_dir)) == CPU_FIT
 
 
+def test_a_profile_of_the_engines_dtype_comes_first_and_one_of_another_is_passed_over(profiles):
+    """A bf16 forward's prices are not an fp32 one's: profiles/<model>.<dtype>.cost.json first; a fit
+    that recorded another dtype is passed over; one that recorded none (older fits) serves any."""
+    here, checkout, model_dir = profiles
+    from dataclasses import replace
+
+    unrecorded, bf16 = CPU_FIT, replace(CPU_FIT, c_base=5e-4, dtype="bfloat16")
+    unrecorded.save(here / "tiny.cost.json")
+    bf16.save(checkout / "tiny.bfloat16.cost.json")
+
+    def on(dtype: str) -> RolloutConfig:
+        return RolloutConfig(model_dir=model_dir, engine=EngineConfig(dtype=dtype))
+
+    assert load_cost_model(on("bfloat16")) == bf16
+    assert load_cost_model(on("float32")) == unrecorded
+    replace(CPU_FIT, dtype="bfloat16").save(here / "tiny.cost.json")  # now recorded: bf16's only
+    assert cost_model_path(on("float32")) is None
+
+
 def test_a_given_profile_of_another_device_is_refused_by_name(tmp_path):
     path = tmp_path / "fit.cost.json"
     CPU_FIT.save(path)
