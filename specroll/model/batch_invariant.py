@@ -10,8 +10,9 @@ Here every reduction a row goes through is made independent of the rest of the f
 - Linear layers: BLAS computes a row of `x @ W.T` with kernels chosen by the call's shape and thread
   count, so a row's bits depend on how many rows share the call (measured on x86 with MKL: 1, 2-12
   and >= 16 rows are three regimes for 576 inputs; with two threads a 1536-input layer has a fourth
-  regime at 64-192 rows; in bf16 oneDNN's AMX kernels agree with a 256-row call only at 1, 2 and
-  from 40 rows for 576 -> 1536, its AVX-512 emulation of bf16 from 2 rows). Each layer's shape is
+  regime at 64-192 rows; in bf16, reported on an Intel Xeon with AMX, oneDNN's kernels agree with a
+  256-row call only at 1, 2 and from 40 rows for 576 -> 1536; measured here, its AVX-512 emulation of
+  bf16 from 2 rows). Each layer's shape is
   probed once per process, thread count and dtype, on the kernel the layer runs (`F.linear`, or
   weights packed for oneDNN, `model.packed_linear`) (`invariant_row_sizes`): the call sizes in
   `ROW_SIZES` whose rows agree with the largest call's.

@@ -108,8 +108,7 @@ class ModelRunner:
         default `placement.cache_dtype`'s: fp32 for a 16-bit model under the CPU's batch-invariant
         numerics, else the model's). A training forward takes one each: autograd records a cache's
         writes, so a cache serves one differentiated forward."""
-        model_dtype = str(next(self.model.parameters()).dtype).removeprefix("torch.")
-        name = cache_dtype(self.device.type, model_dtype, self.kernels == "probed")
+        name = cache_dtype(self.device.type, self._dtype_name, self.kernels == "probed")
         self.cache = KVCache(
             self.config,
             num_slots,
@@ -119,9 +118,14 @@ class ModelRunner:
             column_multiple=BLOCK if self.batch_invariant else 1,
         )
 
+    @property
+    def _dtype_name(self) -> str:
+        """The model's dtype as `placement.DTYPES` names it ("bfloat16")."""
+        return str(next(self.model.parameters()).dtype).removeprefix("torch.")
+
     def describe_numerics(self) -> str:
         """The precision and kernels forwards run, for a run's summary."""
-        dtype = str(next(self.model.parameters()).dtype).removeprefix("torch.")
+        dtype = self._dtype_name
         parts = [dtype, f"linear layers on {self.model.linear_kernels}"]
         if dtype != "float32" and self.kernels == "probed":
             parts.append("attention in float32")
