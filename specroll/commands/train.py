@@ -3,6 +3,8 @@
     OUT/metrics.jsonl   one line per step (OUT/metrics.png plots it)
     OUT/train_state/    the training state every --save-every steps and at the end: `--resume OUT` goes on
     OUT/checkpoint/     the final policy, which --model loads
+    OUT/draft-head/     with --online-head, the draft head as trained (born with the run where the
+                        model has none), which --draft-head loads
 
 A new run refuses an OUT that holds a run: nothing is overwritten or deleted unless --resume asks.
 """
@@ -16,6 +18,7 @@ from pathlib import Path
 from specroll.commands.rollout import FLAG_FIELDS, add_rollout_arguments, config_from_args
 
 DEFAULT_OUT = Path("runs/train")
+HEAD_DIR = "draft-head"  # OUT's online head
 
 
 RESUME_HELP = (
@@ -69,7 +72,8 @@ def _add_online_head_arguments(parser: argparse.ArgumentParser) -> None:
         "--online-head",
         action="store_true",
         help="train the draft head on the rollouts' hidden states during the run (a spot trainer on "
-        "the core the engine leaves idle; needs --speculate draft-head or a head for the model)",
+        "the core the engine leaves idle); a model with no head gets a new one, trained from the "
+        "first step and saved in OUT/draft-head",
     )
     parser.add_argument(
         "--head-between-steps",
@@ -137,14 +141,22 @@ def run(args: argparse.Namespace) -> int:
         )
         if args.save_every and trainer.next_step % args.save_every == 0 and trainer.next_step < steps:
             save_state(out, trainer.state(), args.keep_states)
+            _save_head(trainer, out)
 
     trainer.run(report)
     trainer.close()
     state_dir = save_state(out, trainer.state(), args.keep_states)  # also at the end: --steps may extend it
     plot = plot_metrics(read_metrics(metrics_path), out / "metrics.png")
     checkpoint = save_checkpoint(trainer.policy, trainer.rollout.model_dir, out / "checkpoint")
-    print(f"wrote {metrics_path}, {plot}, {state_dir} and {checkpoint} (--model {checkpoint})")
+    head = _save_head(trainer, out)
+    head_line = "" if head is None else f"; the draft head in {head} (--draft-head {head})"
+    print(f"wrote {metrics_path}, {plot}, {state_dir} and {checkpoint} (--model {checkpoint}){head_line}")
     return 0
+
+
+def _save_head(trainer, out: Path) -> Path | None:
+    """The online head as trained so far, in OUT/draft-head; None without one."""
+    return None if trainer.online_head is None else trainer.online_head.save(out / HEAD_DIR)
 
 
 def _extra(m) -> str:
@@ -177,7 +189,7 @@ def _fresh(args: argparse.Namespace):
             f"with it, or another --out"
         )
     out.mkdir(parents=True, exist_ok=True)
-    return out, GRPOTrainer(config)
+    return out, GRPOTrainer(config, head_dir=out / HEAD_DIR)
 
 
 def _resumed(args: argparse.Namespace):
@@ -199,7 +211,7 @@ def _resumed(args: argparse.Namespace):
         raise ValueError(
             f"the run in {out} has done {state.next_step} steps: pass --steps above that to go on"
         )
-    trainer = GRPOTrainer(config)
+    trainer = GRPOTrainer(config, head_dir=out / HEAD_DIR)
     trainer.restore(state)
     dropped = keep_metrics_before(out / "metrics.jsonl", state.next_step)
     redone = f"; dropped {dropped} metrics lines of steps to redo" if dropped else ""

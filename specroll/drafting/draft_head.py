@@ -84,6 +84,7 @@ class DraftHeadDrafter(BaseDrafter):
         self.states: dict[int, tuple[torch.Tensor, int]] = {}  # request -> (features (F,), context length)
         self.listeners: list[Callable[[TargetFeatures], None]] = []  # `add_listener`
         self.num_swaps = 0
+        self.is_held = False  # `hold_drafts`: no drafts until weights are offered
         self._target_to_draft = head.target_to_draft() if with_scores else None
         self._offered: Mapping[str, torch.Tensor] | None = None
         self._lock = threading.Lock()
@@ -152,6 +153,11 @@ class DraftHeadDrafter(BaseDrafter):
     def finish(self, request_id: int) -> None:
         self.states.pop(request_id, None)
 
+    def hold_drafts(self) -> None:
+        """Draft nothing until weights are offered: a head not yet trained (`head.born_online`) would
+        propose tokens the target rejects, each widening a verification for nothing."""
+        self.is_held = True
+
     def offer_weights(self, weights: Mapping[str, torch.Tensor]) -> None:
         """New head weights, taken in at the next proposal (the latest offer wins)."""
         with self._lock:
@@ -164,6 +170,7 @@ class DraftHeadDrafter(BaseDrafter):
         if offered is not None:
             self.head.load_state_dict(offered)  # copies into the same parameter tensors
             self.num_swaps += 1
+            self.is_held = False
 
     @property
     def drafts_trees(self) -> bool:
@@ -172,6 +179,8 @@ class DraftHeadDrafter(BaseDrafter):
     @torch.no_grad()
     def propose(self, queries: Sequence[DraftQuery]) -> list[Draft]:
         self._swap_offered()
+        if self.is_held:
+            return [Draft(q.request_id, source=self.name) for q in queries]
         ready = [q for q in queries if self._is_current(q)]
         trees = [q for q in ready if self._drafts_tree(q)]
         if not trees:

@@ -147,6 +147,10 @@ class TrainableHead(Protocol):
         """A float32 copy of the head (a `DraftHead` module) for a trainer to update."""
         ...
 
+    def hold_drafts(self) -> None:
+        """Draft nothing until weights are offered (a head not yet trained)."""
+        ...
+
     def offer_weights(self, weights: Mapping[str, Any]) -> None:
         """New head weights (the copy's `state_dict()`), from any thread, taken in at the next proposal."""
         ...

@@ -9,15 +9,48 @@ rollout's own hidden states and tokens go into the buffer, each response weighte
 engine keeps every core): that many updates run once the step's responses are buffered, before the
 policy's update, and the next rollout drafts with them. The head never changes a token: only how
 many drafts are kept.
+
+A target with no head of its own gets one born with the run (`born_head_rollout`,
+`head.born_online`): saved in the run's directory, drafting beside the suffix drafters (`head+suffix`)
+once the spot trainer has offered it weights, and saved there again as it trains (`save`), so that
+the run leaves a trained head behind for `--draft-head`.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+from typing import Sequence
+
 from specroll.drafting.protocol import TrainableHead
+from specroll.head.born_online import born_online_head
+from specroll.head.shape import default_shape
 from specroll.head.buffer import FeatureBuffer
 from specroll.head.recorder import HiddenRecorder
 from specroll.head.spot import SpotTrainer
 from specroll.head.training import HeadTrainConfig
+from specroll.model.loader import read_config
+
+DRAFTERS_WITH_HEAD = ("on", "draft-head", "head+suffix")  # `speculate` values an online head can train
+
+
+def born_head_rollout(rollout, lm_head_weight, prompts: Sequence[Sequence[int]], stop_token_ids, directory):
+    """The rollout config of a run whose online head is born with it, or None where the target has a
+    head already (or the drafter holds none): a new head (`born_online_head`) saved in `directory`,
+    drafted beside the suffix drafters while `speculate` is `on`."""
+    if rollout.speculate not in DRAFTERS_WITH_HEAD or rollout.has_head:
+        return None
+    if directory is None:
+        raise ValueError("a head born with the run needs a directory to keep it in (the run's)")
+    model = read_config(rollout.model_dir)
+    device = "cpu" if str(rollout.engine.device) == "cpu" else "cuda"
+    head = born_online_head(
+        lm_head_weight, model.num_layers, prompts, default_shape(device), stop_token_ids,
+        Path(rollout.model_dir).resolve().name,
+    )  # fmt: skip
+    head.save(directory)
+    speculate = "head+suffix" if rollout.speculate == "on" else rollout.speculate
+    return replace(rollout, draft_head_dir=Path(directory), speculate=speculate)
 
 
 class OnlineHead:
@@ -62,6 +95,10 @@ class OnlineHead:
             config.rollout.engine.seed,
             config.head_between_steps,
         )
+
+    def save(self, directory: Path) -> Path:
+        """The head as trained so far, where `--draft-head` reads it."""
+        return self.spot.trainer.head.save(directory)
 
     def resume(self) -> None:
         if not self.between_steps:

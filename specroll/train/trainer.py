@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -34,7 +35,7 @@ from specroll.model.catalog import resolve_model_dir
 from specroll.rollout import RolloutResult, encode_prompts, make_requests, make_task, run_requests
 from specroll.tokenizer import load_tokenizer
 from specroll.train.grpo import group_advantages, policy_loss
-from specroll.train.online_head import OnlineHead
+from specroll.train.online_head import OnlineHead, born_head_rollout
 from specroll.train.policy_forward import PolicyForward, load_trainable, padded, sequence_logprobs
 from specroll.train.metrics_log import StepMetrics
 from specroll.train.recent_responses import RecentResponses
@@ -49,7 +50,9 @@ StepCallback = Callable[[StepMetrics], None]
 
 
 class GRPOTrainer:
-    def __init__(self, config: GRPOConfig) -> None:
+    def __init__(self, config: GRPOConfig, head_dir: Path | None = None) -> None:
+        """`head_dir`: where a draft head born with the run is kept (`online_head.born_head_rollout`:
+        with `online_head` on a target with no head of its own)."""
         rollout = replace(config.rollout, model_dir=resolve_model_dir(config.rollout.model_dir))
         self.config, self.rollout = config, rollout
         self.task = make_task(rollout)
@@ -60,13 +63,17 @@ class GRPOTrainer:
         )
         self.tokenizer = load_tokenizer(rollout.model_dir)
         self.prompts = encode_prompts(self.tokenizer, self.task, self.problems)
+        self.policy = load_trainable(rollout.model_dir, rollout.engine.device)
+        born = self._born_head(head_dir) if config.online_head else None
+        if born is not None:  # the head and the drafters it joins: speed only, like every drafter field
+            config = replace(config, rollout=replace(config.rollout, **born))
+            self.config, self.rollout = config, (rollout := replace(rollout, **born))
         spec = rollout.engine_spec()
         apply_threads(spec)
         longest = max(map(len, self.prompts.values()))
         self.engine = build_engine(spec, longest)
         plain = replace(spec, drafter=None)  # the same engine without speculation
         self.plain_engine = build_engine(plain, longest) if config.shadow_plain else None
-        self.policy = load_trainable(rollout.model_dir, rollout.engine.device)
         self.policy_forward = PolicyForward(self.policy, rollout.engine)
         keeps_reference = config.kl_coef > 0 or config.track_drift
         self.reference = (
@@ -74,7 +81,9 @@ class GRPOTrainer:
             if keeps_reference
             else None
         )
-        self.online_head = OnlineHead.attach(self.engine, config) if config.online_head else None
+        self.online_head = OnlineHead.attach(self.engine, self.config) if config.online_head else None
+        if born is not None:
+            self.online_head.head.hold_drafts()  # untrained: no drafts until the spot trainer offers weights
         self.optimizer = torch.optim.AdamW(
             self.policy.parameters(), lr=config.lr, weight_decay=config.weight_decay
         )
@@ -83,6 +92,17 @@ class GRPOTrainer:
         self._ids_per_step = (max(self.problems) + 1) * rollout.n  # request ids never repeat across steps
         self.next_step = 0  # steps done; `run` goes on from here
         self.recent = RecentResponses()  # the last steps' responses, to warm a resumed run's drafters
+
+    def _born_head(self, directory: Path | None) -> dict | None:
+        """The rollout fields of a run whose online head is born with it (None: the target has one)."""
+        born = born_head_rollout(
+            self.rollout,
+            self.policy.lm_head.weight,
+            list(self.prompts.values()),
+            self.tokenizer.stop_token_ids,
+            directory,
+        )
+        return None if born is None else {"draft_head_dir": born.draft_head_dir, "speculate": born.speculate}
 
     def run(self, on_step: StepCallback | None = None) -> list[StepMetrics]:
         """The steps from `next_step` to `config.steps`; `on_step` sees each one's metrics once it is
