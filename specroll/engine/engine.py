@@ -40,6 +40,7 @@ from specroll.engine_config import EngineConfig
 from specroll.model.runner import ModelRunner
 from specroll.policies.base import SpeculationPolicy
 from specroll.policies.fixed import NoSpeculation
+from specroll.policies.prompt_lengths import PromptLengths
 from specroll.policies.remaining_lengths import FinishedLengths
 
 
@@ -64,6 +65,7 @@ class Engine:
         )
         self._telemetry = Telemetry()
         self._finished_lengths = FinishedLengths()  # for the policy's view of a drain (`BatchView`)
+        self._prompt_lengths = PromptLengths()  # per prompt, across steps (`RequestView.prompt_lengths`)
         self._proposer = Proposer(drafter, self._policy, config, runner.config.vocab_size)
         self._stepper = Stepper(runner, config, with_features=self._reads_features)
         self._observer = StepObserver(self._policy, self._telemetry)
@@ -97,7 +99,8 @@ class Engine:
     def advance_step(self, step: int) -> None:
         """The RL trainer moved to training step `step`: history drafters roll their window, and a
         policy that estimates acceptance starts afresh (the target has new weights, and an online
-        drafter too)."""
+        drafter too). The finished lengths, engine-wide and per prompt, are kept: a step moves response
+        lengths only a little (`policies.prompt_lengths`)."""
         self._in_flight = None
         self.training_step = step
         if self._drafter is not None:
@@ -230,7 +233,9 @@ class Engine:
         return self._stepper.launch(requests, self._draft(requests)) if requests else None
 
     def _draft(self, requests: list[Request]) -> DraftBatch:
-        return self._proposer.draft(requests, self.num_waiting, self._finished_lengths.sorted())
+        return self._proposer.draft(
+            requests, self.num_waiting, self._finished_lengths.sorted(), self._prompt_lengths
+        )
 
     def _launch_ahead(self, current: InFlight | None) -> InFlight | None:
         """The decode step after `current`, launched before `current` is read back, over the running
@@ -299,6 +304,7 @@ class Engine:
                 continue
             self._scheduler.finish(r)
             self._finished_lengths.add(r.num_output_tokens)
+            self._prompt_lengths.add(r.prompt_key, r.num_output_tokens)
             if self._drafter is not None:
                 self._drafter.finish(r.request_id)
             finished.append(r)

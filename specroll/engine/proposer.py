@@ -7,6 +7,7 @@ observe without the policy's view of the batch spelled out inside it."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 
 from specroll.drafting.protocol import Draft, Drafter
@@ -15,6 +16,7 @@ from specroll.engine.step import DraftBatch
 from specroll.engine.verifier import build_drafts
 from specroll.engine_config import EngineConfig
 from specroll.policies.base import BatchView, RequestView, SpeculationPolicy
+from specroll.policies.prompt_lengths import PromptLengths
 
 
 class Proposer:
@@ -33,12 +35,18 @@ class Proposer:
         tokens are plain decoding's to the bit."""
         return self._config.verify == "exact"
 
-    def draft(self, requests: list[Request], num_waiting: int, finished_lengths: list[int]) -> DraftBatch:
+    def draft(
+        self,
+        requests: list[Request],
+        num_waiting: int,
+        finished_lengths: Sequence[int],
+        prompt_lengths: PromptLengths,
+    ) -> DraftBatch:
         """The policy decides first (lengths and drafter); then the named drafter proposes. The
         decision handed on names the drafter that did propose (None for a single drafter), so that a
         policy never files one drafter's acceptance under another's name."""
         started = time.perf_counter()
-        view = self._batch_view(requests, num_waiting, finished_lengths)
+        view = self._batch_view(requests, num_waiting, finished_lengths, prompt_lengths)
         decision = self._policy.decide(view)
         name = self._member_name(decision.drafter)
         used = replace(decision, drafter=name, tree=decision.tree and self._offers_trees(name))
@@ -68,8 +76,13 @@ class Proposer:
         return self.allows_trees and self._drafter is not None and self._drafter.member(member).drafts_trees
 
     def _batch_view(
-        self, requests: list[Request], num_waiting: int, finished_lengths: list[int]
+        self,
+        requests: list[Request],
+        num_waiting: int,
+        finished_lengths: Sequence[int],
+        prompt_lengths: PromptLengths,
     ) -> BatchView:
+        """The policy's view of the batch; a prompt's lengths are one tuple its requests share."""
         views = [
             RequestView(
                 r.request_id,
@@ -80,6 +93,7 @@ class Proposer:
                 r.num_accepted,
                 r.num_forwards,
                 r.num_cached,
+                prompt_lengths.sorted(r.prompt_key),
             )
             for r in requests
         ]

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from functools import cached_property
+
+from specroll.policies.prompt_lengths import prompt_key
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,12 @@ class Request:
     def __post_init__(self) -> None:
         if self.noise_key is None:
             self.noise_key = self.request_id
+
+    @cached_property
+    def prompt_key(self) -> int:
+        """The key its prompt's finished lengths are filed under (`prompt_lengths.prompt_key`): the
+        requests of one prompt share it, in this step and the next; computed once, read every forward."""
+        return prompt_key(self.prompt_token_ids)
 
     @property
     def num_tokens(self) -> int:

@@ -24,7 +24,8 @@ so there tokens count by the pace of the request that would finish last (`draini
 their sum: a freed slot stays empty, and a draft that speeds the requests it suits while the one
 with furthest to go accepts little buys no time. Which request finishes last is known only in
 expectation, so the pace is averaged over samples of the requests' remaining lengths, drawn from
-the lengths of requests the engine finished recently (`remaining_lengths`). Acceptance varies widely
+the lengths its own prompt's requests reached where there are enough, else from those of the
+requests the engine finished recently (`remaining_lengths`). Acceptance varies widely
 between the requests of one batch (BENCHMARKS.md, "Trees where they pay"), so a full batch without a
 queue drafts only where the requests likely to finish last gain. Trees are weighed with the batch's
 acceptance for every request, so their rate is the same either way.
@@ -343,6 +344,7 @@ class AutoPolicy:
             np.asarray(batch.finished_lengths, dtype=np.int64),
             DRAIN_SAMPLES,
             self._length_rng,
+            [v.prompt_lengths for v in views],
         )
 
     def observe(self, stats: ForwardStats) -> None:

@@ -22,6 +22,9 @@ class RequestView:
     num_accepted: int
     num_forwards: int  # verification forwards it took part in
     num_context_tokens: int = 0  # positions cached before this forward (prompt + output); 0 = not reported
+    # output lengths its prompt's requests finished with recently (its group's earlier in this step, and
+    # earlier steps'), sorted: `prompt_lengths.PromptLengths`, one tuple shared by the prompt's requests
+    prompt_lengths: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

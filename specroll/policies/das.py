@@ -21,6 +21,8 @@ round(p_i / N*) tokens per forward (at most max_draft). Under the geometric acce
 request with per-token acceptance a has k_i = a (drafting without bound, a fraction a of its tokens
 are accepted drafts) and alpha_i = 1 (the first proposal is accepted with probability a = k_i alpha_i);
 `efficiency` overrides alpha_i. c_tok is the cost model's per-token cost at the batch's mean context.
+l_i is predicted from the lengths the request's own prompt reached (`RequestView.prompt_lengths`)
+where they suffice, else from those of every request finished (`lengths.LengthPredictor`).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import Sequence
 from specroll.policies.acceptance_estimates import AcceptanceTracker
 from specroll.policies.base import BatchView, DraftDecision, ForwardStats, RequestView
 from specroll.policies.cost_model import CostModel
-from specroll.policies.lengths import LengthPredictor
+from specroll.policies.lengths import LengthPrediction, LengthPredictor
 
 
 @dataclass(frozen=True)
@@ -127,10 +129,16 @@ class DasPolicy:
         )
 
     def _request(self, view: RequestView) -> DasRequest:
-        predicted = self.lengths.predict(
-            self.tracker.finished_lengths, view.num_output_tokens, view.num_remaining
-        )
+        predicted = self._predicted(view)
         return DasRequest(predicted.num_remaining, self.tracker.alpha(view.request_id), self.efficiency)
+
+    def _predicted(self, view: RequestView) -> LengthPrediction:
+        """Its remaining length by its own prompt's lengths (DAS §4.2.3 keeps a history per problem),
+        or, where those are too few or none ran past it, by every finished request's."""
+        own = self.lengths.predict(view.prompt_lengths, view.num_output_tokens, view.num_remaining)
+        if own.length_class != "unknown":
+            return own
+        return self.lengths.predict(self.tracker.finished_lengths, view.num_output_tokens, view.num_remaining)
 
     def observe(self, stats: ForwardStats) -> None:
         pass

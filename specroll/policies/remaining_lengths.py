@@ -3,14 +3,23 @@
 A batch that drains is done when its last request is, and which request that is depends on lengths
 nobody knows yet: RL response lengths are long-tailed, so the request with the most budget left is
 rarely the one that runs longest. `auto` therefore weighs a drain by sampled remaining lengths
-(`policies.auto.draining_tokens`), drawn per request from the lengths of requests this engine
+(`policies.auto.draining_tokens`), drawn per request from the lengths of its own prompt's
+requests that outlived it (`prompt_lengths`: its group's earlier in this step, and the prompt's in
+earlier steps) where MIN_PROMPT_OUTLIVING did, else from the lengths of requests this engine
 finished recently that outlived it (the step's own and, across steps, the problem set's), and
 uniformly over its budget where too few did. Imports no torch.
+
+A prompt's own lengths take fewer samples than the pool: they are draws from the very distribution
+the request's length is drawn from (siblings run alike: Seer §3.2, Fig. 4; DAS §4.2.3 keys its
+history by problem), so four of them already place its tail near where it lies, while the pool's
+eight guard against a tail drawn from a handful of unrelated prompts, whose typical lengths differ
+several-fold. Four also lets a group of eight inform its own requests within the first step.
 """
 
 from __future__ import annotations
 
 import random
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Sequence
 
@@ -18,6 +27,7 @@ import numpy as np
 
 WINDOW = 1024  # finished lengths kept: a few RL steps' worth of requests
 MIN_OUTLIVING = 8  # finished lengths past a request's own it takes to sample from them
+MIN_PROMPT_OUTLIVING = 4  # of its own prompt's, the same
 
 
 class FinishedLengths:
@@ -46,19 +56,37 @@ def sample_remaining(
     finished: np.ndarray,
     num_samples: int,
     rng: random.Random,
+    prompt_lengths: Sequence[Sequence[int]] = (),
 ) -> np.ndarray:
     """(num_samples, B) remaining lengths, at least 1: request i, `output_tokens[i]` long with
-    `budgets[i]` tokens left, runs on as a finished request that outlived it did (`finished` sorted),
-    capped by its budget; where fewer than MIN_OUTLIVING did, uniformly over 1..budgets[i]."""
+    `budgets[i]` tokens left, runs on as a finished request of its own prompt that outlived it did
+    (`prompt_lengths[i]` sorted, where MIN_PROMPT_OUTLIVING did), else as a finished request that
+    outlived it did (`finished` sorted, where MIN_OUTLIVING did), capped by its budget; else
+    uniformly over 1..budgets[i]. Without `prompt_lengths`, no request has a prompt's lengths."""
     generator = np.random.default_rng(rng.getrandbits(32))
     length = np.asarray(output_tokens, dtype=np.int64)
     budget = np.maximum(np.asarray(budgets, dtype=np.int64), 1)
     first = np.searchsorted(finished, length, side="right")  # finished[first:] outlived the request
     outliving = len(finished) - first
     u = generator.random((num_samples, len(length)))
-    uniform = 1.0 + np.floor(u * budget)
-    if len(finished) == 0:
-        return uniform
-    picked = finished[np.minimum(first + np.floor(u * outliving).astype(np.int64), len(finished) - 1)]
-    history = np.clip(picked - length, 1, budget).astype(np.float64)
-    return np.where(outliving >= MIN_OUTLIVING, history, uniform)
+    samples = 1.0 + np.floor(u * budget)
+    if len(finished) > 0:
+        picked = finished[np.minimum(first + np.floor(u * outliving).astype(np.int64), len(finished) - 1)]
+        history = np.clip(picked - length, 1, budget).astype(np.float64)
+        samples = np.where(outliving >= MIN_OUTLIVING, history, samples)
+    for i, lengths in enumerate(prompt_lengths):
+        _sample_own_prompt(samples[:, i], u[:, i], lengths, int(length[i]), int(budget[i]))
+    return samples
+
+
+def _sample_own_prompt(
+    samples: np.ndarray, u: np.ndarray, lengths: Sequence[int], length: int, budget: int
+) -> None:
+    """Overwrite one request's samples (num_samples,) with draws from its prompt's sorted `lengths`
+    past its own `length`, where MIN_PROMPT_OUTLIVING of them outlived it; `u` are its uniforms."""
+    first = bisect_right(lengths, length)
+    outliving = len(lengths) - first
+    if outliving < MIN_PROMPT_OUTLIVING:
+        return
+    own = np.asarray(lengths[first:], dtype=np.int64)
+    samples[:] = np.clip(own[np.floor(u * outliving).astype(np.int64)] - length, 1, budget)

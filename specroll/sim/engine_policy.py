@@ -15,7 +15,9 @@ advancing every copy by its expected tokens E(alpha, k). The policy sees one seg
   estimators (`AcceptanceTracker`, `RecentAcceptance`) count a trial per accepted token plus one for
   the first rejection, so a fractional expected count E - 1 would read as (E - 1) / E, below alpha;
 - `ForwardStats` carries the same drawn counts and the modelled seconds of one iteration, drafting
-  included (so `draft_seconds` is 0).
+  included (so `draft_seconds` is 0);
+- each request's `prompt_lengths` are the lengths its group's finished requests reached: a simulated
+  rollout is one step, so a prompt's history is its group's samples that finished earlier in it.
 A decision's `drafter` is not followed: a simulated copy's drafter is fixed when it is dispatched.
 """
 
@@ -84,7 +86,9 @@ class EnginePolicySpeculation:
             *self._counters[:, view.request_ids],
             outputs + view.prompt_tokens,
         )
-        requests = [RequestView(*fields) for fields in zip(*(np.asarray(c).tolist() for c in columns))]
+        rows = zip(*(np.asarray(c).tolist() for c in columns))
+        prompts = view.prompt_lengths or [()] * view.num_running
+        requests = [RequestView(*fields, prompt_lengths=lengths) for fields, lengths in zip(rows, prompts)]
         return BatchView(requests, self.max_draft)
 
     def _grow(self, num_requests: int) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from specroll.policies.prompt_lengths import PromptLengths
 from specroll.scheduling.fastest_of_n import FonCandidate, assign_fastest_of_n, straggler_order
 from specroll.sim.acceptance_rates import AcceptanceModel
 from specroll.sim.roofline import ForwardCost
@@ -64,6 +65,7 @@ class RolloutLoop:
         self.finish_seconds = np.full(n, np.nan)
         self.generated = np.zeros(n)
         self.finished_in_group = np.zeros(workload.num_groups, dtype=np.int64)
+        self.group_lengths = PromptLengths(max_prompts=workload.num_groups)  # the engine's, per prompt
         self.copies_on: list[set[int]] = [set() for _ in range(n)]
         self._heap: list[tuple[float, int, int, int]] = []
         self._seq = 0
@@ -128,6 +130,7 @@ class RolloutLoop:
         self.finish_seconds[request_id] = self._now
         self.generated[request_id] = length
         self.finished_in_group[self.workload.group_ids[request_id]] += 1
+        self.group_lengths.add(int(self.workload.group_ids[request_id]), length)
         self.dispatcher.on_finished(request_id, length)
         for index in self.copies_on[request_id] - {at_worker}:
             other = self._touch(index)
@@ -210,16 +213,18 @@ class RolloutLoop:
 
     def _view(self, worker: Worker) -> RunningBatch:
         ids = worker.request_ids
+        groups = self.workload.group_ids[ids]
         return RunningBatch(
             worker=worker.index,
             request_ids=ids,
-            group_ids=self.workload.group_ids[ids],
+            group_ids=groups,
             drafters=worker.drafters,
             acceptance=self._acceptance(worker),
             positions=worker.positions,
-            finished_siblings=self.finished_in_group[self.workload.group_ids[ids]],
+            finished_siblings=self.finished_in_group[groups],
             max_tokens=self.workload.max_tokens,
             prompt_tokens=self.workload.prompt_tokens,
+            prompt_lengths=[self.group_lengths.sorted(g) for g in groups.tolist()],
         )
 
     def _slowdown(self) -> float:

@@ -39,6 +39,9 @@ class RunningBatch:
     finished_siblings: np.ndarray  # (b,) finished requests in the same group
     max_tokens: int
     prompt_tokens: int
+    # (b,) the output lengths its group's finished requests reached, sorted, one tuple a group
+    # (`policies.prompt_lengths`: a group is a prompt of this step); () for none reported
+    prompt_lengths: Sequence[tuple[int, ...]] = ()
 
     @property
     def num_running(self) -> int:

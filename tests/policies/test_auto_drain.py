@@ -1,6 +1,8 @@
 """`auto` in a batch that drains (nothing waits for a slot): tokens count by the pace of the request
 that would finish last, so a full batch drafts only where its slowest requests gain."""
 
+from dataclasses import replace
+
 import pytest
 
 from specroll.policies.auto import AutoPolicy, best_chain, draining_tokens
@@ -86,3 +88,18 @@ def test_half_slow_requests_still_keep_a_drain_from_drafting():
         BatchView(views, 8, num_waiting=0, finished_lengths=_spread_history())
     )
     assert max(drained.draft_lengths) == 0
+
+
+def test_a_drain_reads_each_requests_own_prompts_lengths_before_the_pool():
+    """Half the batch accepts 0.7, half 0.05, all 50 tokens in. By the pool every request may run on
+    to 1,000 tokens, so a slow one is nearly always among the last and nothing is worth drafting; by
+    their own prompts' lengths the slow ones stop at 55 and the fast ones run to 1,000, so the fast
+    ones finish last and drafting speeds the drain."""
+    alphas = [0.7] * 32 + [0.05] * 32
+    pool = _spread_history()
+    fast, slow = (1000,) * 8, (55,) * 8
+    by_pool = BatchView(_views(alphas, remaining=950), 8, num_waiting=0, finished_lengths=pool)
+    own = [replace(v, prompt_lengths=fast if v.request_id < 32 else slow) for v in by_pool.requests]
+    by_prompt = replace(by_pool, requests=own)
+    assert max(AutoPolicy(MODEL, **NEVER_PROBE).decide(by_pool).draft_lengths) == 0
+    assert max(AutoPolicy(MODEL, **NEVER_PROBE).decide(by_prompt).draft_lengths) >= 1

@@ -2,6 +2,7 @@ import math
 
 import pytest
 
+from specroll.policies.acceptance_estimates import AcceptanceTracker
 from specroll.policies.base import BatchView, RequestView
 from specroll.policies.cost_model import CostModel
 from specroll.policies.das import DasPolicy, DasRequest, DasSolution, budget, cost, per_forward_drafts, solve
@@ -97,3 +98,22 @@ def test_long_requests_draft_when_tokens_are_cheap():
     solution = solve(requests, c_base=6e-3, c_tok=1e-7)
     assert solution.num_forwards == pytest.approx(10000.0 * 0.4, rel=1e-3)
     assert per_forward_drafts(solution, max_draft=8) == [0, 1, 8]
+
+
+def test_a_request_is_predicted_by_its_own_prompts_lengths_before_the_pool():
+    """Every finished request ran to 1,000 tokens, but request 0's prompt's requests stopped at 60:
+    50 tokens in, it has about 10 to go, far below N*, and gets no budget; request 1, with no history
+    of its own, is predicted by the pool, and so is request 2, whose prompt's requests all stopped
+    before 50 tokens."""
+    policy = DasPolicy(
+        CostModel(c_base=6e-3, c_tok=1e-7), tracker=AcceptanceTracker(finished_lengths=[1000] * 100)
+    )
+    views = [
+        RequestView(0, 0, 50, 2000, 0, 0, 0, prompt_lengths=(60,) * 8),
+        RequestView(1, 1, 50, 2000, 0, 0, 0),
+        RequestView(2, 2, 50, 2000, 0, 0, 0, prompt_lengths=(40,) * 8),
+    ]
+    drafts = policy.decide(BatchView(views, max_draft=8)).draft_lengths
+    assert drafts[0] == 0 and drafts[1] == drafts[2] > 0
+    predicted = [policy._predicted(v) for v in views]
+    assert [p.num_remaining for p in predicted] == [10.0, 950.0, 950.0]

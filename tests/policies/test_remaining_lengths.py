@@ -1,11 +1,17 @@
-"""Samples of a draining batch's remaining lengths: from the lengths finished requests reached past
-a request's own, else uniform over its budget."""
+"""Samples of a draining batch's remaining lengths: from the lengths its own prompt's finished
+requests reached past a request's own, else those of any finished request, else uniform over its
+budget."""
 
 import random
 
 import numpy as np
 
-from specroll.policies.remaining_lengths import MIN_OUTLIVING, FinishedLengths, sample_remaining
+from specroll.policies.remaining_lengths import (
+    MIN_OUTLIVING,
+    MIN_PROMPT_OUTLIVING,
+    FinishedLengths,
+    sample_remaining,
+)
 
 
 def test_finished_lengths_keep_a_sorted_window():
@@ -41,3 +47,38 @@ def test_no_history_at_all_is_uniform_and_seeded():
     a = sample_remaining([0, 0], [10, 10], np.array([], dtype=np.int64), 8, random.Random(3))
     b = sample_remaining([0, 0], [10, 10], np.array([], dtype=np.int64), 8, random.Random(3))
     assert np.array_equal(a, b) and a.min() >= 1 and a.max() <= 10
+
+
+def test_a_request_runs_on_as_its_own_prompts_requests_did_not_as_the_pool_says():
+    pool = np.array([1000] * 100)  # every other prompt runs to 1,000 tokens
+    own = (20,) * 3 + (60,) * MIN_PROMPT_OUTLIVING  # this prompt's: only the 60s outlived 30 tokens
+    samples = sample_remaining([30, 30], [2000, 2000], pool, 200, random.Random(0), [own, ()])
+    assert set(samples[:, 0].tolist()) == {30.0}  # 60 - 30, from its own prompt
+    assert set(samples[:, 1].tolist()) == {970.0}  # no history of its own: the pool's 1000 - 30
+
+
+def test_too_few_of_its_own_prompts_lengths_outliving_it_fall_back_to_the_pool():
+    pool = np.array([1000] * 100)
+    own = (20,) * 10 + (60,) * (MIN_PROMPT_OUTLIVING - 1)
+    samples = sample_remaining([30], [2000], pool, 200, random.Random(0), [own])
+    assert set(samples[:, 0].tolist()) == {970.0}
+
+
+def test_its_own_prompts_lengths_are_drawn_over_all_that_outlived_it_capped_by_the_budget():
+    own = (10, 40, 50, 60, 500)
+    samples = sample_remaining([30], [100], np.array([], dtype=np.int64), 4000, random.Random(2), [own])
+    assert set(samples[:, 0].tolist()) == {10.0, 20.0, 30.0, 100.0}
+    assert abs((samples[:, 0] == 100.0).mean() - 0.25) < 0.03
+
+
+def test_own_prompt_lengths_leave_the_draw_seeded_and_the_others_untouched():
+    pool = np.array([5] * 50 + [40] * MIN_OUTLIVING)
+    plain = sample_remaining([30, 3], [100, 100], pool, 16, random.Random(4))
+    mixed = sample_remaining(
+        [30, 3], [100, 100], pool, 16, random.Random(4), [(), (9,) * MIN_PROMPT_OUTLIVING]
+    )
+    again = sample_remaining(
+        [30, 3], [100, 100], pool, 16, random.Random(4), [(), (9,) * MIN_PROMPT_OUTLIVING]
+    )
+    assert np.array_equal(mixed, again) and np.array_equal(mixed[:, 0], plain[:, 0])
+    assert set(mixed[:, 1].tolist()) == {6.0}

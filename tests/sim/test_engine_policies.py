@@ -1,5 +1,6 @@
 """The simulator's workers run the engine's own speculation policies, and a profile is its cost model."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -230,3 +231,47 @@ def test_seer_and_specactor_choices_are_the_shared_torch_free_functions():
         0.7, 1, specactor.max_window, specactor.draft_seconds(0), specactor.verify_seconds
     )
     assert plan.draft_len.tolist() == [expected.window]
+
+
+class _Recording:
+    """A DAS policy that keeps every view it decides on."""
+
+    name = "das"
+
+    def __init__(self, policy: DasPolicy, views: list[BatchView]) -> None:
+        self.policy, self.views = policy, views
+
+    def decide(self, batch: BatchView) -> DraftDecision:
+        self.views.append(batch)
+        return self.policy.decide(batch)
+
+    def observe(self, stats: ForwardStats) -> None:
+        self.policy.observe(stats)
+
+    def new_target(self) -> None:
+        self.policy.new_target()
+
+
+def test_a_request_view_carries_its_groups_finished_lengths():
+    strategy = strategy_for(DAS_SMALL, "das")
+    batch = replace(running_batch([0.6, 0.6, 0.6], [10, 20, 30]), prompt_lengths=[(40, 50), (40, 50), ()])
+    assert [v.prompt_lengths for v in strategy.batch_view(batch).requests] == [(40, 50), (40, 50), ()]
+
+
+def test_the_simulated_das_sees_each_requests_group_lengths(monkeypatch):
+    """A simulated rollout is one step: a request's prompt history is the lengths its group's requests
+    that finished before it reached, sorted, one tuple a group in a batch."""
+    views: list[BatchView] = []
+    monkeypatch.setitem(POLICIES, "das", lambda preset, topology, model: _Recording(DasPolicy(model), views))
+    _, trace = simulate(DAS_SMALL, SYSTEMS["das"])
+    size = DAS_SMALL.group_size
+    reached = [sorted(trace.generated[g * size : (g + 1) * size].astype(int).tolist()) for g in range(8)]
+    seen = [(v.group_id, v.prompt_lengths) for batch in views for v in batch.requests]
+    assert any(lengths for _, lengths in seen)
+    for group, lengths in seen:
+        assert list(lengths) == sorted(lengths) and len(lengths) < size
+        assert all(lengths.count(n) <= reached[group].count(n) for n in lengths)
+    for batch in views:
+        by_group = {}
+        for v in batch.requests:
+            assert by_group.setdefault(v.group_id, v.prompt_lengths) is v.prompt_lengths
