@@ -11,7 +11,8 @@ as many requests as slots: a slot freed is refilled) and without (as many reques
 batch drains from the first forward, as in `train`). A cell's figure is `bench`'s paired median of
 speculative over plain tokens/s. `--beside-load` runs `benchmarks/matmul_load.py` for the whole
 matrix and adds a cell of threads: SmolLM2 at 16 x 4 x 128 with the automatic thread count against
-each fixed one.
+each fixed one. `--smollm2-train-rounds N` adds N interleaved pairs of `train` on SmolLM2 with the draft
+head born with the run (`--online-head` on a model without a head) against `--speculate off`.
 """
 
 from __future__ import annotations
@@ -64,24 +65,33 @@ def bench(cell: Cell, repeats: int) -> dict:
     return {row["system"]: row for row in rows}
 
 
-def train_rollout_seconds(speculate: str, out: Path) -> float:
-    command = [*SPECROLL, "train", "--steps", "3", "--num-prompts", "16", "--n", "8", "--seed", "5151"]
-    done = subprocess.run(
-        [*command, "--speculate", speculate, "--out", str(out)], capture_output=True, text=True
-    )
+BUNDLED_TRAIN = ("--steps", "3", "--num-prompts", "16", "--n", "8", "--seed", "5151")
+# SmolLM2 on GSM8K with a draft head born with the run and trained online from its first step
+SMOLLM2_TRAIN = (
+    *("--model", "smollm2", "--task", "gsm8k", "--steps", "4", "--num-prompts", "4", "--n", "8"),
+    *("--max-tokens", "128", "--seed", "5151", "--online-head"),
+)
+
+
+def train_rollout_seconds(flags: tuple[str, ...], speculate: str, out: Path) -> float:
+    if speculate == "off":
+        flags = tuple(f for f in flags if f != "--online-head")  # no drafter, no head to train
+    command = [*SPECROLL, "train", *flags, "--speculate", speculate, "--out", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"train --speculate {speculate}: {done.stderr[-2000:]}")
+    print(f"<!-- train {' '.join(flags)} --speculate {speculate}:\n{done.stdout.strip()}\n-->", flush=True)
     return sum(float(s) for s in re.findall(r"rollout ([0-9.]+)s", done.stdout))
 
 
-def train_ratio(rounds: int, scratch: Path) -> tuple[float, list[float]]:
+def train_ratio(flags: tuple[str, ...], rounds: int, scratch: Path) -> tuple[float, list[float]]:
     """Rollout seconds with speculation over without, per interleaved pair, and their median."""
     scratch.mkdir(parents=True, exist_ok=True)
     runs = Path(tempfile.mkdtemp(prefix="train-", dir=scratch))  # `train` refuses a folder holding a run
     ratios = []
     for i in range(rounds):
-        on = train_rollout_seconds("on", runs / f"on-{i}")
-        off = train_rollout_seconds("off", runs / f"off-{i}")
+        on = train_rollout_seconds(flags, "on", runs / f"on-{i}")
+        off = train_rollout_seconds(flags, "off", runs / f"off-{i}")
         ratios.append(on / off)
     return statistics.median(ratios), ratios
 
@@ -112,6 +122,9 @@ def main() -> None:
     parser.add_argument("--head", default=None, help="a SmolLM2 draft head's directory: its cells too")
     parser.add_argument("--beside-load", action="store_true", help="run beside benchmarks/matmul_load.py")
     parser.add_argument("--train-rounds", type=int, default=3, help="train on/off pairs (0: none)")
+    parser.add_argument(
+        "--smollm2-train-rounds", type=int, default=0, help="SmolLM2 train on/off pairs, head born online"
+    )
     parser.add_argument("--scratch", type=Path, default=ROOT / "runs" / "never-slower")
     args = parser.parse_args()
     load = None
@@ -141,11 +154,18 @@ def run_matrix(args: argparse.Namespace) -> None:
             f"{spec['mean_acceptance_length']:.2f} | {spec['paired_vs_plain']:.2f}x ({rounds}) |",
             flush=True,
         )
-    if args.train_rounds and args.only in "train":
-        median, ratios = train_ratio(args.train_rounds, args.scratch)
-        rounds = ", ".join(f"{r:.2f}" for r in ratios)
-        label = "train, bundled, 3 steps x 16 x 8: rollout seconds, on / off"
-        print(f"| {label} | | | | {median:.2f}x ({rounds}) |")
+    trains = (
+        ("train, bundled, 3 steps x 16 x 8: rollout seconds, on / off", BUNDLED_TRAIN, args.train_rounds),
+        (
+            "train, smollm2, head born online, 4 steps x 4 x 8 x 128: rollout seconds, on / off",
+            SMOLLM2_TRAIN,
+            args.smollm2_train_rounds,
+        ),
+    )
+    for label, flags, rounds in trains:
+        if rounds and args.only in label:
+            median, ratios = train_ratio(flags, rounds, args.scratch)
+            print(f"| {label} | | | | {median:.2f}x ({', '.join(f'{r:.2f}' for r in ratios)}) |", flush=True)
     if args.beside_load:
         for cell in thread_cells():
             plain = bench(cell, args.repeats)["plain"]

@@ -99,3 +99,13 @@ def test_head_train_refuses_a_shape_before_any_rollout(tmp_path, capsys, monkeyp
     assert "num_blocks >= 1" in capsys.readouterr().err
     assert main(["head", "train", *WORKLOAD, "--depth", "0", "--out", out]) == 2
     assert "need depth >= 1" in capsys.readouterr().err
+
+
+def test_head_train_defaults_to_a_workload_that_trains_a_head_in_minutes():
+    """192 responses of up to 256 tokens and 5 minutes: on SmolLM2 GSM8K the whole command took 4.9
+    minutes on 2 cores (BENCHMARKS.md); the rollout's own defaults (64 x 8 x 512) would take an hour."""
+    args = build_parser("head").parse_args(["head", "train", "--model", "smollm2"])
+    assert (args.num_prompts, args.n, args.max_tokens, args.max_batch_size) == (48, 4, 256, 128)
+    assert args.minutes == 5.0
+    rollout = build_parser("rollout").parse_args(["rollout"])
+    assert (rollout.num_prompts, rollout.n) == (64, 8)  # the rollout keeps its own
