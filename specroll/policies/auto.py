@@ -33,6 +33,7 @@ acceptance for every request, so their rate is the same either way.
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -43,6 +44,7 @@ from specroll.policies.acceptance_estimates import AcceptanceTracker
 from specroll.policies.calibration import ForwardTimeCalibration
 from specroll.policies.base import BatchView, DraftDecision, ForwardStats
 from specroll.policies.cost_model import CostModel
+from specroll.policies.exploration import Probe, is_worth_probing, seconds_left
 from specroll.policies.remaining_lengths import sample_remaining
 from specroll.policies.speculation_math import expected_tokens
 from specroll.policies.tree_acceptance import TreeAcceptance
@@ -65,16 +67,46 @@ class Plan:
         return max(self.lengths, default=0)
 
 
-def best_chain(
+@dataclass(frozen=True)
+class Options:
+    """One forward's plans as `auto` priced them: every chain cap's rate, and a tree per budget."""
+
+    limits: list[int]  # per request: its longest useful draft (`BatchView.draft_limits`)
+    chain_rates: list[float]  # by cap, from 0 (plain decoding) to max(limits)
+    trees: list[Plan]
+
+    def chain(self, cap: int) -> Plan:
+        """Every request drafting min(cap, its limit)."""
+        cap = min(cap, len(self.chain_rates) - 1)
+        return Plan([min(cap, k) for k in self.limits], False, self.chain_rates[cap])
+
+    @property
+    def best_chain(self) -> Plan:
+        """The chain with the highest rate; ties go to the shorter cap."""
+        caps = range(len(self.chain_rates))
+        return self.chain(max(caps, key=lambda cap: (self.chain_rates[cap], -cap)))
+
+    @property
+    def best(self) -> Plan:
+        """The best chain or tree; ties go to the chain (listed first)."""
+        return max([self.best_chain, *self.trees], key=lambda p: p.rate)
+
+    @property
+    def best_draft_rate(self) -> float:
+        """The best rate of a chain that drafts: what measuring acceptance may find worth running."""
+        return max(self.chain_rates[1:], default=0.0)
+
+
+def chain_rates(
     model: CostModel,
     alphas: Sequence[float],
     limits: Sequence[int],
     context_length: float = 0.0,
     time_scale: Callable[[int], float] = lambda cap: 1.0,
     remaining: np.ndarray | Sequence[int] | None = None,
-) -> Plan:
-    """The best common cap c, request i drafting min(c, limits[i]), and the rate it predicts. Ties go
-    to the shorter cap. time_scale(c) corrects the model's forward time for cap c
+) -> list[float]:
+    """The expected tokens a second of every common cap c in 0..max(limits), request i drafting
+    min(c, limits[i]). time_scale(c) corrects the model's forward time for cap c
     (`ForwardTimeCalibration`). With `remaining` (each request's tokens still to come, for a batch
     that drains), the rate is `draining_tokens`'s: the pace of the request that would finish last."""
     limit = np.asarray(limits, dtype=np.int64)
@@ -90,9 +122,21 @@ def best_chain(
         tokens = emitted[rows, lengths]
         return (float(tokens.sum()) if remaining is None else draining_tokens(tokens, remaining)) / seconds
 
-    rates = [rate(cap) for cap in range(top + 1)]
-    best = max(range(top + 1), key=lambda cap: (rates[cap], -cap))
-    return Plan([min(best, k) for k in limits], False, rates[best])
+    return [rate(cap) for cap in range(top + 1)]
+
+
+def best_chain(
+    model: CostModel,
+    alphas: Sequence[float],
+    limits: Sequence[int],
+    context_length: float = 0.0,
+    time_scale: Callable[[int], float] = lambda cap: 1.0,
+    remaining: np.ndarray | Sequence[int] | None = None,
+) -> Plan:
+    """The best common cap c (`chain_rates`), request i drafting min(c, limits[i]), and the rate it
+    predicts. Ties go to the shorter cap."""
+    rates = chain_rates(model, alphas, limits, context_length, time_scale, remaining)
+    return Options(list(limits), rates, []).best_chain
 
 
 def draining_tokens(emitted: np.ndarray, remaining: np.ndarray | Sequence[int]) -> float:
@@ -170,7 +214,13 @@ class AutoPolicy:
     `tree_warmup_requests` request-forwards) is drafted on any forward where its estimate (at first
     the prior: the chain as deep as the tree grows) reaches `tree_probe_margin` of the chosen plan's
     rate; once all are measured, the best tree is drafted on a probe step where the plan is no tree,
-    so that its acceptance stays current. Measured, trees compete on their measurements."""
+    so that its acceptance stays current. Measured, trees compete on their measurements.
+
+    Every probe above is priced against the horizon (`exploration`): it runs only where what it may
+    find, used over the seconds of work the batch and the queue have left, is worth more than the
+    seconds its forwards are predicted to lose beside the plan. A long rollout or a queue explores as
+    above; a short one (a few dozen forwards) does not spend them on shapes that lose; an engine that
+    does not report its queue explores as without a horizon."""
 
     cost_model: CostModel
     tracker: AcceptanceTracker = field(default_factory=AcceptanceTracker)
@@ -185,6 +235,7 @@ class AutoPolicy:
     trees: TreeAcceptance = field(default_factory=TreeAcceptance)
     tree_warmup_requests: int = 8  # request-forwards a tree budget is measured over before it settles
     tree_probe_margin: float = 0.8
+    exploration_spread: float = 0.25  # how far an unmeasured prediction may be off, relative (`exploration`)
     _rng: random.Random = field(init=False, repr=False)
     _decided: tuple[int, int, float, bool] | None = field(default=None, init=False, repr=False)
     _context: float = field(default=0.0, init=False, repr=False)  # mean context of the last decision
@@ -200,6 +251,8 @@ class AutoPolicy:
         self._length_rng = random.Random(self.seed + 1)
         if any(n < 1 for n in self.tree_budgets):
             raise ValueError(f"tree budgets must be >= 1 node, got {self.tree_budgets}")
+        if self.exploration_spread < 0:
+            raise ValueError(f"exploration_spread must be >= 0, got {self.exploration_spread}")
 
     def decide(self, batch: BatchView) -> DraftDecision:
         plan = self._plan(batch)
@@ -211,38 +264,63 @@ class AutoPolicy:
         self.trees.new_target()
 
     def _plan(self, batch: BatchView) -> Plan:
-        chain, trees = self._candidates(batch)
-        best = max([chain, *trees], key=lambda p: p.rate)  # ties: the chains (listed first)
+        options = self._candidates(batch)
+        best = options.best
         self._decided, self._probe_plain = None, None
         draw = self._rng.random()
         is_probe_step = draw * self.probe_every < 1.0
         b = batch.batch_size
-        plan = self._tree_probe(trees, best, is_probe_step)
-        if (
-            plan is None
-            and not any(best.lengths)
-            and (
-                self.tracker.pooled_trials < self.warmup_trials
-                or (draw < self._probe_rate(b) and self._within_probe_budget())
-            )
-        ):
-            self._probe_plain = self.cost_model.step_seconds(b, 0, self._context) * self.calibration.scale(
-                b, 0
-            )
-            return Plan(batch.clip([self.probe_length] * b), False, 0.0)
+        plan = self._tree_probe(batch, options.trees, best, is_probe_step)
+        if plan is None and not any(best.lengths) and self._is_draft_probe(batch, options, best, draw):
+            self._probe_plain = self._plan_seconds(b, options.chain(0))
+            return options.chain(self.probe_length)
         if plan is None:
-            plan = self._chain_probe(batch, best, chain, draw * self.probe_every) if is_probe_step else best
+            plan = self._chain_probe(batch, options, best, draw * self.probe_every) if is_probe_step else best
         if any(plan.lengths) and self._plain_unmeasured(b):
-            plan = Plan([0] * b, False, 0.0)
+            plan = options.chain(0)
         self._decided = (b, plan.cap, self._predicted_seconds(b, plan.cap, plan.tree), plan.tree)
         return plan
+
+    def _is_draft_probe(self, batch: BatchView, options: Options, best: Plan, draw: float) -> bool:
+        """Whether a forward the plan decodes plain drafts `probe_length` instead: through the warm-up
+        (every request drafting tries at least one token a forward), then on a random share of
+        forwards within the probe budget; either only where it pays over the work left."""
+        warming = self.tracker.pooled_trials < self.warmup_trials
+        if not warming and not (draw < self._probe_rate(batch.batch_size) and self._within_probe_budget()):
+            return False
+        trials_left = self.warmup_trials - self.tracker.pooled_trials if warming else 0.0
+        forwards = max(1, math.ceil(trials_left / batch.batch_size))
+        probe = options.chain(self.probe_length)
+        return self._pays(batch, best, probe, forwards, prospect_rate=options.best_draft_rate)
+
+    def _pays(
+        self,
+        batch: BatchView,
+        best: Plan,
+        probe: Plan,
+        num_forwards: float,
+        prospect_rate: float | None = None,
+    ) -> bool:
+        """Whether `probe` in place of `best` for `num_forwards` forwards repays its predicted loss
+        over the work left (`exploration`); prospect_rate: the rate of what it measures, if not its own."""
+        prospect = probe.rate if prospect_rate is None else prospect_rate
+        price = Probe(self._plan_seconds(batch.batch_size, probe), probe.rate, prospect, num_forwards)
+        return is_worth_probing(price, best.rate, seconds_left(batch, best.rate), self.exploration_spread)
+
+    def _plan_seconds(self, batch_size: int, plan: Plan) -> float:
+        """A plan's forward seconds as predicted and corrected by the measured ones."""
+        scale = self.calibration.scale(batch_size, plan.cap, plan.tree)
+        return self._predicted_seconds(batch_size, plan.cap, plan.tree) * scale
 
     def _plain_unmeasured(self, batch_size: int) -> bool:
         """Whether this bucket's drafting forwards are measured and its plain ones are not: plain's
         price would then be borrowed from drafting's, keeping the profile's ratio of width, and a
         profile from another machine (SmolLM2's priced a two-wide forward at batch 8 at 1.15x a plain
         one; here it costs 1.3x) would draft at a loss. The forward decodes plain instead, which costs
-        nothing beside plain decoding, until plain is measured too."""
+        nothing beside plain decoding, until plain is measured too. Whatever the horizon: a plan's
+        predicted gain over plain is what an unmeasured plain forward would test, so pricing this
+        forward by that prediction would trust the very figure it checks (SmolLM2, batch 8, 48 tokens,
+        a queue: priced, chain-1 ran on 134 forwards of three rounds, 98 unpriced, at a loss there)."""
         calibration = self.calibration
         return calibration.is_measured(batch_size, is_drafting=True) and not calibration.is_measured(
             batch_size, is_drafting=False
@@ -253,30 +331,49 @@ class AutoPolicy:
             return tree_seconds(self.cost_model, batch_size, cap, self._context)
         return self.cost_model.step_seconds(batch_size, cap, self._context)
 
-    def _chain_probe(self, batch: BatchView, best: Plan, chain: Plan, u: float) -> Plan:
-        """A probe step's chains (`_neighbour_cap`); where the plan is a tree, the best chain one
-        probe step in two, so that chains stay measured beside trees."""
+    def _chain_probe(self, batch: BatchView, options: Options, best: Plan, u: float) -> Plan:
+        """A probe step's chains (`_cap_probe`); where the plan is a tree, the best chain one probe
+        step in two, so that chains stay measured beside trees."""
         if best.tree:
-            return chain if u < 0.5 and any(chain.lengths) else best
+            chain = options.best_chain
+            is_probe = u < 0.5 and any(chain.lengths) and self._pays(batch, best, chain, 1)
+            return chain if is_probe else best
         if not any(best.lengths):
             return best
         if not self.calibration.is_measured(batch.batch_size, is_drafting=False):
-            return Plan([0] * batch.batch_size, False, 0.0)
-        limits = batch.draft_limits()
-        neighbour = self._neighbour_cap(batch.batch_size, best.cap, limits, u)
-        return best if neighbour is None else Plan([min(neighbour, k) for k in limits], False, 0.0)
+            return options.chain(0)
+        return self._cap_probe(batch, options, best, u)
 
-    def _tree_probe(self, trees: list[Plan], best: Plan, is_probe_step: bool) -> Plan | None:
+    def _cap_probe(self, batch: BatchView, options: Options, best: Plan, u: float) -> Plan:
+        """A cap next to the plan's (`_neighbour_cap`), where measuring it pays."""
+        b = batch.batch_size
+        neighbour = self._neighbour_cap(b, best.cap, options.limits, u)
+        if neighbour is None:
+            return best
+        probe = options.chain(neighbour)
+        forwards = max(1, self.calibration.samples_needed(b, neighbour))
+        return probe if self._pays(batch, best, probe, forwards) else best
+
+    def _tree_probe(
+        self, batch: BatchView, trees: list[Plan], best: Plan, is_probe_step: bool
+    ) -> Plan | None:
         """A tree budget to measure instead of `best`, if one could reach `tree_probe_margin` of its
-        rate on the current estimates: the smallest whose acceptance is not yet measured, on any
-        forward; once all are, the best tree on a probe step (where `best` is no tree)."""
+        rate on the current estimates and measuring it pays: the smallest whose acceptance is not yet
+        measured, on any forward; once all are, the best tree on a probe step (where `best` is no tree)."""
         hopeful = [p for p in trees if p.rate >= self.tree_probe_margin * best.rate]
         unmeasured = [p for p in hopeful if self.trees.trials(p.cap) < self.tree_warmup_requests]
         if unmeasured:
-            return unmeasured[0]
+            worth = (p for p in unmeasured if self._pays(batch, best, p, self._tree_forwards(p, batch)))
+            return next(worth, None)
         if is_probe_step and not best.tree and hopeful:
-            return max(hopeful, key=lambda p: p.rate)
+            top = max(hopeful, key=lambda p: p.rate)
+            return top if self._pays(batch, best, top, 1) else None
         return None
+
+    def _tree_forwards(self, tree: Plan, batch: BatchView) -> int:
+        """Forwards until a tree budget is measured over `tree_warmup_requests` request-forwards."""
+        requests_left = self.tree_warmup_requests - self.trees.trials(tree.cap)
+        return max(1, math.ceil(requests_left / batch.batch_size))
 
     def _budgets(self, limits: list[int]) -> list[int]:
         top = max(limits, default=0)
@@ -306,8 +403,8 @@ class AutoPolicy:
             else 1.0 / self.probe_every
         )
 
-    def _candidates(self, batch: BatchView) -> tuple[Plan, list[Plan]]:
-        """This forward's best chains and its tree plans (one a budget, where trees are on offer)."""
+    def _candidates(self, batch: BatchView) -> Options:
+        """This forward's chains and its tree plans (one a budget, where trees are on offer)."""
         self.tracker.update(batch, fold=not self._last_tree)  # a tree's acceptance is not a chain's
         alphas = [self.tracker.alpha(v.request_id) for v in batch.requests]
         limits = batch.draft_limits()
@@ -315,7 +412,7 @@ class AutoPolicy:
         self._context = sum(contexts) / len(contexts) if contexts else 0.0
         b = batch.batch_size
         remaining = self._remaining_samples(batch) if batch.drains else None
-        chain = best_chain(
+        rates = chain_rates(
             self.cost_model,
             alphas,
             limits,
@@ -323,17 +420,18 @@ class AutoPolicy:
             lambda cap: self.calibration.scale(b, cap),
             remaining,
         )
-        if not batch.trees:
-            return chain, []
+        return Options(limits, rates, self._tree_plans(batch, limits) if batch.trees else [])
+
+    def _tree_plans(self, batch: BatchView, limits: list[int]) -> list[Plan]:
         pooled = self.tracker.pooled_alpha
-        trees = [
+        b = batch.batch_size
+        return [
             tree_plan(
                 self.cost_model, lambda n: self.trees.expected_accepted(n, pooled), limits, nodes,
                 self._context, self.calibration.scale(b, nodes, tree=True),
             )
             for nodes in self._budgets(limits)
         ]  # fmt: skip
-        return chain, trees
 
     def _remaining_samples(self, batch: BatchView) -> np.ndarray:
         """(DRAIN_SAMPLES, B) remaining lengths of a draining batch's requests (`remaining_lengths`)."""

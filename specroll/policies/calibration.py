@@ -59,6 +59,11 @@ class ForwardTimeCalibration:
         key = (batch_bucket(batch_size), cap, tree and cap > 0)
         return len(self._ratios.get(key, ())) >= self.min_samples
 
+    def samples_needed(self, batch_size: int, cap: int, tree: bool = False) -> int:
+        """Forwards of this cap still to measure before it stops borrowing its correction."""
+        key = (batch_bucket(batch_size), cap, tree and cap > 0)
+        return max(0, self.min_samples - len(self._ratios.get(key, ())))
+
     def scale(self, batch_size: int, cap: int, tree: bool = False) -> float:
         bucket, kind = batch_bucket(batch_size), _kind(cap, tree)
         if self.is_measured_cap(batch_size, cap, tree):

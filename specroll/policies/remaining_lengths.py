@@ -7,7 +7,8 @@ rarely the one that runs longest. `auto` therefore weighs a drain by sampled rem
 requests that outlived it (`prompt_lengths`: its group's earlier in this step, and the prompt's in
 earlier steps) where MIN_PROMPT_OUTLIVING did, else from the lengths of requests this engine
 finished recently that outlived it (the step's own and, across steps, the problem set's), and
-uniformly over its budget where too few did. Imports no torch.
+uniformly over its budget where too few did. `auto` also prices its exploration against the work
+left (`policies.exploration`), which takes their expectation (`expected_remaining`). Imports no torch.
 
 A prompt's own lengths take fewer samples than the pool: they are draws from the very distribution
 the request's length is drawn from (siblings run alike: Seer §3.2, Fig. 4; DAS §4.2.3 keys its
@@ -90,3 +91,22 @@ def _sample_own_prompt(
         return
     own = np.asarray(lengths[first:], dtype=np.int64)
     samples[:] = np.clip(own[np.floor(u * outliving).astype(np.int64)] - length, 1, budget)
+
+
+def expected_remaining(
+    output_tokens: Sequence[int], budgets: Sequence[int], finished: np.ndarray
+) -> np.ndarray:
+    """(B,) each request's expected remaining tokens, as `sample_remaining` draws them in expectation
+    where enough finished requests outlived it: the mean of min(L - length, budget) over the finished
+    lengths L past its own; its whole budget where fewer than MIN_OUTLIVING did (the most it may run,
+    so that a horizon without history is not cut short)."""
+    length = np.asarray(output_tokens, dtype=np.int64)
+    budget = np.maximum(np.asarray(budgets, dtype=np.int64), 1)
+    ordered = np.asarray(finished, dtype=np.int64)
+    first = np.searchsorted(ordered, length, side="right")  # ordered[first:] outlived the request
+    last = np.searchsorted(ordered, length + budget, side="right")  # ordered[last:] outrun its budget
+    prefix = np.concatenate([[0], np.cumsum(ordered)])
+    within = prefix[last] - prefix[first] - (last - first) * length  # sum of L - length up to the budget
+    outliving = len(ordered) - first
+    mean = (within + (len(ordered) - last) * budget) / np.maximum(outliving, 1)
+    return np.where(outliving >= MIN_OUTLIVING, mean, budget).astype(np.float64)

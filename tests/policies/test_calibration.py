@@ -33,6 +33,16 @@ def test_median_of_recent_ratios_and_fallbacks():
     assert calibration.scale(32, 2) == pytest.approx(4.0)
 
 
+def test_samples_needed_counts_down_to_a_measured_cap():
+    calibration = ForwardTimeCalibration(window=4, min_samples=3)
+    assert calibration.samples_needed(32, 2) == 3
+    calibration.record(40, 2, predicted_seconds=1.0, measured_seconds=2.0)  # same bucket (32..63)
+    assert calibration.samples_needed(32, 2) == 2 and calibration.samples_needed(32, 2, tree=True) == 3
+    for _ in range(4):
+        calibration.record(32, 2, predicted_seconds=1.0, measured_seconds=2.0)
+    assert calibration.samples_needed(32, 2) == 0 and calibration.is_measured_cap(32, 2)
+
+
 def batch(num_drafted: int, num_accepted: int, size: int = 32) -> BatchView:
     return BatchView([RequestView(i, 0, 50, 400, num_drafted, num_accepted, 10, 100) for i in range(size)], 8)
 

@@ -1,15 +1,17 @@
 """Samples of a draining batch's remaining lengths: from the lengths its own prompt's finished
 requests reached past a request's own, else those of any finished request, else uniform over its
-budget."""
+budget; and their expectation, checked against the samples."""
 
 import random
 
 import numpy as np
+import pytest
 
 from specroll.policies.remaining_lengths import (
     MIN_OUTLIVING,
     MIN_PROMPT_OUTLIVING,
     FinishedLengths,
+    expected_remaining,
     sample_remaining,
 )
 
@@ -82,3 +84,19 @@ def test_own_prompt_lengths_leave_the_draw_seeded_and_the_others_untouched():
     )
     assert np.array_equal(mixed, again) and np.array_equal(mixed[:, 0], plain[:, 0])
     assert set(mixed[:, 1].tolist()) == {6.0}
+
+
+def test_expected_remaining_literal_cases():
+    finished = np.array([5] * 50 + [40] * MIN_OUTLIVING)  # only the 40s outlived a 30-token request
+    assert expected_remaining([30], [100], finished).tolist() == [10.0]
+    assert expected_remaining([30], [7], finished).tolist() == [7.0]  # capped by its budget
+    mixed = np.array([40] * 4 + [60] * 4)  # 10 and 30 to go; the budget caps the 30 at 20
+    assert expected_remaining([30], [20], mixed).tolist() == [15.0]
+    assert expected_remaining([30, 50], [9, 9], np.array([40] * (MIN_OUTLIVING - 1))).tolist() == [9.0, 9.0]
+
+
+def test_expected_remaining_is_the_mean_of_the_samples_where_history_suffices():
+    finished = np.sort(np.random.default_rng(1).integers(10, 400, 300))
+    lengths, budgets = [0, 50, 200, 350], [120, 500, 60, 40]
+    samples = sample_remaining(lengths, budgets, finished, 40_000, random.Random(0))
+    assert expected_remaining(lengths, budgets, finished) == pytest.approx(samples.mean(axis=0), rel=0.02)
