@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -173,7 +174,8 @@ def tree_plan(
     """Every request a tree of min(nodes, its limit) nodes; accepted(n): draft tokens a tree of n
     nodes gets accepted (0 for n = 0)."""
     lengths = [min(nodes, k) for k in limits]
-    emitted = sum(1.0 + (accepted(n) if n else 0.0) for n in lengths)
+    per_size = Counter(lengths)  # requests cut short share a size: one estimate a size, not a request
+    emitted = sum(count * (1.0 + (accepted(n) if n else 0.0)) for n, count in per_size.items())
     seconds = tree_seconds(model, len(lengths), max(lengths, default=0), context_length) * time_scale
     return Plan(lengths, True, emitted / seconds)
 

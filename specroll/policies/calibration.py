@@ -71,7 +71,7 @@ class ForwardTimeCalibration:
         for other in _BORROWS[kind]:  # the same kind first, then the nearest
             borrowed = self._measured_kind(bucket, other)
             if borrowed:
-                return statistics.mean(borrowed)
+                return statistics.fmean(borrowed)
         return 1.0
 
     def _measured(self, bucket: int, is_drafting: bool) -> list[float]:
