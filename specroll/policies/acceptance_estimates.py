@@ -13,6 +13,13 @@ back from preemption) starts from accepted / drafted, the conservative reading.
 The estimate shrinks toward a prior: the pooled alpha of every request seen so far (or `prior_alpha`
 before there is any), weighted as `prior_strength` pseudo-trials, i.e. a Beta prior whose mean is
 the batch's alpha.
+
+A new target (an RL step's weights) does not start from `prior_alpha` again: one step moves the
+policy a little, so the pooled alpha measured against the old weights is a far better guess than a
+constant, and a 0.6 prior on a drafter accepting 0.2 (suffix drafts of SmolLM2 at T = 1) sends every
+step's first forwards to drafts that lose. The old pooled alpha is carried into the new target's as
+at most `carried_trials` trials' worth of evidence, which the new measurements outweigh within a few
+forwards; the per-request counts are dropped (the step's requests are new).
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ class _Counts:
 class AcceptanceTracker:
     prior_alpha: float = 0.6
     prior_strength: float = 4.0
+    carried_trials: float = 32.0  # the old target's pooled trials a new target starts from, at most
     _requests: dict[int, _Counts] = field(default_factory=dict)
     _pooled_successes: float = 0.0
     _pooled_trials: float = 0.0
@@ -44,8 +52,11 @@ class AcceptanceTracker:
     def __post_init__(self) -> None:
         if not 0.0 <= self.prior_alpha <= 1.0:
             raise ValueError(f"prior_alpha must be in [0, 1], got {self.prior_alpha}")
-        if self.prior_strength < 0:
-            raise ValueError(f"prior_strength must be >= 0, got {self.prior_strength}")
+        if self.prior_strength < 0 or self.carried_trials < 0:
+            raise ValueError(
+                f"prior_strength and carried_trials must be >= 0, got {self.prior_strength}, "
+                f"{self.carried_trials}"
+            )
 
     def update(self, batch: BatchView, fold: bool = True) -> None:
         """Fold in what happened since the last call (`fold`; else only note the counters: the last
@@ -59,10 +70,13 @@ class AcceptanceTracker:
         self._last_lengths.update({v.request_id: v.num_output_tokens for v in batch.requests})
 
     def new_target(self) -> None:
-        """Forget every acceptance count (the target or drafter changed); the output lengths of
-        finished requests still say how long responses run."""
+        """The target or drafter changed: forget each request's counts, and carry the pooled alpha on
+        as at most `carried_trials` trials (module docstring); the output lengths of finished requests
+        still say how long responses run."""
+        carried = min(self._pooled_trials, self.carried_trials)
+        alpha = self.pooled_alpha
         self._requests, self._last_lengths = {}, {}
-        self._pooled_successes = self._pooled_trials = 0.0
+        self._pooled_successes, self._pooled_trials = alpha * carried, carried
 
     def _update_one(self, view: RequestView, fold: bool = True) -> None:
         counts = self._requests.get(view.request_id)

@@ -261,7 +261,9 @@ class AutoPolicy:
         return DraftDecision(tuple(plan.lengths), tree=plan.tree)
 
     def new_target(self) -> None:
-        """Acceptance is measured again from a warm-up; forward times still hold and are kept."""
+        """Acceptance is measured again, from the old target's carried as a prior
+        (`AcceptanceTracker.new_target`): a warm-up of the trials it does not cover; forward times
+        still hold and are kept."""
         self.tracker.new_target()
         self.trees.new_target()
 

@@ -36,11 +36,27 @@ def test_requests_that_leave_are_recorded_as_finished():
     assert tracker.finished_lengths == [5]
 
 
-def test_a_new_target_forgets_acceptance_and_keeps_finished_lengths():
-    tracker = AcceptanceTracker(prior_alpha=0.5, prior_strength=2.0)
+def test_a_new_target_carries_the_pooled_alpha_as_a_prior_and_keeps_finished_lengths():
+    tracker = AcceptanceTracker(prior_alpha=0.5, prior_strength=2.0, carried_trials=3.0)
     tracker.update(batch(view(1, 10, 1, output=30), view(2, 10, 1)))
     tracker.update(batch(view(2, 10, 1)))  # request 1 finished, 30 tokens long
-    assert tracker.pooled_trials > 0 and tracker.pooled_alpha < 0.5
+    old = (2 + 2 * 0.5) / (20 + 2)  # 2 of 20 trials (accepted / drafted, the conservative reading)
+    assert tracker.pooled_trials == 20 and tracker.pooled_alpha == pytest.approx(old)
     tracker.new_target()
-    assert tracker.pooled_trials == 0 and tracker.pooled_alpha == 0.5 and tracker.alpha(2) == 0.5
+    # 3 trials of the old pooled alpha carried, shrunk toward the prior as any 3 trials would be
+    assert tracker.pooled_trials == 3.0
+    assert tracker.pooled_alpha == pytest.approx((3 * old + 2 * 0.5) / (3 + 2))
+    assert tracker.alpha(2) == tracker.pooled_alpha  # request 2's own counts are forgotten
     assert tracker.finished_lengths == [30]
+
+
+def test_a_new_target_starts_from_what_the_old_one_accepted_not_from_the_prior():
+    tracker = AcceptanceTracker(prior_alpha=0.6, prior_strength=4.0)
+    for step in range(1, 41):  # 40 forwards of one-token drafts, a fifth accepted
+        tracker.update(batch(view(1, step, step // 5)))
+    before = tracker.pooled_alpha
+    assert before < 0.3
+    tracker.new_target()
+    assert tracker.pooled_trials == tracker.carried_trials
+    assert abs(tracker.pooled_alpha - before) < 0.05  # not 0.6 again
+    assert AcceptanceTracker(carried_trials=0.0).pooled_alpha == 0.6  # carrying nothing: the prior

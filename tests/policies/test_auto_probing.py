@@ -117,19 +117,26 @@ def test_measures_the_next_cap_up_where_the_profile_overprices_width():
     assert 7 in caps[-300:]  # and the cap below stays measured
 
 
-def test_a_new_target_is_measured_again_from_a_warm_up():
-    """After an RL step the target (and an online drafter) has new weights: the old acceptance no longer
-    says what drafts will keep, so auto warms up again; forward times still hold."""
+def test_a_new_target_is_measured_again_from_a_shorter_warm_up():
+    """After an RL step the target (and an online drafter) has new weights: acceptance is measured
+    again, but from what the old target accepted (carried as a prior of `carried_trials` trials), so
+    the warm-up runs only for the trials that prior does not cover; forward times still hold."""
 
     def views(first_id: int, drafted: int) -> BatchView:
         return BatchView([RequestView(first_id + i, 0, 10, 100, drafted, 0, 1, 20) for i in range(4)], 8)
 
-    policy = AutoPolicy(COMPUTE_BOUND, warmup_trials=8, probe_every=10_000, max_probe_overhead=10.0)
-    drafted = 0
-    for _ in range(20):  # warm-up, every draft rejected: then plain decoding
-        drafted += policy.decide(views(0, drafted)).draft_lengths[0]
-    assert not any(policy.decide(views(0, drafted)).draft_lengths)
+    def probing_forwards(policy: AutoPolicy, first_id: int) -> int:
+        drafted, probes = 0, 0
+        for _ in range(40):  # every draft rejected: a warm-up, then plain decoding
+            k = policy.decide(views(first_id, drafted)).draft_lengths[0]
+            drafted, probes = drafted + k, probes + (k > 0)
+        assert not any(policy.decide(views(first_id, drafted)).draft_lengths)
+        return probes
+
+    policy = AutoPolicy(COMPUTE_BOUND, warmup_trials=48, probe_every=10_000, max_probe_overhead=10.0)
+    first = probing_forwards(policy, 0)
     calibration = policy.calibration
     policy.new_target()
-    assert any(policy.decide(views(100, 0)).draft_lengths)  # the next step's requests: a warm-up again
+    again = probing_forwards(policy, 100)  # the next step's requests
+    assert 0 < again < first  # a warm-up again, for the 48 - 32 trials the carried prior leaves
     assert policy.calibration is calibration

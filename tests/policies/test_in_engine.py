@@ -44,6 +44,7 @@ def test_a_ladder_over_one_drafter_credits_no_rung(qwen2_dir):
 def test_a_new_rl_step_reaches_the_policys_acceptance_estimates(qwen2_dir, name):
     policy = make_policy(name)
     rollout(qwen2_dir, small_workload(), PromptLookupDrafter(), policy)
-    assert policy.tracker.pooled_trials > 0
+    before = policy.tracker.pooled_trials
+    assert before > 0
     rollout.last_engine.advance_step(1)
-    assert policy.tracker.pooled_trials == 0
+    assert policy.tracker.pooled_trials == min(before, policy.tracker.carried_trials)  # carried, bounded
