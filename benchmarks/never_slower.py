@@ -56,8 +56,9 @@ def workload_cells(head: str | None) -> list[Cell]:
     return cells
 
 
-def bench(cell: Cell, repeats: int) -> dict:
+def bench(cell: Cell, repeats: int, threads: str | None = None) -> dict:
     command = [*SPECROLL, "bench", *cell.args, "--systems", cell.systems, "--repeats", str(repeats), "--json"]
+    command += [] if threads is None or "--threads" in cell.args else ["--threads", threads]
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     if done.returncode != 0:
         raise RuntimeError(f"{cell.name}: {done.stderr[-2000:]}")
@@ -119,6 +120,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--only", default="", help="run the cells whose name holds this")
+    parser.add_argument(
+        "--threads",
+        default=None,
+        help="the cells' engine threads (default: the automatic count, probed by each system's engine)",
+    )
     parser.add_argument("--head", default=None, help="a SmolLM2 draft head's directory: its cells too")
     parser.add_argument("--beside-load", action="store_true", help="run beside benchmarks/matmul_load.py")
     parser.add_argument("--train-rounds", type=int, default=3, help="train on/off pairs (0: none)")
@@ -146,7 +152,7 @@ def run_matrix(args: argparse.Namespace) -> None:
     )
     print("|---|---:|---:|---:|---:|")
     for cell in [c for c in workload_cells(args.head) if args.only in c.name]:
-        rows = bench(cell, args.repeats)
+        rows = bench(cell, args.repeats, args.threads)
         plain, spec = rows["plain"], rows["speculative"]
         rounds = ", ".join(f"{r:.2f}" for r in spec["paired_rounds_vs_plain"])
         print(
