@@ -45,8 +45,8 @@ def main() -> None:
     args = parser.parse_args()
     model = CostModel.load(args.profile)
     for batch_size in (1, 8, 64):
-        seconds = milliseconds_a_decision(model, batch_size, args.forwards)
-        print(f"batch {batch_size}: {seconds:.3f} ms a forward")
+        cost = milliseconds_a_decision(model, batch_size, args.forwards)
+        print(f"batch {batch_size}: {cost:.3f} ms a forward")
 
 
 if __name__ == "__main__":
