@@ -45,6 +45,7 @@ from specroll.policies.acceptance_estimates import AcceptanceTracker
 from specroll.policies.calibration import ForwardTimeCalibration
 from specroll.policies.base import BatchView, DraftDecision, ForwardStats
 from specroll.policies.cost_model import CostModel
+from specroll.policies.draft_coverage import DraftCoverage
 from specroll.policies.exploration import Probe, is_worth_probing, seconds_left
 from specroll.policies.remaining_lengths import sample_remaining
 from specroll.policies.speculation_math import expected_tokens
@@ -105,15 +106,19 @@ def chain_rates(
     context_length: float = 0.0,
     time_scale: Callable[[int], float] = lambda cap: 1.0,
     remaining: np.ndarray | Sequence[int] | None = None,
+    coverage: float = 1.0,
 ) -> list[float]:
     """The expected tokens a second of every common cap c in 0..max(limits), request i drafting
     min(c, limits[i]). time_scale(c) corrects the model's forward time for cap c
     (`ForwardTimeCalibration`). With `remaining` (each request's tokens still to come, for a batch
-    that drains), the rate is `draining_tokens`'s: the pace of the request that would finish last."""
+    that drains), the rate is `draining_tokens`'s: the pace of the request that would finish last.
+    `coverage`: the share of asked draft tokens the drafter proposes (`DraftCoverage`); a request
+    asked for k emits 1 + coverage * (E(alpha, k) - 1)."""
     limit = np.asarray(limits, dtype=np.int64)
     top = int(limit.max(initial=0))
-    # emitted[i, k]: expected tokens of request i drafting k
-    emitted = expected_tokens(np.asarray(alphas, dtype=np.float64)[:, None], np.arange(top + 1)[None])
+    # emitted[i, k]: expected tokens of request i asked for k
+    drafted = expected_tokens(np.asarray(alphas, dtype=np.float64)[:, None], np.arange(top + 1)[None])
+    emitted = 1.0 + coverage * (drafted - 1.0)
     rows = np.arange(len(limit))
 
     def rate(cap: int) -> float:
@@ -133,10 +138,11 @@ def best_chain(
     context_length: float = 0.0,
     time_scale: Callable[[int], float] = lambda cap: 1.0,
     remaining: np.ndarray | Sequence[int] | None = None,
+    coverage: float = 1.0,
 ) -> Plan:
     """The best common cap c (`chain_rates`), request i drafting min(c, limits[i]), and the rate it
     predicts. Ties go to the shorter cap."""
-    rates = chain_rates(model, alphas, limits, context_length, time_scale, remaining)
+    rates = chain_rates(model, alphas, limits, context_length, time_scale, remaining, coverage)
     return Options(list(limits), rates, []).best_chain
 
 
@@ -240,6 +246,8 @@ class AutoPolicy:
     exploration_spread: float = 0.25  # how far an unmeasured prediction may be off, relative (`exploration`)
     _rng: random.Random = field(init=False, repr=False)
     _decided: tuple[int, int, float, bool] | None = field(default=None, init=False, repr=False)
+    coverage: DraftCoverage = field(default_factory=DraftCoverage)
+    _asked: tuple[int, ...] | None = field(default=None, init=False, repr=False)  # the last chains asked
     _context: float = field(default=0.0, init=False, repr=False)  # mean context of the last decision
     _probe_plain: float | None = field(
         default=None, init=False, repr=False
@@ -258,6 +266,7 @@ class AutoPolicy:
 
     def decide(self, batch: BatchView) -> DraftDecision:
         plan = self._plan(batch)
+        self._asked = None if plan.tree else tuple(plan.lengths)
         return DraftDecision(tuple(plan.lengths), tree=plan.tree)
 
     def new_target(self) -> None:
@@ -423,6 +432,7 @@ class AutoPolicy:
             self._context,
             lambda cap: self.calibration.scale(b, cap),
             remaining,
+            self.coverage.share,
         )
         return Options(limits, rates, self._tree_plans(batch, limits) if batch.trees else [])
 
@@ -452,6 +462,8 @@ class AutoPolicy:
     def observe(self, stats: ForwardStats) -> None:
         seconds = stats.steady_seconds
         self._last_tree = stats.tree
+        if self._asked is not None and not stats.tree and len(stats.drafted) == len(self._asked):
+            self.coverage.record(self._asked, stats.drafted)
         if self._probe_plain is not None:
             self._probe_extra_seconds += max(0.0, seconds - self._probe_plain)
         elif self._decided is not None and self._decided[1] == 0:
