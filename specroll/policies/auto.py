@@ -373,8 +373,6 @@ class AutoPolicy:
         """A tree budget to measure instead of `best`, if one could reach `tree_probe_margin` of its
         rate on the current estimates and measuring it pays: the smallest whose acceptance is not yet
         measured, on any forward; once all are, the best tree on a probe step (where `best` is no tree)."""
-        if self.tracker.pooled_trials < self.warmup_trials and not self._any_tree_measured():
-            return None  # a tree's prior is the chains' alpha, itself still the prior: measure chains first
         hopeful = [p for p in trees if p.rate >= self.tree_probe_margin * best.rate]
         unmeasured = [p for p in hopeful if self.trees.trials(p.cap) < self.tree_warmup_requests]
         if unmeasured:
@@ -384,9 +382,6 @@ class AutoPolicy:
             top = max(hopeful, key=lambda p: p.rate)
             return top if self._pays(batch, best, top, 1) else None
         return None
-
-    def _any_tree_measured(self) -> bool:
-        return any(self.trees.trials(n) > 0 for n in self.tree_budgets)
 
     def _tree_forwards(self, tree: Plan, batch: BatchView) -> int:
         """Forwards until a tree budget is measured over `tree_warmup_requests` request-forwards."""
@@ -442,11 +437,11 @@ class AutoPolicy:
         return Options(limits, rates, self._tree_plans(batch, limits) if batch.trees else [])
 
     def _tree_plans(self, batch: BatchView, limits: list[int]) -> list[Plan]:
-        pooled, share = self.tracker.pooled_alpha, self.coverage.share
+        pooled = self.tracker.pooled_alpha
         b = batch.batch_size
         return [
             tree_plan(
-                self.cost_model, lambda n: share * self.trees.expected_accepted(n, pooled), limits, nodes,
+                self.cost_model, lambda n: self.trees.expected_accepted(n, pooled), limits, nodes,
                 self._context, self.calibration.scale(b, nodes, tree=True),
             )
             for nodes in self._budgets(limits)

@@ -41,18 +41,8 @@ def test_no_tree_probe_where_the_batch_has_ten_tokens_left():
 
 
 def test_an_unmeasured_tree_is_probed_where_the_batch_has_two_thousand_tokens_left():
-    # chains warmed up (none asked here): a tree's prior, the chains' alpha, is measured
-    assert AutoPolicy(TREE_HOPEFUL, warmup_trials=0).decide(_batch(2000, trees=True)).shape == "tree-4"
-    policy = AutoPolicy(TREE_HOPEFUL, warmup_trials=0)
-    assert policy.decide(_batch(10, num_waiting=64, trees=True)).shape == "tree-4"
-
-
-def test_the_chains_warm_up_before_an_unmeasured_tree_is_probed():
-    """A tree's acceptance is estimated from the chains' alpha until trees are measured; before the
-    chains' warm-up that alpha is the prior alone, so probing trees on it (a tree-4 forward costs about
-    twice a plain one at batch 8 on a CPU) spends the run's first forwards on a guess."""
-    decision = AutoPolicy(TREE_HOPEFUL).decide(_batch(2000, trees=True))
-    assert not decision.tree and decision.draft_lengths == (2,) * 8  # the chains' warm-up probe
+    assert AutoPolicy(TREE_HOPEFUL).decide(_batch(2000, trees=True)).shape == "tree-4"
+    assert AutoPolicy(TREE_HOPEFUL).decide(_batch(10, num_waiting=64, trees=True)).shape == "tree-4"
 
 
 def test_a_short_drain_decodes_as_planned_forward_after_forward():
@@ -60,7 +50,7 @@ def test_a_short_drain_decodes_as_planned_forward_after_forward():
     chain), none probes a tree; with two thousand tokens left the first forwards measure the trees."""
 
     def shapes(remaining: int) -> list[str]:
-        policy, drafted, out = AutoPolicy(TREE_HOPEFUL, warmup_trials=0), 0, []
+        policy, drafted, out = AutoPolicy(TREE_HOPEFUL), 0, []
         for step in range(10):
             views = [
                 RequestView(i, 0, 40 + step, remaining - step, drafted, 0, 1 + step, 100) for i in range(8)
