@@ -105,13 +105,13 @@ class AcceptanceTracker:
     @property
     def pooled_alpha(self) -> float:
         """alpha over every request seen, itself shrunk toward `prior_alpha`."""
-        return _shrunk(self._pooled_successes, self._pooled_trials, self.prior_alpha, self.prior_strength)
+        return shrunk(self._pooled_successes, self._pooled_trials, self.prior_alpha, self.prior_strength)
 
     def alpha(self, request_id: int) -> float:
         counts = self._requests.get(request_id)
         if counts is None:
             return self.pooled_alpha
-        return _shrunk(counts.successes, counts.trials, self.pooled_alpha, self.prior_strength)
+        return shrunk(counts.successes, counts.trials, self.pooled_alpha, self.prior_strength)
 
 
 @dataclass
@@ -140,7 +140,7 @@ class RecentAcceptance:
 
     @property
     def alpha(self) -> float:
-        return _shrunk(self.successes, self.trials, self.prior_alpha, self.prior_strength)
+        return shrunk(self.successes, self.trials, self.prior_alpha, self.prior_strength)
 
 
 def num_trials(drafted: int, accepted: int) -> int:
@@ -149,7 +149,7 @@ def num_trials(drafted: int, accepted: int) -> int:
     return accepted + (1 if accepted < drafted else 0)
 
 
-def _shrunk(successes: float, trials: float, prior_mean: float, prior_strength: float) -> float:
+def shrunk(successes: float, trials: float, prior_mean: float, prior_strength: float) -> float:
     """Posterior mean of a Beta(prior_strength * prior_mean, prior_strength * (1 - prior_mean)) prior."""
     if trials + prior_strength == 0:
         return prior_mean

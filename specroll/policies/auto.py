@@ -131,19 +131,10 @@ def chain_rates(
     return [rate(cap) for cap in range(top + 1)]
 
 
-def best_chain(
-    model: CostModel,
-    alphas: Sequence[float],
-    limits: Sequence[int],
-    context_length: float = 0.0,
-    time_scale: Callable[[int], float] = lambda cap: 1.0,
-    remaining: np.ndarray | Sequence[int] | None = None,
-    coverage: float = 1.0,
-) -> Plan:
-    """The best common cap c (`chain_rates`), request i drafting min(c, limits[i]), and the rate it
-    predicts. Ties go to the shorter cap."""
-    rates = chain_rates(model, alphas, limits, context_length, time_scale, remaining, coverage)
-    return Options(list(limits), rates, []).best_chain
+def best_chain(model: CostModel, alphas: Sequence[float], limits: Sequence[int], **options) -> Plan:
+    """The best common cap c, request i drafting min(c, limits[i]), and the rate it predicts; `options`
+    are `chain_rates`'s. Ties go to the shorter cap."""
+    return Options(list(limits), chain_rates(model, alphas, limits, **options), []).best_chain
 
 
 def draining_tokens(emitted: np.ndarray, remaining: np.ndarray | Sequence[int]) -> float:

@@ -11,7 +11,8 @@ SmolLM2's batch-8 forwards at 0.80x plain, where asking nothing ran at 1.00x).
 
 `DraftCoverage` keeps the share of asked tokens that were proposed, over recent chain forwards (each
 token weighs 2^(-age / half_life), age in asked tokens), shrunk toward `prior_share` (a drafter that
-always fills its budget, as a draft model does) as `prior_strength` pseudo-tokens. A request asked
+always fills its budget, as a draft model does) as `prior_strength` pseudo-tokens, the Beta prior the
+acceptance estimates use (`acceptance_estimates.shrunk`). A request asked
 for k then emits 1 + share * (E(alpha, k) - 1) in expectation: the proposal is made or not, and when
 made it is accepted as alpha says.
 """
@@ -20,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Sequence
+
+from specroll.policies.acceptance_estimates import shrunk
 
 
 @dataclass
@@ -49,7 +52,4 @@ class DraftCoverage:
     @property
     def share(self) -> float:
         """The share of asked draft tokens a drafter proposes, in [0, 1]."""
-        total = self.asked + self.prior_strength
-        if total <= 0:
-            return self.prior_share
-        return (self.proposed + self.prior_strength * self.prior_share) / total
+        return shrunk(self.proposed, self.asked, self.prior_share, self.prior_strength)

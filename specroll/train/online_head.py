@@ -10,7 +10,7 @@ engine keeps every core): that many updates run once the step's responses are bu
 policy's update, and the next rollout drafts with them. The head never changes a token: only how
 many drafts are kept.
 
-A target with no head of its own gets one born with the run (`born_head_rollout`,
+A target with no head of its own gets one born with the run (`born_head_changes`,
 `head.born_online`): saved in the run's directory, drafting beside the suffix drafters (`head+suffix`)
 once the spot trainer has offered it weights, and saved there again as it trains (`save`), so that
 the run leaves a trained head behind for `--draft-head`.
@@ -18,7 +18,6 @@ the run leaves a trained head behind for `--draft-head`.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
@@ -34,10 +33,11 @@ from specroll.model.loader import read_config
 DRAFTERS_WITH_HEAD = ("on", "draft-head", "head+suffix")  # `speculate` values an online head can train
 
 
-def born_head_rollout(rollout, lm_head_weight, prompts: Sequence[Sequence[int]], stop_token_ids, directory):
-    """The rollout config of a run whose online head is born with it, or None where the target has a
-    head already (or the drafter holds none): a new head (`born_online_head`) saved in `directory`,
-    drafted beside the suffix drafters while `speculate` is `on`."""
+def born_head_changes(rollout, lm_head_weight, prompts: Sequence[Sequence[int]], stop_token_ids, directory):
+    """The rollout fields a run whose online head is born with it changes (`draft_head_dir`, and
+    `speculate` to draft beside the suffix drafters where it is `on`), having saved the new head
+    (`born_online_head`) in `directory`; None where the target has a head already or the drafter
+    holds none."""
     if rollout.speculate not in DRAFTERS_WITH_HEAD or rollout.has_head:
         return None
     if directory is None:
@@ -50,7 +50,7 @@ def born_head_rollout(rollout, lm_head_weight, prompts: Sequence[Sequence[int]],
     )  # fmt: skip
     head.save(directory)
     speculate = "head+suffix" if rollout.speculate == "on" else rollout.speculate
-    return replace(rollout, draft_head_dir=Path(directory), speculate=speculate)
+    return {"draft_head_dir": Path(directory), "speculate": speculate}
 
 
 class OnlineHead:

@@ -35,7 +35,7 @@ from specroll.model.catalog import resolve_model_dir
 from specroll.rollout import RolloutResult, encode_prompts, make_requests, make_task, run_requests
 from specroll.tokenizer import load_tokenizer
 from specroll.train.grpo import group_advantages, policy_loss
-from specroll.train.online_head import OnlineHead, born_head_rollout
+from specroll.train.online_head import OnlineHead, born_head_changes
 from specroll.train.policy_forward import PolicyForward, load_trainable, padded, sequence_logprobs
 from specroll.train.metrics_log import StepMetrics
 from specroll.train.recent_responses import RecentResponses
@@ -51,7 +51,7 @@ StepCallback = Callable[[StepMetrics], None]
 
 class GRPOTrainer:
     def __init__(self, config: GRPOConfig, head_dir: Path | None = None) -> None:
-        """`head_dir`: where a draft head born with the run is kept (`online_head.born_head_rollout`:
+        """`head_dir`: where a draft head born with the run is kept (`online_head.born_head_changes`:
         with `online_head` on a target with no head of its own)."""
         rollout = replace(config.rollout, model_dir=resolve_model_dir(config.rollout.model_dir))
         self.config, self.rollout = config, rollout
@@ -95,14 +95,9 @@ class GRPOTrainer:
 
     def _born_head(self, directory: Path | None) -> dict | None:
         """The rollout fields of a run whose online head is born with it (None: the target has one)."""
-        born = born_head_rollout(
-            self.rollout,
-            self.policy.lm_head.weight,
-            list(self.prompts.values()),
-            self.tokenizer.stop_token_ids,
-            directory,
-        )
-        return None if born is None else {"draft_head_dir": born.draft_head_dir, "speculate": born.speculate}
+        prompts = list(self.prompts.values())
+        weight, stops = self.policy.lm_head.weight, self.tokenizer.stop_token_ids
+        return born_head_changes(self.rollout, weight, prompts, stops, directory)
 
     def run(self, on_step: StepCallback | None = None) -> list[StepMetrics]:
         """The steps from `next_step` to `config.steps`; `on_step` sees each one's metrics once it is
