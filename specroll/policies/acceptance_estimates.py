@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from specroll.policies.base import BatchView, RequestView
+from specroll.policies.remaining_lengths import WINDOW as FINISHED_WINDOW
 
 
 @dataclass
@@ -46,7 +47,7 @@ class AcceptanceTracker:
     _requests: dict[int, _Counts] = field(default_factory=dict)
     _pooled_successes: float = 0.0
     _pooled_trials: float = 0.0
-    finished_lengths: list[int] = field(default_factory=list)  # output lengths of requests that left
+    finished_lengths: list[int] = field(default_factory=list)  # the last FINISHED_WINDOW requests' to leave
     _last_lengths: dict[int, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -67,6 +68,7 @@ class AcceptanceTracker:
         for request_id in [r for r in self._requests if r not in running]:
             del self._requests[request_id]
             self.finished_lengths.append(self._last_lengths.pop(request_id))
+        del self.finished_lengths[:-FINISHED_WINDOW]  # `das` scans them for every request a forward
         self._last_lengths.update({v.request_id: v.num_output_tokens for v in batch.requests})
 
     def new_target(self) -> None:

@@ -60,3 +60,14 @@ def test_a_new_target_starts_from_what_the_old_one_accepted_not_from_the_prior()
     assert tracker.pooled_trials == tracker.carried_trials
     assert abs(tracker.pooled_alpha - before) < 0.05  # not 0.6 again
     assert AcceptanceTracker(carried_trials=0.0).pooled_alpha == 0.6  # carrying nothing: the prior
+
+
+def test_finished_lengths_keep_the_last_window_only():
+    from specroll.policies.remaining_lengths import WINDOW
+
+    tracker = AcceptanceTracker()
+    for request_id in range(WINDOW + 10):  # each request seen once, then gone at the next update
+        tracker.update(batch(view(request_id, 0, 0, output=request_id)))
+    tracker.update(batch())
+    assert len(tracker.finished_lengths) == WINDOW
+    assert tracker.finished_lengths[-1] == WINDOW + 9 and tracker.finished_lengths[0] == 10
