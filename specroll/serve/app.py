@@ -17,7 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException
 
-from specroll.serve import control, responses, sglang_control
+from specroll.serve import control, responses, server_info, sglang_control
 from specroll.serve.errors import ApiError
 from specroll.serve.generate_call import (
     GenerateCall,
@@ -38,6 +38,7 @@ def build_app(state: ServeState, lifespan=None) -> FastAPI:
     app.state.serve = state
     app.include_router(control.router)
     app.include_router(sglang_control.router)
+    app.include_router(server_info.router)
     _add_data_routes(app)
     _add_error_handlers(app)
     app.add_middleware(_KeyCheck, key=state.options.api_key)
@@ -173,8 +174,9 @@ _STARTED = int(time.time())
 
 @dataclass(frozen=True)
 class GenerateRoute:
-    """One generation endpoint: its path, how a body is parsed, how finished choices are rendered,
-    its response ids' prefix and its stream chunks' `object`."""
+    """One generation endpoint: its path, how a body is parsed, how finished choices are rendered
+    (`render(rid, model, call, choices, state)`), its response ids' prefix and its stream chunks'
+    `object`."""
 
     path: str
     parse: Callable[[Any, ServeState], GenerateCall]
@@ -183,32 +185,37 @@ class GenerateRoute:
     chunk_kind: str
 
 
+def _with_codec(render: Callable) -> Callable:
+    """A renderer that needs the tokenizer, as a route's `render` (which is given the server's state)."""
+    return lambda rid, model, call, choices, state: render(rid, model, call, choices, state.service.codec)
+
+
 _GENERATE_ROUTES = (
     GenerateRoute(
         "/v1/completions",
         lambda b, s: parse_completion(b, s.limits, s.service.codec),
-        responses.completion,
+        _with_codec(responses.completion),
         "cmpl",
         "text_completion",
     ),
     GenerateRoute(
         "/v1/chat/completions",
         lambda b, s: parse_chat(b, s.limits, s.service.codec),
-        responses.chat,
+        _with_codec(responses.chat),
         "chatcmpl",
         "chat.completion.chunk",
     ),
     GenerateRoute(
         "/inference/v1/generate",
         lambda b, s: parse_skyrl_generate(b, s.limits),
-        responses.skyrl_generate,
+        _with_codec(responses.skyrl_generate),
         "gen",
         "generate.chunk",
     ),
     GenerateRoute(
         "/generate",
         lambda b, s: parse_sglang_generate(b, s.limits, s.service.codec),
-        lambda rid, model, call, choices, codec: responses.sglang_generate(rid, call, choices),
+        lambda rid, model, call, choices, s: responses.sglang_generate(rid, call, choices, s.version_name),
         "sgl",
         "",
     ),
@@ -253,7 +260,7 @@ async def _generate(
         await state.engine_loop.call(
             lambda: score_choices(state.engine_loop.engine, call, generation.choices)
         )
-    return JSONResponse(render(rid, model, call, generation.choices, service.codec))
+    return JSONResponse(render(rid, model, call, generation.choices, state))
 
 
 def _random_id() -> str:

@@ -11,6 +11,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from specroll.serve.errors import ApiError
+from specroll.serve.refusals import add_refusals, nccl_update_error
 from specroll.serve.state import ServeState, read_json, ready_state
 
 PAUSE_MODES = ("keep", "abort", "wait")
@@ -124,21 +125,38 @@ async def reset_prefix_cache(request: Request) -> dict:
     return {"success": True}
 
 
-def _weights_dir(body: dict) -> str:
+def _weights_dir(body: dict, path: str) -> str:
     info = body.get("update_info") if isinstance(body.get("update_info"), dict) else body
+    if "names" in info:  # TRL's and vLLM's NCCL update: tensors follow over the group, not a directory
+        raise nccl_update_error(path)
+    mode = body.get("mode", "full")  # prime-rl's: a delta checkpoint holds only what changed
+    if mode != "full":
+        raise ApiError(f'mode: {mode!r} updates are not supported; give a full checkpoint ("full")', "mode")
     for name in ("model_path", "path", "weights_dir", "weight_dir", "load_path"):  # weight_dir: prime-rl's
         if isinstance(info.get(name), str):
             return info[name]
     where = "update_info." if info is not body else ""
     raise ApiError(
         f"{where}model_path: give the directory of the new weights (safetensors); specroll serve "
-        "takes no tensors over NCCL or HTTP",
+        "takes no tensors over NCCL, NIXL or HTTP",
         f"{where}model_path",
     )
 
 
-async def update_weights(state: ServeState, directory: str) -> dict:
-    """Read the safetensors (refusing pickles) off the engine thread, then swap them in between forwards."""
+def _version_name(body: dict) -> str | None:
+    """The client's name for the new weights (slime's and SGLang's `weight_version`), if it gave one."""
+    name = body.get("weight_version")
+    if name is None:
+        return None
+    if isinstance(name, bool) or not isinstance(name, (str, int)) or str(name) == "":
+        raise ApiError(f"weight_version: must be a non-empty string, got {name!r}", "weight_version")
+    return str(name)
+
+
+async def update_weights(state: ServeState, directory: str, name: str | None = None) -> dict:
+    """Read the safetensors (refusing pickles) off the engine thread, then swap them in between forwards.
+    The server counts versions itself (the drafters key their history by the count); `name` is what the
+    client calls the new one, answered wherever SGLang answers a version (`ServeState.version_name`)."""
     from specroll.model.loader import load_state_dict
 
     try:
@@ -150,6 +168,8 @@ async def update_weights(state: ServeState, directory: str) -> dict:
     def swap() -> int:
         loop.engine.load_weights(weights)
         loop.weight_version += 1
+        if name is not None:  # named before any token of the new version can be answered
+            state.version_names[loop.weight_version] = name
         loop.engine.advance_step(loop.weight_version)  # history and grouped drafters key by version
         return loop.weight_version
 
@@ -157,7 +177,8 @@ async def update_weights(state: ServeState, directory: str) -> dict:
         version = await loop.call(swap)
     except ValueError as err:
         raise ApiError(f"model_path: {err}", "model_path") from None
-    return {"success": True, "message": f"weights from {directory}", "weight_version": version}
+    answer = {"success": True, "message": f"weights from {directory}", "weight_version": version}
+    return answer if name is None else {**answer, "weight_version": name}
 
 
 @router.post("/update_weights")
@@ -165,7 +186,8 @@ async def update_weights(state: ServeState, directory: str) -> dict:
 @router.post("/update_weights_from_disk")
 async def update_weights_route(request: Request) -> dict:
     state = ready_state(request)
-    return await update_weights(state, _weights_dir(await _body(request, state)))
+    body = await _body(request, state)
+    return await update_weights(state, _weights_dir(body, request.url.path), _version_name(body))
 
 
 @router.get("/weight_info")
@@ -201,26 +223,6 @@ async def weight_update_bracket(request: Request) -> dict:
     return {"success": True}
 
 
-def _refused(paths: tuple[str, ...], reason: str, field: str) -> None:
-    """Routes clients call that specroll serve does not offer: each answers 400 with the reason."""
-
-    async def refuse(request: Request) -> dict:
-        raise ApiError(f"{request.url.path}: {reason}", field)
-
-    for path in paths:
-        router.post(path)(refuse)
-
-
-_refused(
-    ("/init_weight_transfer_engine", "/collective_rpc", "/areal_init_weights_update_group",
-     "/areal_update_weights_xccl", "/init_weights_update_group", "/update_weights_from_distributed",
-     "/update_weights_from_tensor"),
-    'specroll serve takes weights from disk only: POST /update_weights with {"update_info": {"path": DIR}} '
-    'or /areal_update_weights with {"model_path": DIR} (safetensors)',
-    "update_info.path",
-)  # fmt: skip
-
-
 @router.post("/finish_session")
 async def finish_session(request: Request) -> dict:
     """SkyRL ends a trajectory's session (routing state in a router): this server keeps none."""
@@ -228,9 +230,4 @@ async def finish_session(request: Request) -> dict:
     return {"success": True}
 
 
-_refused(
-    ("/v1/load_lora_adapter", "/v1/unload_lora_adapter", "/skyrl/v1/load_lora_adapter",
-     "/areal_update_weights_lora"),
-    "LoRA adapters are not supported by specroll serve",
-    "lora_name",
-)  # fmt: skip
+add_refusals(router)

@@ -124,12 +124,15 @@ def parse_skyrl_generate(body: Any, limits: Limits) -> GenerateCall:
         if fields.has(name):
             sampling.values[name] = fields.raw(name)
     fields.finish()
-    _refuse_scores(sampling, "/inference/v1/generate")
-    logprobs = sampling.int("logprobs", None, 0)
-    _check_logprobs(logprobs, "sampling_params.logprobs")
-    return _sampled(
+    logprobs = sampling.int("logprobs", None, 0, MAX_TOP_LOGPROBS)
+    sampling.bool("flat_logprobs")  # vLLM's in-memory layout of the same numbers: the JSON is alike
+    call = _sampled(
         sampling, prompts, limits, model=model, logprobs=logprobs is not None, default_tokens=None
     )
+    # 0 and 1: the sampled token's log-probability alone, what prime-rl and SkyRL read, with no second
+    # forward; 2..20 add the k most likely (a scoring forward, as /v1/completions' `logprobs: k`)
+    top = logprobs if logprobs is not None and logprobs > 1 else 0
+    return _with_top_logprobs(call, top, "sampling_params.logprobs")
 
 
 def parse_sglang_generate(body: Any, limits: Limits, codec: TextCodec) -> GenerateCall:
@@ -158,6 +161,7 @@ def parse_sglang_generate(body: Any, limits: Limits, codec: TextCodec) -> Genera
         if sampling.has(sglang):
             sampling.values[vllm] = sampling.raw(sglang)
     _refuse_scores(sampling, "/generate")
+    _check_custom_params(sampling)
     if sampling.has("no_stop_trim"):
         sampling.values["include_stop_str_in_output"] = sampling.raw("no_stop_trim")
     return _sampled(sampling, prompts, limits, model=model, logprobs=logprobs, default_tokens=128)
@@ -174,21 +178,30 @@ def _model(fields: Fields, limits: Limits) -> str | None:
     return model
 
 
-def _check_logprobs(k: int | None, param: str) -> None:
-    if k is not None and k > 1:
-        raise ApiError(
-            f"{param}: {k} alternatives asked; this endpoint reports the sampled token's "
-            "log-probability only (0 or 1; /v1/completions and chat take up to 20)",
-            param,
-        )
-
-
 def _with_top_logprobs(call: GenerateCall, k: int, param: str) -> GenerateCall:
     if k and call.stream:
         raise ApiError(
             f"{param}: alternatives are not reported on a stream (0, or ask without stream)", param
         )
     return replace(call, top_logprobs=k)
+
+
+def _check_custom_params(sampling: Fields) -> None:
+    """SGLang hands `custom_params` to a custom logit processor; this server runs none, so they change
+    nothing (as in SGLang without one), except slime's `return_top_p_token_ids`, which asks for an
+    output: each step's top-p nucleus, which this server does not report."""
+    custom = sampling.values.get("custom_params")
+    if custom is None:
+        return
+    if not isinstance(custom, dict):
+        raise sampling.fail("custom_params", f"must be an object, got {custom!r}")
+    if custom.get("return_top_p_token_ids"):
+        raise sampling.fail(
+            "custom_params.return_top_p_token_ids",
+            "the token ids top_p kept at each step are not reported by specroll serve (its "
+            "log-probabilities are over the whole vocabulary at the temperature, not over the nucleus); "
+            "sample with top_p 1.0, with which slime does not ask for them",
+        )
 
 
 def _refuse_scores(fields: Fields, endpoint: str) -> None:

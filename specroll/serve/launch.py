@@ -112,7 +112,7 @@ class _Server(uvicorn.Server):
 
 def serve(spec: EngineSpec, options: ServeOptions, host: str, port: int) -> int:
     check_exposure(host, options.api_key)
-    state = ServeState(options)
+    state = ServeState(replace(options, host=host, port=port))
     failed: list[BaseException] = []
 
     @contextlib.asynccontextmanager

@@ -4,7 +4,7 @@ carries what replays it (`seed`, `sample_index`) and the weight version that dre
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 from specroll import __version__
 from specroll.serve.choice import Choice
@@ -12,6 +12,7 @@ from specroll.serve.generate_call import GenerateCall
 
 
 SYSTEM_FINGERPRINT = f"specroll-{__version__}"
+VersionName = Callable[[int | None], str | None]  # `ServeState.version_name`
 # OpenAI's chat message fields specroll never fills (no tools, audio or reasoning parser): null, as vLLM
 UNUSED_MESSAGE_FIELDS = ("refusal", "annotations", "audio", "function_call", "reasoning")
 
@@ -209,16 +210,15 @@ def chat_prompt_fields(call: GenerateCall, c: Choice) -> dict[str, Any]:
 
 
 def skyrl_generate(rid: str, model: str, call: GenerateCall, choices: list[Choice], codec) -> dict[str, Any]:
+    """vLLM's /inference/v1/generate answer; tokens are named "token_id:N" (vLLM's `token`, which
+    prime-rl's client checks) beside SkyRL's `token_id`."""
     rows = []
     for c in choices:
-        logprobs = None
-        if call.logprobs:
-            logprobs = {"content": [{"token_id": t, "logprob": lp} for t, lp in zip(c.token_ids, c.logprobs)]}
         rows.append(
             {
                 "index": c.index,
                 "token_ids": list(c.token_ids),
-                "logprobs": logprobs,
+                "logprobs": _generate_logprobs(call, c) if call.logprobs else None,
                 "finish_reason": finish_reason(c),
                 "stop_reason": c.stop_reason,
                 **replay_fields(call, c),
@@ -229,7 +229,7 @@ def skyrl_generate(rid: str, model: str, call: GenerateCall, choices: list[Choic
         "model": model,
         "created": int(time.time()),
         "usage": full_usage(choices),
-        "prompt_logprobs": None,  # refused on this route
+        "prompt_logprobs": prompt_logprobs(codec, call, choices[0]),  # one prompt a request
         "prompt_token_ids": None,
         "choices": rows,
         "seed": call.seed,
@@ -237,17 +237,38 @@ def skyrl_generate(rid: str, model: str, call: GenerateCall, choices: list[Choic
     }
 
 
+def _generate_logprobs(call: GenerateCall, c: Choice) -> dict[str, list]:
+    """Each output token's entry; `top_logprobs` lists the k most likely (`logprobs: k`, k > 1)."""
+    tops = c.output_scores or [None] * len(c.token_ids)
+    return {
+        "content": [
+            {**_id_entry(t, lp), "top_logprobs": [] if top is None else _id_alternatives(top)}
+            for t, lp, top in zip(c.token_ids, c.logprobs, tops)
+        ]
+    }
+
+
+def _id_entry(token_id: int, logprob: float) -> dict[str, Any]:
+    return {"token": f"token_id:{token_id}", "token_id": token_id, "logprob": logprob}
+
+
+def _id_alternatives(row) -> list[dict[str, Any]]:
+    return [_id_entry(t, lp) for t, lp in zip(row.top_ids, row.top_logprobs)]
+
+
 # ----- SGLang's /generate
 
 
-def sglang_generate(rid: str, call: GenerateCall, choices: list[Choice]) -> dict[str, Any] | list:
+def sglang_generate(rid: str, call: GenerateCall, choices: list[Choice], version_name: VersionName):
+    """SGLang's answer: one object a choice (a list for several). `version_name` turns the server's
+    version count into SGLang's `weight_version` string (the client's name for it where it gave one)."""
     if call.client_id is not None and len(choices) == 1:  # SGLang answers with the client's `rid`
-        return _sglang_one(call.client_id, call, choices[0])
-    rows = [_sglang_one(f"{call.client_id or rid}-{c.index}", call, c) for c in choices]
+        return _sglang_one(call.client_id, call, choices[0], version_name)
+    rows = [_sglang_one(f"{call.client_id or rid}-{c.index}", call, c, version_name) for c in choices]
     return rows[0] if len(rows) == 1 else rows
 
 
-def _sglang_one(rid: str, call: GenerateCall, c: Choice) -> dict[str, Any]:
+def _sglang_one(rid: str, call: GenerateCall, c: Choice, version_name: VersionName) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "id": rid,
         "finish_reason": _sglang_finish(c),
@@ -256,6 +277,7 @@ def _sglang_one(rid: str, call: GenerateCall, c: Choice) -> dict[str, Any]:
         "cached_tokens": 0,  # no prefix cache across requests
         "e2e_latency": time.monotonic() - c.started,
         **replay_fields(call, c),
+        "weight_version": version_name(c.weight_version),
     }
     if call.logprobs:
         meta["output_token_logprobs"] = [[lp, t, None] for t, lp in zip(c.token_ids, c.logprobs)]

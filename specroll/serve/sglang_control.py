@@ -1,13 +1,11 @@
 """SGLang's control routes as slime drives an external engine (`--rollout-external-engine-addrs`):
-server info, a generating health check, cache flush, pause and continue, the weight version and the
-load. Weight updates from disk are `control.update_weights`; aborts are `control.abort_requests`.
-/server_info answers vLLM's dev-mode shape too (`vllm_config`), which TRL's `VLLMClient` reads."""
+a generating health check, cache flush, pause and continue, the weight version and the load. Server
+info is `server_info.py`; weight updates from disk are `control.update_weights`; aborts are
+`control.abort_requests`."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
-
 from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse
 
@@ -15,39 +13,12 @@ from specroll.engine.request import SamplingParams
 from specroll.serve.control import pause
 from specroll.serve.errors import ApiError
 from specroll.serve.generate_call import GenerateCall
-from specroll.serve.state import ServeState, read_json, ready_state
+from specroll.serve.server_info import current_version
+from specroll.serve.state import read_json, ready_state
 
 HEALTH_GENERATE_SECONDS = 20.0
 SGLANG_PAUSE_MODES = {"abort": "abort", "in_place": "keep", "retract": "keep"}  # SGLang's -> vLLM's
 router = APIRouter()
-
-
-@router.get("/server_info")
-@router.get("/get_server_info")
-async def server_info(request: Request) -> dict[str, Any]:
-    state: ServeState = request.app.state.serve
-    options = state.options
-    slots = state.engine_loop.engine.config.max_batch_size if _has_engine(state) else None
-    settings = {
-        "model_path": options.model_name,
-        "served_model_name": options.model_name,
-        "context_length": options.max_model_len,
-        "max_running_requests": slots,
-        "tp_size": 1,
-        "dp_size": 1,
-    }
-    vllm = {"model_config": {"model": options.model_name, "max_model_len": options.max_model_len}}
-    vllm["parallel_config"] = {"tensor_parallel_size": 1, "data_parallel_size": 1, "world_size": 1}
-    return {**settings, "world_size": 1, "model": options.model_name, "max_model_len": options.max_model_len,
-            "weight_version": _version(state), "vllm_config": vllm}  # fmt: skip
-
-
-def _has_engine(state: ServeState) -> bool:
-    return state.engine_loop is not None and state.engine_loop.engine is not None
-
-
-def _version(state: ServeState) -> str:
-    return str(state.engine_loop.weight_version if state.engine_loop is not None else 0)
 
 
 @router.get("/health_generate")
@@ -96,7 +67,9 @@ async def continue_generation(request: Request) -> dict:
 
 @router.get("/get_weight_version")
 async def weight_version(request: Request) -> dict:
-    return {"weight_version": _version(ready_state(request))}
+    """The weights' version as slime named it with the update (`weight_version`), else the count."""
+    state = ready_state(request)
+    return {"weight_version": state.version_name(current_version(state))}
 
 
 @router.get("/v1/loads")

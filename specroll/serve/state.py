@@ -29,6 +29,8 @@ class ServeOptions:
     max_n: int = 64
     max_body_bytes: int = 8 << 20
     kv_memory: KvMemory | None = None  # the KV cache budget; None: the slots that fit half the free memory
+    host: str = "127.0.0.1"  # where it listens (SGLang's server info reports it; slime checks it)
+    port: int = 8000
 
 
 @dataclass
@@ -42,6 +44,7 @@ class ServeState:
     accepting: bool = True  # False once SIGTERM came: new work is refused
     sleeping: bool = False
     weights_sha256: dict[int, str] = field(default_factory=dict)  # by weight version
+    version_names: dict[int, str] = field(default_factory=dict)  # the client's name of a weight version
     generations: dict[str, Any] = field(default_factory=dict)  # response or client id -> running `Generation`
 
     def track(self, generation: Any, rid: str, client_id: str | None) -> tuple[str, ...]:
@@ -51,6 +54,11 @@ class ServeState:
         for name in names:
             self.generations[name] = generation
         return names
+
+    def version_name(self, version: int | None) -> str | None:
+        """A weight version as SGLang answers it: the name the client gave with the update (slime's
+        `weight_version`), else the server's own count."""
+        return None if version is None else self.version_names.get(version, str(version))
 
     def untrack(self, names: tuple[str, ...]) -> None:
         for name in names:

@@ -12,7 +12,10 @@ sglang_engine.py` (health, flush, pause/continue, weight version, disk updates),
 - abort: POST /abort_request {"abort_all": true};
 - GET /health_generate, GET /flush_cache, POST /pause_generation, POST /continue_generation,
   GET /get_weight_version, GET /server_info, GET /v1/loads,
-  POST /update_weights_from_disk {"model_path", "load_format", "flush_cache", "weight_version"}."""
+  POST /update_weights_from_disk {"model_path", "load_format", "flush_cache", "weight_version"};
+- start-up (`SGLangEngine._init_external`): GET /get_server_info, then every setting slime would launch
+  SGLang with (`_compute_server_args`, less `_EXTERNAL_ENGINE_SKIP_CHECK_FIELDS`) must equal ours;
+- with top_p != 1, `sampling_params.custom_params = {"return_top_p_token_ids": true}`."""
 
 from __future__ import annotations
 
@@ -97,6 +100,43 @@ def test_abort_all_and_resend_with_the_partial_response(server):
     assert rest["finish"]["type"] in ("stop", "length")
 
 
+def slime_expected_settings(host: str, port: int, fp16: bool = False, offload: bool = False) -> dict:
+    """What `_compute_server_args` puts in the fields slime checks, for one engine on one GPU."""
+    expected = {"enable_memory_saver": offload, "host": host, "port": port, "nnodes": 1, "node_rank": 0,
+                "gpu_id_step": 1, "base_gpu_id": 0}  # fmt: skip
+    expected.update(tp_size=1, dp_size=1, pp_size=1, ep_size=1)
+    return {**expected, "dtype": "float16"} if fp16 else expected
+
+
+def slime_sanity_check(expected: dict, actual: dict) -> None:
+    """slime's `_sanity_check_server_args`: each expected field equal, by name."""
+    for name, value in expected.items():
+        assert actual.get(name) == value, f"{name=} {value=} {actual.get(name)=}"
+
+
+def test_server_info_passes_slimes_start_up_check(server):
+    status, info = http_json(f"{server.url}/get_server_info")
+    assert status == 200, info
+    host, port = server.url.removeprefix("http://").split(":")
+    slime_sanity_check(slime_expected_settings(host, int(port)), info)
+    assert info["dtype"] == "float32" and info["enable_return_routed_experts"] is False
+    with pytest.raises(AssertionError, match="enable_memory_saver"):
+        slime_sanity_check(slime_expected_settings(host, int(port), offload=True), info)
+    with pytest.raises(AssertionError, match="dtype"):  # an fp16 run against a float32 model
+        slime_sanity_check(slime_expected_settings(host, int(port), fp16=True), info)
+
+
+def test_top_p_nucleus_ids_are_refused_by_name(server):
+    sampling = {**slime_sampling(4), "top_p": 0.9, "custom_params": {"return_top_p_token_ids": True}}
+    payload = {"input_ids": PROMPT, "sampling_params": sampling, "return_logprob": True}
+    status, body = http_json(f"{server.url}/generate", payload)
+    param = "sampling_params.custom_params.return_top_p_token_ids"
+    assert status == 400 and body["error"]["param"] == param, body
+    assert "top_p 1.0" in body["error"]["message"]
+    sampling["custom_params"] = {"return_top_p_token_ids": False}  # asks for nothing: generates
+    assert http_json(f"{server.url}/generate", payload)[0] == 200
+
+
 def test_control_routes_as_slime_calls_them(server, tmp_path):
     from specroll.rollout import DEFAULT_MODEL
 
@@ -110,14 +150,27 @@ def test_control_routes_as_slime_calls_them(server, tmp_path):
     )  # paused: idle by request
     assert http_json(f"{server.url}/continue_generation", {})[0] == 200
     before = http_json(f"{server.url}/get_weight_version")[1]["weight_version"]
-    greedy = slime_generate(server.url, PROMPT, 12, temperature=0.0)["tokens"]
+    greedy = slime_generate(server.url, PROMPT, 12, temperature=0.0)
+    assert greedy["meta"]["weight_version"] == before
     weights = perturbed_copy(DEFAULT_MODEL, tmp_path / "perturbed")
-    update = {"model_path": str(weights), "load_format": None, "flush_cache": True, "weight_version": "1"}
+    update = {
+        "model_path": str(weights),
+        "load_format": None,
+        "flush_cache": True,
+        "weight_version": "rollout-7",
+    }
     status, body = http_json(f"{server.url}/update_weights_from_disk", update)
     assert status == 200 and body["success"] is True, body
-    assert http_json(f"{server.url}/get_weight_version")[1]["weight_version"] != before
+    assert http_json(f"{server.url}/get_weight_version")[1]["weight_version"] == "rollout-7"
+    assert http_json(f"{server.url}/server_info")[1]["weight_version"] == "rollout-7"
     assert httpx.get(f"{server.url}/flush_cache", timeout=60).status_code == 200
-    assert slime_generate(server.url, PROMPT, 12, temperature=0.0)["tokens"] != greedy
+    after = slime_generate(server.url, PROMPT, 12, temperature=0.0)
+    assert after["tokens"] != greedy["tokens"] and after["meta"]["weight_version"] == "rollout-7"
+    unnamed = {"model_path": str(weights)}  # no name given: the server's own count, as a string
+    assert http_json(f"{server.url}/update_weights_from_disk", unnamed)[0] == 200
+    assert http_json(f"{server.url}/get_weight_version")[1]["weight_version"] == str(int(before) + 2)
+    bad = {**update, "weight_version": ["x"]}
+    assert http_json(f"{server.url}/update_weights_from_disk", bad)[1]["error"]["param"] == "weight_version"
 
 
 @pytest.mark.parametrize(
@@ -125,4 +178,5 @@ def test_control_routes_as_slime_calls_them(server, tmp_path):
 )
 def test_weights_over_nccl_or_tensors_are_refused_by_name(server, path):
     status, body = http_json(f"{server.url}{path}", {})
-    assert status == 400 and "/update_weights" in body["error"]["message"], body
+    assert status == 400 and "/update_weights_from_disk" in body["error"]["message"], body
+    assert body["error"]["message"].startswith(path), body
