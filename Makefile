@@ -24,13 +24,19 @@ lint: install
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 
-test: models lint skyrl-client
+test: models lint skyrl-client prime-client
 	$(PYTHON) -m pytest $(PYTEST_ARGS) -m "not slow"
 
 # SkyRL's HTTP rollout client in its own Python 3.12 environment (.venv-skyrl/), for tests/serve
 .PHONY: skyrl-client
 skyrl-client:
 	bash scripts/skyrl_client_env.sh
+
+# prime-rl's rollout client (PyPI renderers) in its own environment (.venv-prime/), for tests/serve;
+# tests/serve/test_prime_rl_client.py skips without it
+.PHONY: prime-client
+prime-client:
+	bash scripts/prime_client_env.sh
 
 # vLLM's CPU build in its own environment (.venv-vllm/), the peer of `specroll bench --systems vllm,...`;
 # not part of `make test`: the bench's vLLM tests skip without it
