@@ -238,12 +238,16 @@ def skyrl_generate(rid: str, model: str, call: GenerateCall, choices: list[Choic
 
 
 def _generate_logprobs(call: GenerateCall, c: Choice) -> dict[str, list]:
-    """Each output token's entry; `top_logprobs` lists the k most likely (`logprobs: k`, k > 1)."""
-    tops = c.output_scores or [None] * len(c.token_ids)
+    """Each output token's entry; with `logprobs: k` (k > 1) also vLLM's `rank` and, under
+    `top_logprobs`, the k most likely, ranked."""
+    if c.output_scores is None:
+        return {
+            "content": [{**_id_entry(t, lp), "top_logprobs": []} for t, lp in zip(c.token_ids, c.logprobs)]
+        }
     return {
         "content": [
-            {**_id_entry(t, lp), "top_logprobs": [] if top is None else _id_alternatives(top)}
-            for t, lp, top in zip(c.token_ids, c.logprobs, tops)
+            {**_id_entry(t, lp), "rank": row.rank, "top_logprobs": _id_alternatives(row)}
+            for t, lp, row in zip(c.token_ids, c.logprobs, c.output_scores)
         ]
     }
 
@@ -253,7 +257,8 @@ def _id_entry(token_id: int, logprob: float) -> dict[str, Any]:
 
 
 def _id_alternatives(row) -> list[dict[str, Any]]:
-    return [_id_entry(t, lp) for t, lp in zip(row.top_ids, row.top_logprobs)]
+    ranked = zip(row.top_ids, row.top_logprobs, range(1, len(row.top_ids) + 1))
+    return [{**_id_entry(t, lp), "rank": rank} for t, lp, rank in ranked]
 
 
 # ----- SGLang's /generate

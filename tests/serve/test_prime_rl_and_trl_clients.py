@@ -145,6 +145,8 @@ def test_generate_top_logprobs_are_the_engines_numbers(server):
         assert len(alternatives) == 4 and alternatives == {k: v for k, v in top.items() if k in alternatives}
         ranked = [a["logprob"] for a in entry["top_logprobs"]]
         assert ranked == sorted(ranked, reverse=True)
+        assert [a["rank"] for a in entry["top_logprobs"]] == [1, 2, 3, 4]  # vLLM's shape
+        assert entry["rank"] > 4 or alternatives[entry["token"]] == entry["logprob"]
 
 
 def test_generate_prompt_logprobs_of_a_sampled_output_are_its_logprobs(server):
