@@ -4,7 +4,8 @@ memory bound of decoding.
     python benchmarks/forward_vs_weights.py                       # SmolLM2, bf16 and fp32, batch 1 and 8
     python benchmarks/forward_vs_weights.py --dtypes bfloat16 --batches 1,8,64 --threads 1
 
-For each dtype and numerics (exact: batch-invariant; fast: `--fast-numerics`'s) and batch, the median
+For each dtype and numerics (exact: batch-invariant, on specroll's CPU kernels for bf16 where they run
+and on the probed BLAS, `--numerics`; fast: `--fast-numerics`'s) and batch, the median
 time of a decode forward (one new token a row, a context of `--context` tokens) through
 `ModelRunner.forward`, and the time to read the bytes the forward's linear layers read (each weight
 once, the LM head's included), measured on this machine as a sum over a buffer of that size, in
@@ -25,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from specroll.model.catalog import resolve_model_dir  # noqa: E402
+from specroll.model.loader import load_model  # noqa: E402
 from specroll.model.runner import ModelRunner, SequenceInput  # noqa: E402
 from specroll.model.transformer import Linear  # noqa: E402
 
@@ -60,6 +62,15 @@ def forward_seconds(runner: ModelRunner, batch: int, context: int, rounds: int) 
     return statistics.median(times)
 
 
+def _runner(model_dir: Path, numerics: str, slots: int, capacity: int, dtype: torch.dtype) -> ModelRunner:
+    """numerics: "exact" (the default kernels), "exact-probed" (the probed BLAS) or "fast"."""
+    if numerics not in ("exact", "exact-probed", "fast"):
+        raise SystemExit(f"--numerics takes exact, exact-probed and fast, got {numerics!r}")
+    kernels = "probed" if numerics == "exact-probed" else None
+    model = load_model(model_dir, dtype=dtype)
+    return ModelRunner(model, slots, capacity, batch_invariant=numerics != "fast", kernels=kernels)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2")
@@ -68,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--context", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--numerics", default="exact,exact-probed,fast", help="exact: the default kernels")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     model_dir = resolve_model_dir(args.model)
@@ -76,14 +88,14 @@ def main(argv: list[str] | None = None) -> int:
     print("| dtype | numerics | batch | forward (ms) | weights read (ms) | forward / read |")
     print("|---|---|---:|---:|---:|---:|")
     for dtype in args.dtypes.split(","):
-        for exact in (True, False):
-            runner = ModelRunner.from_pretrained(
-                model_dir, max(batches), args.context + 8, getattr(torch, dtype), batch_invariant=exact
-            )
+        for numerics in args.numerics.split(","):
+            runner = _runner(model_dir, numerics, max(batches), args.context + 8, getattr(torch, dtype))
+            if numerics == "exact-probed" and runner.kernels != "probed":
+                continue
+            numerics = f"exact ({runner.kernels})" if numerics == "exact" else numerics
             read = read_seconds(linear_bytes(runner), args.rounds)
             for batch in batches:
                 forward = forward_seconds(runner, batch, args.context, args.rounds)
-                numerics = "exact" if exact else "fast"
                 print(
                     f"| {dtype} | {numerics} | {batch} | {forward * 1e3:.1f} | {read * 1e3:.1f} | "
                     f"{forward / read:.2f} |"

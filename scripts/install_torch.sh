@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs torch 2.13.0 for `make install`, taking the first source that has it:
 #   1. already installed at that version: nothing to do;
-#   2. a wheel in pip's local find-links (a machine image that ships it): `pip install --no-index`;
+#   2. the CPU build in pip's local find-links (a machine image that ships it), its dependencies
+#      from the configured indexes;
 #   3. PyTorch's CPU index on a machine without `nvidia-smi` (PyPI's Linux wheel is the CUDA build,
 #      gigabytes more), PyPI elsewhere, or wherever TORCH_INDEX says (empty: PyPI).
 # Usage: scripts/install_torch.sh [PYTHON]
@@ -11,7 +12,7 @@ VERSION="2.13.0"
 if "$PY" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$VERSION')" 2>/dev/null; then
   exit 0
 fi
-if "$PY" -m pip install -q --no-index "torch==$VERSION" 2>/dev/null; then
+if "$PY" -m pip install -q "torch==$VERSION+cpu" 2>/dev/null; then
   exit 0
 fi
 if [ -z "${TORCH_INDEX+set}" ]; then

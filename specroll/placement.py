@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 
 RESOLVED_DEVICES = ("cpu", "cuda")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -24,15 +25,28 @@ def check_dtype(dtype: str) -> None:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
 
 
-def invariant_kernels(device: str) -> str:
-    """The kernels batch-invariant numerics run on `device`: "probed" on the CPU (its BLAS at call
-    sizes probed per layer, `model.batch_invariant`; `meta`, shapes only, too), "triton" on a GPU
-    (fixed-order kernels, `specroll.kernels`)."""
+def invariant_kernels(device: str, dtype: str = "float32") -> str:
+    """The kernels batch-invariant numerics run on `device` for a model in `dtype`: on the CPU,
+    "cpu" for bf16 where specroll's own kernels can run (`cpu_kernels.build.missing_requirement`:
+    AVX-512, a compiler, ninja; `SPECROLL_CPU_KERNELS=off` declines them), else "probed" (its BLAS
+    at call sizes probed per layer, `model.batch_invariant`; `meta`, shapes only, too); "triton" on
+    a GPU (fixed-order kernels, `specroll.kernels`)."""
+    if device == "cpu" and dtype == "bfloat16" and cpu_kernels_wanted():
+        from specroll.cpu_kernels.build import missing_requirement
+
+        if missing_requirement() is None:
+            return "cpu"
     if device in ("cpu", "meta"):
         return "probed"
     if device == "cuda":
         return "triton"
     raise ValueError(f"batch-invariant numerics have no kernels for {device}: pass --fast-numerics there")
+
+
+def cpu_kernels_wanted() -> bool:
+    """Whether specroll's CPU kernels may serve bf16 (`SPECROLL_CPU_KERNELS=off` runs the probed BLAS,
+    the side-by-side comparison of the two)."""
+    return os.environ.get("SPECROLL_CPU_KERNELS", "on").lower() not in ("off", "0", "no")
 
 
 def check_numerics(device: str, batch_invariant: bool) -> None:
@@ -53,7 +67,8 @@ def is_batch_invariant(device: str, fast_numerics: bool) -> bool:
 
 
 def cache_dtype(device: str, dtype: str, batch_invariant: bool) -> str:
-    """The KV cache's dtype for a model in `dtype`: float32 where the CPU's batch-invariant attention
+    """The KV cache's dtype for a model in `dtype`: float32 where the CPU's probed batch-invariant
+    attention (`batch_invariant` True: the "probed" kernels; specroll's CPU kernels read bf16 keys)
     computes in fp32 (`model.batch_invariant.block_attention`), so that a 16-bit model's keys and
     values are widened once, when written, rather than at every read of every forward (measured
     at batch 64 with 384 positions, bf16 exact plain decoding ran at half the fast numerics' speed

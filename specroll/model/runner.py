@@ -97,11 +97,23 @@ class ModelRunner:
         self.batch_invariant = batch_invariant
         self.static: StaticForwards | None = None  # `use_static_forwards`
         check_numerics(self.device.type, batch_invariant)
-        self.kernels = (kernels or invariant_kernels(self.device.type)) if batch_invariant else None
+        self.kernels = (kernels or invariant_kernels(self.device.type, self._dtype_name)) if batch_invariant else None
+        self.kernels_note = ""  # why specroll's CPU kernels were named and could not run, if so
         model.use_packed_weights()
         if batch_invariant:
-            model.use_batch_invariant_numerics(self.kernels)
+            self._use_kernels(model)
         self.use_new_cache(num_slots, capacity)
+
+    def _use_kernels(self, model: CausalLM) -> None:
+        """The model on `self.kernels`; specroll's CPU kernels that fail to build here give way to the
+        probed BLAS, with the reason in `kernels_note` (and the run's summary)."""
+        try:
+            model.use_batch_invariant_numerics(self.kernels)
+        except RuntimeError as error:
+            if self.kernels != "cpu" or isinstance(error, BatchInvarianceUnavailable):
+                raise
+            self.kernels, self.kernels_note = "probed", str(error)
+            model.use_batch_invariant_numerics("probed")
 
     def use_new_cache(self, num_slots: int, capacity: int, dtype: torch.dtype | None = None) -> None:
         """Forwards from now on read and write a new, zeroed cache of this shape, in `dtype` (by
@@ -129,6 +141,10 @@ class ModelRunner:
         parts = [dtype, f"linear layers on {self.model.linear_kernels}"]
         if dtype != "float32" and self.kernels == "probed":
             parts.append("attention in float32")
+        if self.kernels == "cpu":
+            parts[1] = "specroll's CPU kernels (linear, attention, norms)"
+        if self.kernels_note:
+            parts.append(self.kernels_note)
         return ", ".join(parts)
 
     def twin(self) -> "ModelRunner":

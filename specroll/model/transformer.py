@@ -284,13 +284,17 @@ class CausalLM(nn.Module):
         """Make every row's result independent of the forward's shape; the runner that owns the model
         calls this once, before any forward. `kernels` (`invariant_kernels`): "probed", the CPU's
         BLAS at call sizes probed at the current thread count (`batch_invariant`; raises
-        `BatchInvarianceUnavailable` where it allows none), or "triton", a GPU's kernels with fixed
-        reduction orders (`specroll.kernels`)."""
+        `BatchInvarianceUnavailable` where it allows none), "cpu", specroll's own CPU kernels for bf16
+        (`specroll.cpu_kernels`), or "triton", a GPU's kernels with fixed reduction orders
+        (`specroll.kernels`)."""
         if kernels == "triton":
             self.use_triton_kernels()
             return
+        if kernels == "cpu":
+            self.use_cpu_kernels()
+            return
         if kernels != "probed":
-            raise ValueError(f"batch-invariant kernels are 'probed' or 'triton', got {kernels!r}")
+            raise ValueError(f"batch-invariant kernels are 'probed', 'cpu' or 'triton', got {kernels!r}")
         threads = torch.get_num_threads()
         for linear in (m for m in self.modules() if isinstance(m, Linear)):
             linear.row_sizes = _probed_row_sizes(linear, threads)
@@ -311,6 +315,8 @@ class CausalLM(nn.Module):
     def linear_kernels(self) -> str:
         """What the linear layers run on, for a run's summary."""
         linears = [m for m in self.modules() if isinstance(m, Linear)]
+        if any(type(m.kernel).__name__ == "PackedLinear" for m in linears):
+            return "specroll's CPU kernels"
         if any(m.kernel is not None for m in linears):
             return "Triton kernels"
         packs = {m.packs for m in linears}
@@ -341,11 +347,35 @@ class CausalLM(nn.Module):
             (MLP, "kernel"): invariant_silu_mul,
         }
         kernels.update({key: kernel if fused else None for key, kernel in elementwise.items()})
+        self._install_kernels(kernels)
+        self.fuses_residual_adds = fused
+
+    def use_cpu_kernels(self) -> None:
+        """specroll's CPU kernels (`specroll.cpu_kernels`, bf16, AVX-512) for every linear layer (each
+        on its own packed weight), norm, residual add with the norm after it, attention and
+        SiLU(gate) * up: each row's bits its own by construction. Rotary stays in torch (elementwise,
+        each element alone). A RuntimeError where they cannot run (`cpu_kernels.ops.module`)."""
+        from specroll.cpu_kernels import ops
+
+        ops.module()
+        self._install_kernels(
+            {
+                (RMSNorm, "kernel"): ops.rms_norm,
+                (RMSNorm, "add_kernel"): ops.add_rms_norm,
+                (Attention, "kernel"): ops.attention,
+                (MLP, "kernel"): ops.silu_mul,
+            }
+        )
+        for linear in (m for m in self.modules() if isinstance(m, Linear)):
+            linear.kernel, linear.packs = ops.PackedLinear(), False
+        self.fuses_residual_adds = True
+
+    def _install_kernels(self, kernels: dict) -> None:
+        """Set each (module type, attribute) of `kernels` on every module of exactly that type."""
         for module in self.modules():
             for (kind, attribute), kernel in kernels.items():
                 if type(module) is kind:
                     setattr(module, attribute, kernel)
-        self.fuses_residual_adds = fused
 
     def use_feature_layers(self, layers: tuple[int, ...]) -> None:
         """Append these decoder layers' outputs (ascending, distinct) to every forward's features, as

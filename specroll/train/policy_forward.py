@@ -5,7 +5,7 @@ The policy is specroll's own model (`CausalLM`, Hugging Face's parameter names, 
 is what `ModelRunner.load_weights` and `--model` take) with float32 master weights. A training
 forward is the engine's prefill of prompt + completion[:-1], with logits at the completion's
 positions: the engine's numerics (batch-invariant where the engine's are, with the same kernels:
-the CPU's probed BLAS, plain torch ops; a GPU's Triton kernels, given gradients by
+the CPU's probed BLAS, plain torch ops; specroll's CPU kernels for bf16 and a GPU's Triton kernels, given gradients by
 `specroll.model.differentiable_kernels`), the weights rounded to the engine's dtype, and the engine's
 log-probability (`sampling.token_logprobs` on `tempered` logits, one temperature a row).
 
@@ -27,6 +27,7 @@ from specroll.model.loader import load_model
 from specroll.model.recomputed_grad import use_recomputed_attention_gradient
 from specroll.model.runner import ModelRunner, SequenceInput
 from specroll.model.transformer import CausalLM
+from specroll.placement import invariant_kernels
 from specroll.sampling import tempered, token_logprobs
 
 
@@ -40,8 +41,10 @@ class PolicyForward:
     `kernels` names the batch-invariant kernels as `ModelRunner` takes them (default: the device's)."""
 
     def __init__(self, model: CausalLM, engine: EngineConfig, kernels: str | None = None) -> None:
+        if kernels is None and engine.batch_invariant:  # the engine's kernels, chosen by its dtype
+            kernels = invariant_kernels(next(model.parameters()).device.type, engine.dtype)
         self.runner = ModelRunner(model, 1, 1, batch_invariant=engine.batch_invariant, kernels=kernels)
-        if self.runner.kernels == "triton":
+        if self.runner.kernels in ("triton", "cpu"):
             from specroll.model.differentiable_kernels import use_differentiable_kernels
 
             use_differentiable_kernels(model)

@@ -1,0 +1,108 @@
+// specroll's CPU kernels as torch functions: argument checks and the split of work over threads
+// (at::parallel_for over independent items, so a thread count changes no bits).
+#include <torch/extension.h>
+
+#include "attention.h"
+#include "linear.h"
+#include "norm.h"
+
+namespace {
+
+const uint16_t* bf16_data(const torch::Tensor& t) { return reinterpret_cast<const uint16_t*>(t.data_ptr()); }
+uint16_t* bf16_out(torch::Tensor& t) { return reinterpret_cast<uint16_t*>(t.data_ptr()); }
+
+void check_bf16(const torch::Tensor& t, const char* name) {
+  TORCH_CHECK(t.device().is_cpu() && t.scalar_type() == torch::kBFloat16, name, " must be a bf16 CPU tensor");
+}
+
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& packed, const c10::optional<torch::Tensor>& bias,
+                     int64_t out_features, bool native_bf16, bool fp32_out) {
+  check_bf16(x, "x");
+  TORCH_CHECK(packed.scalar_type() == torch::kInt32 && packed.dim() == 3 && packed.size(2) == 16 &&
+                  packed.is_contiguous(), "packed must be (N/16, K/2, 16) int32");
+  const int64_t K = packed.size(1) * 2, N = packed.size(0) * 16;
+  TORCH_CHECK(x.size(-1) == K || x.size(-1) + 1 == K, "x has ", x.size(-1), " features, the weight ", K);
+  auto rows = x.reshape({-1, x.size(-1)});
+  if (x.size(-1) != K) rows = torch::constant_pad_nd(rows, {0, 1});
+  rows = rows.contiguous();
+  auto y = torch::empty({rows.size(0), N}, x.options().dtype(fp32_out ? torch::kFloat32 : torch::kBFloat16));
+  specroll::LinearArgs a{bf16_data(rows), K, reinterpret_cast<const uint32_t*>(packed.data_ptr()),
+                         bias ? bf16_data(*bias) : nullptr, y.data_ptr(), N, fp32_out, rows.size(0), K, N};
+  if (bias) check_bf16(*bias, "bias");
+  at::parallel_for(0, specroll::linear_tiles(N), 1, [&](int64_t begin, int64_t end) {
+    specroll::linear_bf16(a, begin, end, native_bf16);
+  });
+  auto shape = x.sizes().vec();
+  shape.back() = out_features;
+  if (out_features != N) y = y.narrow(1, 0, out_features);
+  return y.reshape(shape);
+}
+
+torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                        const torch::Tensor& mask, const c10::optional<torch::Tensor>& columns, double scale) {
+  check_bf16(q, "q");
+  check_bf16(k, "keys");
+  check_bf16(v, "values");
+  TORCH_CHECK(q.stride(3) == 1 && k.stride(3) == 1 && k.strides() == v.strides(), "attention needs D contiguous");
+  TORCH_CHECK(mask.scalar_type() == torch::kBool && mask.size(-1) == k.size(2), "mask must be bool (B, 1, T, L)");
+  const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3), Hkv = k.size(1), L = k.size(2);
+  TORCH_CHECK(D % 16 == 0 && D <= 256 && H % Hkv == 0, "attention needs D a multiple of 16 up to 256, H a multiple of Hkv");
+  torch::Tensor chain;
+  if (columns) {
+    chain = columns->to(torch::kInt64).contiguous();
+    TORCH_CHECK(chain.size(2) == L, "columns must be (B, T, L)");
+  }
+  auto out = torch::empty({B, T, H, D}, q.options());
+  specroll::AttentionArgs a{bf16_data(q), q.stride(0), q.stride(1), q.stride(2),
+                            bf16_data(k), bf16_data(v), k.stride(0), k.stride(1), k.stride(2),
+                            mask.data_ptr<bool>(), mask.stride(0), mask.stride(2), mask.stride(3),
+                            columns ? chain.data_ptr<int64_t>() : nullptr,
+                            columns ? chain.stride(0) : 0, columns ? chain.stride(1) : 0,
+                            bf16_out(out), out.stride(0), out.stride(2), out.stride(1),
+                            B, H, Hkv, T, L, D, static_cast<float>(scale)};
+  at::parallel_for(0, B * Hkv * T, 1, [&](int64_t begin, int64_t end) { specroll::attention_bf16(a, begin, end); });
+  return out.transpose(1, 2);
+}
+
+std::vector<torch::Tensor> norm(const torch::Tensor& x, const c10::optional<torch::Tensor>& residual,
+                                const torch::Tensor& weight, double eps) {
+  check_bf16(x, "x");
+  check_bf16(weight, "weight");
+  const int64_t n = x.size(-1);
+  TORCH_CHECK(weight.numel() == n && weight.is_contiguous(), "weight must hold ", n, " values");
+  auto xs = x.contiguous();
+  torch::Tensor res, sum;
+  if (residual) {
+    check_bf16(*residual, "residual");
+    TORCH_CHECK(residual->sizes() == x.sizes(), "residual must have x's shape");
+    res = residual->contiguous();
+    sum = torch::empty_like(xs);
+  }
+  auto y = torch::empty_like(xs);
+  specroll::NormArgs a{bf16_data(xs), residual ? bf16_data(res) : nullptr, bf16_data(weight),
+                       residual ? bf16_out(sum) : nullptr, bf16_out(y), n, static_cast<float>(eps)};
+  at::parallel_for(0, xs.numel() / n, 1, [&](int64_t begin, int64_t end) { specroll::rms_norm_rows(a, begin, end); });
+  if (residual) return {sum, y};
+  return {y};
+}
+
+torch::Tensor silu_mul(const torch::Tensor& gate, const torch::Tensor& up) {
+  check_bf16(gate, "gate");
+  check_bf16(up, "up");
+  TORCH_CHECK(gate.sizes() == up.sizes(), "gate and up must have one shape");
+  auto g = gate.contiguous(), u = up.contiguous();
+  auto out = torch::empty_like(g);
+  at::parallel_for(0, g.numel(), 4096, [&](int64_t begin, int64_t end) {
+    specroll::silu_mul_bf16(bf16_data(g), bf16_data(u), bf16_out(out), begin, end);
+  });
+  return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("linear", &linear, "bf16 linear layer on a packed weight, every row alone");
+  m.def("attention", &attention, "bf16 softmax attention, every query alone");
+  m.def("norm", &norm, "RMSNorm of bf16 rows, optionally after a residual add");
+  m.def("silu_mul", &silu_mul, "SiLU(gate) * up in bf16");
+}

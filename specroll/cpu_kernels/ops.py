@@ -1,0 +1,102 @@
+"""specroll's CPU kernels as the model calls them, with the signatures of the GPU's invariant kernels
+(`specroll.kernels`): a `PackedLinear` per linear layer, `rms_norm`, `add_rms_norm`, `attention`,
+`silu_mul`, all bf16.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import torch.nn.functional as F
+
+from specroll.cpu_kernels.build import load
+
+
+def module():
+    """The compiled kernels; a RuntimeError with the reason where they cannot run here."""
+    compiled, reason = load()
+    if compiled is None:
+        raise RuntimeError(f"specroll's CPU kernels cannot run here: {reason}")
+    return compiled
+
+
+def pack(weight: torch.Tensor) -> torch.Tensor:
+    """weight (N, K) bf16 -> (ceil(N/16), ceil(K/2), 16) int32: for each block of 16 outputs and each
+    pair of inputs, the 16 outputs' (even | odd << 16) weights, the layout a pair step reads in one
+    load. Zero rows and a zero column pad N and K; zeros add nothing to a sum's value."""
+    N, K = weight.shape
+    padded = F.pad(weight.detach().to(torch.bfloat16), (0, K % 2, 0, -N % 16))
+    blocks = padded.reshape(padded.shape[0] // 16, 16, padded.shape[1] // 2, 2).permute(0, 2, 1, 3)
+    return blocks.contiguous().view(torch.int32).reshape(blocks.shape[0], blocks.shape[1], 16)
+
+
+@functools.cache
+def native_bf16() -> bool:
+    """Whether the CPU's VDPBF16PS runs the pair steps (`linear.h`); else AVX-512F multiply-adds
+    compute the instruction's definition, the same bits. Decided by the CPU's flags and a probe
+    (`probe.bf16_instruction_agrees`) that the instruction gives its definition's bits here."""
+    from specroll.cpu_env import host_cpu_flags
+    from specroll.cpu_kernels.probe import bf16_instruction_agrees
+
+    return "avx512_bf16" in host_cpu_flags() and bf16_instruction_agrees()
+
+
+def linear_packed(
+    x: torch.Tensor,
+    packed: torch.Tensor,
+    bias: torch.Tensor | None,
+    out_features: int,
+    native: bool,
+    fp32_out: bool = False,
+) -> torch.Tensor:
+    """x (..., K) bf16 @ W.T + bias -> (..., N) bf16 (fp32 sums unrounded, `fp32_out`), W given
+    packed (`pack`); `native`: VDPBF16PS runs the pair steps, else their definition in AVX-512F."""
+    return module().linear(x, packed, bias, out_features, native, fp32_out)
+
+
+class PackedLinear:
+    """One linear layer's kernel: called as (x, weight, bias) like `F.linear`, it multiplies on the
+    weight's packed copy, packed again whenever the weight is another tensor or changed in place
+    (new weights from a trainer, `ModelRunner.load_weights`). Holding the weight itself, not its id,
+    no other tensor can pass for it."""
+
+    def __init__(self) -> None:
+        self._weight: torch.Tensor | None = None
+        self._version = -1
+        self._packed: torch.Tensor | None = None
+
+    def __call__(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        if self._weight is not weight or self._version != weight._version or self._packed is None:
+            self._packed, self._weight, self._version = pack(weight), weight, weight._version
+        return linear_packed(x, self._packed, bias, weight.shape[0], native_bf16())
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm over x's last dimension (`norm.h`)."""
+    return module().norm(x, None, weight, eps)[0]
+
+
+def add_rms_norm(
+    x: torch.Tensor, y: torch.Tensor, weight: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(s = x + y, RMSNorm(s)) in one pass (`norm.h`)."""
+    total, normed = module().norm(x, y, weight, eps)
+    return total, normed
+
+
+def attention(
+    q: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    mask: torch.Tensor,
+    columns: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """q (b, H, T, D); keys, values (b, Hkv, L, D); mask (b, 1, T, L) True where a query may attend
+    (in chain order given `columns` (b, T, L), a tree's) -> (b, H, T, D) (`attention.h`)."""
+    return module().attention(q, keys, values, mask, columns, q.shape[-1] ** -0.5)
+
+
+def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """SiLU(gate) * up in bf16 (`norm.h`)."""
+    return module().silu_mul(gate, up)
