@@ -66,7 +66,7 @@ def load() -> tuple[ModuleType | None, str]:
     folder.mkdir(parents=True, exist_ok=True)
     is_cached = any(folder.glob("*.so"))
     if not is_cached:
-        print("specroll: compiling its CPU kernels, once for this machine (about a minute)...", file=sys.stderr)
+        print("specroll: compiling its CPU kernels, once for this machine...", file=sys.stderr)
     started = time.monotonic()
     try:
         from torch.utils import cpp_extension

@@ -15,7 +15,7 @@ import functools
 import torch
 
 
-def probe_operands(rows: int = 24, inputs: int = 512, outputs: int = 256) -> tuple[torch.Tensor, torch.Tensor]:
+def probe_operands(rows: int = 24, inputs: int = 512, outputs: int = 256) -> tuple[torch.Tensor, ...]:
     """x (rows, inputs), weight (outputs, inputs) in bf16: normal values of scales 2^-12 .. 2^12,
     a few denormal and zero ones, and rows that cancel (a row's first half repeated negated)."""
     generator = torch.Generator().manual_seed(0)

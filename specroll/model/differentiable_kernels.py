@@ -105,7 +105,7 @@ class _Rotary(torch.autograd.Function):
     so dx = g cos + R^T(g sin), R^T(u) = (u2, -u1). cos and sin (a table's) get no gradient."""
 
     @staticmethod
-    def forward(ctx, kernel: Callable, q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    def forward(ctx, kernel: Callable, q: torch.Tensor, k: torch.Tensor, cos, sin):
         ctx.save_for_backward(cos, sin)
         return kernel(q, k, cos, sin)
 

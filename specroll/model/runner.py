@@ -97,7 +97,8 @@ class ModelRunner:
         self.batch_invariant = batch_invariant
         self.static: StaticForwards | None = None  # `use_static_forwards`
         check_numerics(self.device.type, batch_invariant)
-        self.kernels = (kernels or invariant_kernels(self.device.type, self._dtype_name)) if batch_invariant else None
+        default = invariant_kernels(self.device.type, self._dtype_name) if batch_invariant else None
+        self.kernels = (kernels or default) if batch_invariant else None
         self.kernels_note = ""  # why specroll's CPU kernels were named and could not run, if so
         model.use_packed_weights()
         if batch_invariant:

@@ -5,9 +5,9 @@ The policy is specroll's own model (`CausalLM`, Hugging Face's parameter names, 
 is what `ModelRunner.load_weights` and `--model` take) with float32 master weights. A training
 forward is the engine's prefill of prompt + completion[:-1], with logits at the completion's
 positions: the engine's numerics (batch-invariant where the engine's are, with the same kernels:
-the CPU's probed BLAS, plain torch ops; specroll's CPU kernels for bf16 and a GPU's Triton kernels, given gradients by
-`specroll.model.differentiable_kernels`), the weights rounded to the engine's dtype, and the engine's
-log-probability (`sampling.token_logprobs` on `tempered` logits, one temperature a row).
+the CPU's probed BLAS, plain torch ops; specroll's CPU kernels for bf16 and a GPU's Triton kernels,
+given gradients by `specroll.model.differentiable_kernels`), the weights rounded to the engine's dtype,
+and the engine's log-probability (`sampling.token_logprobs` on `tempered` logits, one temperature a row).
 
 Batch-invariant numerics give a row the same bits in a prefill as in the decode or verification
 that emitted its token, so before an update every token's importance ratio pi_theta / pi_rollout is
