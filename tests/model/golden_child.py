@@ -18,6 +18,7 @@ from pathlib import Path
 
 from specroll.engine_config import EngineConfig
 from specroll.model.blas_mode import describe
+from specroll.placement import invariant_kernels
 from specroll.rollout import RolloutConfig, run_rollout
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -30,8 +31,13 @@ SYSTEMS = {  # the drafts are verified three tokens wide, whatever they propose
 
 
 def family(dtype: str) -> str:
+    """fp32: MKL's and ATen's family. bf16 on specroll's CPU kernels: ATen's alone, since no BLAS runs
+    (the kernels' bits are the same on every x86 CPU with AVX-512, whatever its vendor); bf16 on
+    oneDNN: the fp32 family and oneDNN's bf16 code path."""
     if dtype == "float32":
         return describe().family
+    if invariant_kernels("cpu", dtype) == "cpu":
+        return f"ATen {describe().aten_capability}; {dtype} on specroll's CPU kernels"
     from specroll.model.packed_linear import bf16_kernels
 
     return f"{describe().family}; {dtype} on {bf16_kernels()}"
