@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import functools
+import os
 
 import torch
 import torch.nn.functional as F
@@ -35,10 +36,13 @@ def pack(weight: torch.Tensor) -> torch.Tensor:
 def native_bf16() -> bool:
     """Whether the CPU's VDPBF16PS runs the pair steps (`linear.h`); else AVX-512F multiply-adds
     compute the instruction's definition, the same bits. Decided by the CPU's flags and a probe
-    (`probe.bf16_instruction_agrees`) that the instruction gives its definition's bits here."""
+    (`probe.bf16_instruction_agrees`) that the instruction gives its definition's bits here;
+    `SPECROLL_CPU_KERNELS=emulated` runs the definition wherever (the tests compare the two)."""
     from specroll.cpu_env import host_cpu_flags
     from specroll.cpu_kernels.probe import bf16_instruction_agrees
 
+    if os.environ.get("SPECROLL_CPU_KERNELS", "").lower() == "emulated":
+        return False
     return "avx512_bf16" in host_cpu_flags() and bf16_instruction_agrees()
 
 

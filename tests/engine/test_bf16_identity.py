@@ -1,12 +1,13 @@
 """Exact mode in bf16 on the CPU: the same tokens and log-probabilities, to the bit, at any batch
 size, speculative or plain, on a 49,152-token vocabulary and on the real SmolLM2.
 
-bf16 linear layers run on oneDNN (weights packed once, `model.packed_linear`), whose kernels have
-row-count regimes of their own, and a bf16 output's rounding hides most of them from random
-operands: the probe's cancelling operands (`batch_invariant._probe_operands`) are what find them.
-Each identity is also run on oneDNN's AVX-512 emulation of bf16 (`ONEDNN_MAX_CPU_ISA=AVX512_CORE`,
-another code path, whose 1-row calls round otherwise, as an AMX Xeon's do at some row counts), in a
-child process because oneDNN reads the variable once.
+Exact bf16 runs on specroll's CPU kernels where they build (`specroll.cpu_kernels`, each row's order
+fixed by construction), else on oneDNN's kernels at probed row counts (weights packed once,
+`model.packed_linear`), whose kernels have row-count regimes of their own that a bf16 output's
+rounding hides from random operands: the probe's cancelling operands find them. Each identity is
+also run in child processes on the other code paths (`CHILD_RUNS`): the probed BLAS on oneDNN's
+AVX-512 emulation of bf16 (`ONEDNN_MAX_CPU_ISA=AVX512_CORE`, whose 1-row calls round otherwise, as an
+AMX Xeon's do at some row counts), and the CPU kernels on VDPBF16PS's definition in AVX-512F.
 """
 
 from __future__ import annotations
@@ -73,14 +74,23 @@ def test_bf16_identity_on_smollm2(smollm2_dir, one_thread):
     assert wide == narrow == spec
 
 
+CHILD_RUNS = {
+    # the probed BLAS on oneDNN's AVX-512 emulation of bf16, where the fast numerics must differ (so
+    # the test can fail) and the exact ones must not
+    "onednn-emulated": {"ONEDNN_MAX_CPU_ISA": EMULATED, "SPECROLL_CPU_KERNELS": "off"},
+    # specroll's CPU kernels with VDPBF16PS's definition in AVX-512F multiply-adds
+    "cpu-kernels-emulated": {"ONEDNN_MAX_CPU_ISA": EMULATED, "SPECROLL_CPU_KERNELS": "emulated"},
+}
+
+
 @pytest.mark.skipif(bool(os.environ.get("ONEDNN_MAX_CPU_ISA")), reason="already on a chosen oneDNN ISA")
+@pytest.mark.parametrize("kernels", sorted(CHILD_RUNS))
 @pytest.mark.parametrize(
     "test", ["test_bf16_batch_size_and_speculation_change_no_bit", "test_bf16_identity_on_smollm2"]
 )
-def test_the_same_on_onednn_emulated_bf16(test):
-    """The identities again, in a child process on oneDNN's AVX-512 emulation of bf16, where the
-    fast numerics must differ (so the test can fail) and the exact ones must not."""
-    env = {**os.environ, "ONEDNN_MAX_CPU_ISA": EMULATED}
+def test_the_same_on_other_bf16_code_paths(test, kernels):
+    """The identities again, in a child process on another code path (`CHILD_RUNS`)."""
+    env = {**os.environ, **CHILD_RUNS[kernels]}
     here = Path(__file__)
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"{here}::{test}"]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, cwd=here.parents[2])

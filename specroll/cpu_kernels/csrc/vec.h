@@ -67,10 +67,11 @@ inline float sum_lanes(__m512 v) {
 
 // exp(x) in fp32 by FMA alone (no library call, no table): x = n ln2 + r with |r| <= ln2/2, a degree-6
 // polynomial for exp(r), scaled by 2^n. Relative error about 2 ulp; exp(x) = 0 below -87.3 (no
-// denormals), arguments above 88 are taken as 88 (finite).
+// denormals), +inf above 88.72 (past fp32's largest), and exp(88) for arguments in (88, 88.72].
 inline __m512 exp_ps(__m512 x) {
   const __m512 hi = _mm512_set1_ps(88.0f), lo = _mm512_set1_ps(-87.3f);
   __mmask16 underflow = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+  __mmask16 overflow = _mm512_cmp_ps_mask(x, _mm512_set1_ps(88.72283935546875f), _CMP_GT_OQ);
   x = _mm512_min_ps(x, hi);
   x = _mm512_max_ps(x, lo);
   __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
@@ -86,6 +87,7 @@ inline __m512 exp_ps(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
   __m512i scale = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
   __m512 out = _mm512_mul_ps(p, _mm512_castsi512_ps(scale));
+  out = _mm512_mask_mov_ps(out, overflow, _mm512_set1_ps(__builtin_inff()));
   return _mm512_mask_mov_ps(out, underflow, _mm512_setzero_ps());
 }
 
