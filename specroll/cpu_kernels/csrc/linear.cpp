@@ -4,10 +4,15 @@
 
 #include "vec.h"
 
+#ifndef SPECROLL_PREFETCH
+#define SPECROLL_PREFETCH 32
+#endif
+
 namespace specroll {
 namespace {
 
-constexpr int kMaxRows = 6;  // rows a register tile holds: 6 x 4 accumulators, 4 weights, 1 input
+constexpr int kMaxRows = 6;
+constexpr int64_t kPrefetch = SPECROLL_PREFETCH;  // pair steps ahead: one 64-byte line of each block a step  // rows a register tile holds: 6 x 4 accumulators, 4 weights, 1 input
 
 // One pair step of VDPBF16PS, as the instruction (native) or as its definition in AVX-512F FMAs:
 // acc += x_odd * w_odd, then acc += x_even * w_even (both products exact in fp32), with DAZ and
@@ -39,6 +44,8 @@ void tile(const LinearArgs& a, int64_t m0, int64_t b0) {
   const uint32_t* blocks[B];
   for (int j = 0; j < B; ++j) blocks[j] = a.w + (b0 + j) * pairs * 16;
   for (int64_t p = 0; p < pairs; ++p) {
+    // the hardware's prefetch alone fell behind where the rows' multiply-adds slow the stream
+    for (int j = 0; j < B; ++j) _mm_prefetch(reinterpret_cast<const char*>(blocks[j] + (p + kPrefetch) * 16), _MM_HINT_T0);
     __m512i w[B];
     for (int j = 0; j < B; ++j) w[j] = _mm512_loadu_si512(blocks[j] + p * 16);
     for (int r = 0; r < R; ++r) {
