@@ -104,3 +104,50 @@ def attention(
 def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     """SiLU(gate) * up in bf16 (`norm.h`)."""
     return module().silu_mul(gate, up)
+
+
+class ConcatenatedLinear:
+    """Linear layers that read one input (q, k and v; gate and up) made as one call on their weights
+    packed side by side, repacked whenever one of them changes: the same bits as each layer alone,
+    since every output is its own sequence of pair steps."""
+
+    def __init__(self, *linears: torch.nn.Linear) -> None:
+        self._linears = linears
+        self._weights: tuple[torch.Tensor, ...] = ()
+        self._versions: tuple[int, ...] = ()
+        self._packed: torch.Tensor | None = None
+        self._bias: torch.Tensor | None = None
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        weights = tuple(linear.weight for linear in self._linears)
+        versions = tuple(w._version for w in weights)
+        if (
+            self._packed is None
+            or versions != self._versions
+            or any(a is not b for a, b in zip(weights, self._weights))
+        ):
+            self._packed = pack(torch.cat([w.detach() for w in weights]))
+            biases = [linear.bias for linear in self._linears]
+            self._bias = None if biases[0] is None else torch.cat([b.detach() for b in biases])
+            self._weights, self._versions = weights, versions
+        return linear_packed(x, self._packed, self._bias, sum(w.shape[0] for w in weights), native_bf16())
+
+
+def rotary_write(
+    qkv: torch.Tensor,
+    rope: tuple[torch.Tensor, torch.Tensor],
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    write_index: torch.Tensor,
+    num_heads: int,
+    num_kv_heads: int,
+) -> torch.Tensor:
+    """qkv (B, T, (H + 2 Hkv) D) -> q (B, H, T, D) rotated, with k rotated and v written to the cache
+    tensors `keys`, `values` at `write_index` rows (`rotary.h`)."""
+    cos, sin = rope
+    return module().rotary_write(qkv, cos, sin, keys, values, write_index, num_heads, num_kv_heads)
+
+
+def silu_mul_halves(y: torch.Tensor) -> torch.Tensor:
+    """y (..., 2I) = [gate | up] -> SiLU(gate) * up (..., I)."""
+    return module().silu_mul_halves(y)

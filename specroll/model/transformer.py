@@ -140,11 +140,28 @@ class Attention(nn.Module):
         self.invariant_rows = 0  # > 0: batch-invariant block attention with at least this many query rows
         self.kernel: Callable | None = None  # a GPU's invariant attention (`specroll.kernels.attention`)
         self.rotary_kernel: Callable | None = None  # q's and k's rotary in one (`kernels.rotary`)
+        # without gradients: q, k and v in one call (`cpu_kernels.ops.ConcatenatedLinear`), then rotary
+        # and the cache write in one (`cpu_kernels.ops.rotary_write`): the same bits as the path below
+        self.qkv_kernel: Callable | None = None
+        self.rotary_write_kernel: Callable | None = None
 
     def forward(
         self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], cache: KVCache, batch: ForwardBatch
     ) -> torch.Tensor:
         B, T, _ = x.shape
+        if self.qkv_kernel is not None and not torch.is_grad_enabled():
+            keys, values = cache.keys[self.layer], cache.values[self.layer]
+            if keys.dtype == x.dtype:
+                q = self.rotary_write_kernel(
+                    self.qkv_kernel(x),
+                    rope,
+                    keys,
+                    values,
+                    batch.write_index,
+                    self.num_heads,
+                    self.num_kv_heads,
+                )
+                return self._attend_spans(q, cache, batch)
         q = self.q_proj(x).view(B, T, self.num_heads, self.head_dim)
         k = self.k_proj(x).view(B, T, self.num_kv_heads, self.head_dim)
         v = self.v_proj(x).view(B, T, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (B, Hkv, T, D)
@@ -152,6 +169,11 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = self._rotate(q.transpose(1, 2), k.transpose(1, 2), rope)  # (B, H, T, D), (B, Hkv, T, D)
         cache.write(self.layer, batch.write_index, k, v)
+        return self._attend_spans(q, cache, batch)
+
+    def _attend_spans(self, q: torch.Tensor, cache: KVCache, batch: ForwardBatch) -> torch.Tensor:
+        """q (B, H, T, D) over each span's keys, through the output projection -> (B, T, hidden)."""
+        B, _, T, _ = q.shape
         if len(batch.spans) == 1:
             out = self._attend(q, cache, batch.spans[0])
         else:
@@ -197,6 +219,9 @@ def grouped_attention(
 
 class MLP(nn.Module):
     kernel: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None  # SiLU(gate) * up in one
+    # without gradients: gate and up in one call, then SiLU(gate) * up of its halves (the same bits)
+    gate_up_kernel: Callable[[torch.Tensor], torch.Tensor] | None = None
+    halves_kernel: Callable[[torch.Tensor], torch.Tensor] | None = None
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
@@ -205,6 +230,8 @@ class MLP(nn.Module):
         self.down_proj = Linear(config.intermediate_size, config.hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.gate_up_kernel is not None and not torch.is_grad_enabled():
+            return self.down_proj(self.halves_kernel(self.gate_up_kernel(x)))
         if self.kernel is not None:
             return self.down_proj(self.kernel(self.gate_proj(x), self.up_proj(x)))
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
@@ -353,8 +380,11 @@ class CausalLM(nn.Module):
     def use_cpu_kernels(self) -> None:
         """specroll's CPU kernels (`specroll.cpu_kernels`, bf16, AVX-512) for every linear layer (each
         on its own packed weight), norm, residual add with the norm after it, attention and
-        SiLU(gate) * up: each row's bits its own by construction. Rotary stays in torch (elementwise,
-        each element alone). A RuntimeError where they cannot run (`cpu_kernels.ops.module`)."""
+        SiLU(gate) * up: each row's bits its own by construction. Without gradients (the engine), q, k
+        and v are one call on their weights packed side by side, followed by one kernel for rotary and
+        the cache write, and gate and up one call; a training forward runs each layer alone and rotary
+        in torch, the same bits (tests/cpu_kernels). A RuntimeError where they cannot run
+        (`cpu_kernels.ops.module`)."""
         from specroll.cpu_kernels import ops
 
         ops.module()
@@ -368,6 +398,13 @@ class CausalLM(nn.Module):
         )
         for linear in (m for m in self.modules() if isinstance(m, Linear)):
             linear.kernel, linear.packs = ops.PackedLinear(), False
+        for module in self.modules():
+            if isinstance(module, MLP):
+                module.gate_up_kernel = ops.ConcatenatedLinear(module.gate_proj, module.up_proj)
+                module.halves_kernel = ops.silu_mul_halves
+            if isinstance(module, Attention) and not module.has_qk_norm and module.head_dim % 32 == 0:
+                module.qkv_kernel = ops.ConcatenatedLinear(module.q_proj, module.k_proj, module.v_proj)
+                module.rotary_write_kernel = ops.rotary_write
         self.fuses_residual_adds = True
 
     def _install_kernels(self, kernels: dict) -> None:

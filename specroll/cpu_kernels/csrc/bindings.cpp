@@ -5,6 +5,7 @@
 #include "attention.h"
 #include "linear.h"
 #include "norm.h"
+#include "rotary.h"
 
 namespace {
 
@@ -98,6 +99,45 @@ torch::Tensor silu_mul(const torch::Tensor& gate, const torch::Tensor& up) {
   return out;
 }
 
+// SiLU(gate) * up of y's rows (..., 2I) = [gate | up] (a gate and up projection made as one)
+torch::Tensor silu_mul_halves(const torch::Tensor& y) {
+  check_bf16(y, "y");
+  TORCH_CHECK(y.size(-1) % 2 == 0, "y must hold [gate | up]");
+  auto rows = y.contiguous();
+  const int64_t I = y.size(-1) / 2, num_rows = rows.numel() / (2 * I);
+  auto shape = y.sizes().vec();
+  shape.back() = I;
+  auto out = torch::empty(shape, y.options());
+  const uint16_t* in = bf16_data(rows);
+  uint16_t* dest = bf16_out(out);
+  at::parallel_for(0, num_rows, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t m = begin; m < end; ++m) specroll::silu_mul_bf16(in + m * 2 * I, in + m * 2 * I + I, dest + m * I, 0, I);
+  });
+  return out;
+}
+
+torch::Tensor rotary_write(const torch::Tensor& qkv, const torch::Tensor& cos, const torch::Tensor& sin,
+                           torch::Tensor& k_cache, torch::Tensor& v_cache, const torch::Tensor& write_index,
+                           int64_t num_heads, int64_t num_kv_heads) {
+  check_bf16(qkv, "qkv");
+  check_bf16(k_cache, "the key cache");
+  check_bf16(v_cache, "the value cache");
+  const int64_t B = qkv.size(0), T = qkv.size(1), D = k_cache.size(-1);
+  TORCH_CHECK(qkv.size(2) == (num_heads + 2 * num_kv_heads) * D && D % 32 == 0, "qkv must be (B, T, (H + 2 Hkv) D), D of 32s");
+  TORCH_CHECK(k_cache.is_contiguous() && v_cache.is_contiguous(), "the caches must be contiguous");
+  TORCH_CHECK(write_index.scalar_type() == torch::kInt64 && write_index.numel() == B * num_kv_heads * T, "write_index must be (B Hkv T,) int64");
+  auto rows = qkv.contiguous();
+  auto c = cos.to(torch::kBFloat16).expand({B, 1, T, D}).contiguous(), s = sin.to(torch::kBFloat16).expand({B, 1, T, D}).contiguous();
+  auto index = write_index.contiguous();
+  const int64_t limit = k_cache.numel() / D;
+  TORCH_CHECK(index.numel() == 0 || (index.min().item<int64_t>() >= 0 && index.max().item<int64_t>() < limit), "write_index outside the cache");
+  auto q = torch::empty({B, num_heads, T, D}, qkv.options());
+  specroll::RotaryWriteArgs a{bf16_data(rows), bf16_data(c), bf16_data(s), bf16_out(q), bf16_out(k_cache), bf16_out(v_cache),
+                              index.data_ptr<int64_t>(), T, num_heads, num_kv_heads, D};
+  at::parallel_for(0, B * T, 1, [&](int64_t begin, int64_t end) { specroll::rotary_write(a, begin, end); });
+  return q;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -105,4 +145,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("attention", &attention, "bf16 softmax attention, every query alone");
   m.def("norm", &norm, "RMSNorm of bf16 rows, optionally after a residual add");
   m.def("silu_mul", &silu_mul, "SiLU(gate) * up in bf16");
+  m.def("silu_mul_halves", &silu_mul_halves, "SiLU(gate) * up of rows [gate | up]");
+  m.def("rotary_write", &rotary_write, "q and k rotated, k and v written to the cache, q returned (B, H, T, D)");
 }
