@@ -22,14 +22,23 @@ def module():
     return compiled
 
 
+TILE_BLOCKS = 4  # blocks of 16 outputs a tile streams together (`kTileBlocks` in csrc/linear.h)
+
+
 def pack(weight: torch.Tensor) -> torch.Tensor:
-    """weight (N, K) bf16 -> (ceil(N/16), ceil(K/2), 16) int32: for each block of 16 outputs and each
-    pair of inputs, the 16 outputs' (even | odd << 16) weights, the layout a pair step reads in one
-    load. Zero rows and a zero column pad N and K; zeros add nothing to a sum's value."""
+    """weight (N, K) bf16 -> (ceil(N/16), ceil(K/2), 16) int32 holding, for each block of 16 outputs
+    and each pair of inputs, the 16 outputs' (even | odd << 16) weights, the 64 bytes a pair step
+    loads; tiles of TILE_BLOCKS blocks (the last one what is left) interleaved pair by pair, so a
+    tile is one sequential stream. Zero rows and a zero column pad N and K; zeros add nothing."""
     N, K = weight.shape
     padded = F.pad(weight.detach().to(torch.bfloat16), (0, K % 2, 0, -N % 16))
-    blocks = padded.reshape(padded.shape[0] // 16, 16, padded.shape[1] // 2, 2).permute(0, 2, 1, 3)
-    return blocks.contiguous().view(torch.int32).reshape(blocks.shape[0], blocks.shape[1], 16)
+    num_blocks, pairs = padded.shape[0] // 16, padded.shape[1] // 2
+    blocks = padded.reshape(num_blocks, 16, pairs, 2).permute(0, 2, 1, 3).contiguous().view(torch.int32)
+    blocks = blocks.reshape(num_blocks, pairs, 16)  # (block, pair, lane)
+    full = num_blocks // TILE_BLOCKS * TILE_BLOCKS
+    tiles = blocks[:full].reshape(-1, TILE_BLOCKS, pairs, 16).transpose(1, 2)  # (tile, pair, block, lane)
+    tail = blocks[full:].transpose(0, 1)  # (pair, block, lane)
+    return torch.cat([tiles.reshape(-1), tail.reshape(-1)]).reshape(num_blocks, pairs, 16)
 
 
 @functools.cache

@@ -41,13 +41,14 @@ void tile(const LinearArgs& a, int64_t m0, int64_t b0) {
     for (int j = 0; j < B; ++j) acc[r][j] = _mm512_setzero_ps();
   const uint32_t* rows[R];
   for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const uint32_t*>(a.x + (m0 + r) * a.x_stride);
-  const uint32_t* blocks[B];
-  for (int j = 0; j < B; ++j) blocks[j] = a.w + (b0 + j) * pairs * 16;
+  // the tile's B blocks interleaved pair by pair: one stream of B x 64 bytes a pair step
+  const uint32_t* tile_w = a.w + b0 * pairs * 16;
   for (int64_t p = 0; p < pairs; ++p) {
     // the hardware's prefetch alone fell behind where the rows' multiply-adds slow the stream
-    for (int j = 0; j < B; ++j) _mm_prefetch(reinterpret_cast<const char*>(blocks[j] + (p + kPrefetch) * 16), _MM_HINT_T0);
+    for (int j = 0; j < B; ++j)
+      _mm_prefetch(reinterpret_cast<const char*>(tile_w + ((p + kPrefetch) * B + j) * 16), _MM_HINT_T0);
     __m512i w[B];
-    for (int j = 0; j < B; ++j) w[j] = _mm512_loadu_si512(blocks[j] + p * 16);
+    for (int j = 0; j < B; ++j) w[j] = _mm512_loadu_si512(tile_w + (p * B + j) * 16);
     for (int r = 0; r < R; ++r) {
       __m512i x = _mm512_set1_epi32(static_cast<int>(rows[r][p]));
       for (int j = 0; j < B; ++j) acc[r][j] = dot_pair<kNative>(acc[r][j], x, w[j]);

@@ -11,7 +11,8 @@ namespace specroll {
 struct LinearArgs {
   const uint16_t* x;     // (M, K) bf16 rows, `x_stride` elements apart; K even (`packed_k`)
   int64_t x_stride;
-  const uint32_t* w;     // packed: (N/16 blocks, K/2 pairs, 16 lanes) dwords, a lane's pair (even | odd << 16)
+  const uint32_t* w;     // packed: tiles of kTileBlocks blocks of 16 outputs (the last tile what is left), each
+                         // (K/2 pairs, its blocks, 16 lanes) dwords, a lane's pair (even | odd << 16)
   const uint16_t* bias;  // (N,) bf16 or null
   void* y;               // (M, N) bf16, or fp32 sums unrounded with `fp32_out`, `y_stride` elements apart
   int64_t y_stride;
