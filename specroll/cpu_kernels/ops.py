@@ -106,7 +106,10 @@ def attention(
     columns: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """q (b, H, T, D); keys, values (b, Hkv, L, D); mask (b, 1, T, L) True where a query may attend
-    (in chain order given `columns` (b, T, L), a tree's) -> (b, H, T, D) (`attention.h`)."""
+    (in chain order given `columns` (b, T, L), a tree's) -> (b, H, T, D) (`attention.h`). A wider
+    cache (fp32, holding bf16 values widened) is read narrowed: the same values."""
+    if keys.dtype != torch.bfloat16:
+        keys, values = keys.to(torch.bfloat16), values.to(torch.bfloat16)
     return module().attention(q, keys, values, mask, columns, q.shape[-1] ** -0.5)
 
 
