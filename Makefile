@@ -9,6 +9,7 @@ PYTEST_ARGS ?= -q
 install:
 	bash scripts/install_torch.sh $(PYTHON)  # a local wheel, else PyTorch's CPU index without a GPU; TORCH_INDEX= for PyPI
 	$(PYTHON) -m pip install -q -e ".[test,models,train,trl,ray,serve,gpu]"
+	$(PYTHON) -m specroll.cpu_kernels  # compiles the CPU kernels once (cached), or says why not
 
 models: install
 	$(PYTHON) -m specroll.cli models pull smollm2

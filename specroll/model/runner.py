@@ -146,6 +146,8 @@ class ModelRunner:
             parts[1] = "specroll's CPU kernels (linear, attention, norms)"
         if self.kernels_note:
             parts.append(self.kernels_note)
+        elif self.kernels == "probed" and dtype == "bfloat16" and self.device.type == "cpu":
+            parts.append(_why_not_cpu_kernels())
         return ", ".join(parts)
 
     def twin(self) -> "ModelRunner":
@@ -290,6 +292,16 @@ class ModelRunner:
                 )
             if min(s.token_ids) < 0 or max(s.token_ids) >= vocab:
                 raise ValueError(f"slot {s.slot}: token ids outside the vocabulary 0..{vocab - 1}")
+
+
+def _why_not_cpu_kernels() -> str:
+    """Why exact bf16 runs the probed BLAS here rather than specroll's CPU kernels, in a few words."""
+    from specroll.cpu_kernels.build import missing_requirement
+    from specroll.placement import cpu_kernels_wanted
+
+    if not cpu_kernels_wanted():
+        return "specroll's CPU kernels declined (SPECROLL_CPU_KERNELS=off)"
+    return f"specroll's CPU kernels unused: {missing_requirement() or 'asked for the probed BLAS'}"
 
 
 def _chain_mask(start: torch.Tensor, num_new: torch.Tensor, T: int, read_length: int) -> torch.Tensor:
