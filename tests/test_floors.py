@@ -32,7 +32,8 @@ ALLOWED = {  # part -> the parts, or single modules of parts, it may import (a p
     "integrations": {"engine", "engine_config", "model", "placement", "policies", "rollout", "tokenizer"},
     "bench": {"baselines", "drafting", "engine", "policies", "rollout", "scheduling", "sim", "tokenizer"},
     # training, one rollout, many workers
-    "train": {"drafting", "engine", "engine_config", "head", "model", "rollout", "sampling", "tokenizer"},
+    "train": {"drafting", "engine", "engine_config", "head", "model", "placement", "rollout", "sampling",
+              "tokenizer"},
     "rollout": {"cluster", "drafting", "engine", "engine_config", "model", "placement", "policies",
                 "sampling_rules", "tail", "tasks", "tokenizer"},
     "cluster": {"engine", "scheduling"},
@@ -46,10 +47,11 @@ ALLOWED = {  # part -> the parts, or single modules of parts, it may import (a p
     "drafting": {"engine_config", "model", "noise", "sampling", "sampling_rules"},
     "profiling": {"model", "placement", "policies"},
     # the model and the pure math
-    "model": {"cpu_env", "kernels", "placement"},
+    "model": {"cpu_env", "cpu_kernels", "kernels", "placement"},
     "verification": {"sampling"},
     "sampling": {"kernels"},  # a GPU's vocabulary reductions
     "kernels": set(),  # a GPU's batch-invariant Triton kernels
+    "cpu_kernels": {"cpu_env"},  # specroll's CPU kernels for exact bf16 (C++, compiled on first use)
     "sampling_rules": set(),
     "noise": set(),
     "tokenizer": set(),
@@ -60,7 +62,7 @@ ALLOWED = {  # part -> the parts, or single modules of parts, it may import (a p
     "policies": set(),
     "tasks": set(),
     "tail": set(),
-    "placement": set(),
+    "placement": {"cpu_kernels.build"},  # whether the CPU kernels can run here (torch-free)
     "cpu_env": set(),
     "engine_config": {"placement", "sampling_rules"},
 }  # fmt: skip
