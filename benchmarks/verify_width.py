@@ -74,9 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         getattr(torch, args.dtype),
         batch_invariant=True,
     )
-    print(
-        f"{args.model} {args.dtype}, {args.threads} thread(s), context {args.context}, {runner.describe_numerics()}"
-    )
+    numerics = runner.describe_numerics()
+    print(f"{args.model} {args.dtype}, {args.threads} thread(s), context {args.context}, {numerics}")
     print("| batch | step | step (ms) | forward (ms) | step / plain step | forward / plain forward |")
     print("|---:|---|---:|---:|---:|---:|")
     for batch in batches:
