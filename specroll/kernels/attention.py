@@ -1,12 +1,17 @@
-"""Batch-invariant attention: each query's keys in fixed blocks, in column order.
+"""Batch-invariant attention: each query's keys in fixed ranges of fixed blocks, in column order.
 
-One program per (sequence, key head, query token) computes the head's G query heads for that token:
-scores over the head dim, then an online softmax over blocks of BLOCK_N key columns, in order,
-to the span's read length. A block past the query's context is all masked: its maximum is -inf, so
-the running maximum stays, the rescaling factor is exp(0) = 1 and the sums add exact zeros; so
-neither the read length, nor how many queries the sequence has (a decode's one, a verification's
-k+1), nor the other sequences change a query's bits. A tree node reads its path's keys in chain
-order (`model.chain_order`), at the columns plain decoding of that path reads them at.
+The keys are cut into ranges of `plans.KEY_SPLIT` chain columns, fixed whatever the read length,
+so that a long context fills the device (one program per range: at a decode of SmolLM2 at batch 1,
+3 programs for every 256 positions, not 3 in all). One program per (sequence, key head, query
+token, range) computes the head's G query heads for that token over its range: scores over the head
+dim, then an online softmax over blocks of BLOCK_N key columns, in order; its maximum, sum and
+weighted values go to fp32 partials, which a second kernel merges in range order. A block past the
+query's context is all masked: its maximum is -inf, so the running maximum stays, the rescaling
+factor is exp(0) = 1 and the sums add exact zeros; a range past it is skipped by the merge. So
+neither the read length (which only adds trailing ranges), nor how many queries the sequence has (a
+decode's one, a verification's k+1), nor the other sequences change a query's bits. A tree node
+reads its path's keys in chain order (`model.chain_order`), at the columns plain decoding of that
+path reads them at.
 
 BLOCK_N and the warps are a function of the group and the head dim alone (`plans.attention_tiles`): the
 products over a block hold G x BLOCK_N x D fp32 values, which must fit a program's registers.
@@ -19,17 +24,20 @@ import triton
 import triton.language as tl
 
 from specroll.kernels.launches import launch
-from specroll.kernels.plans import attention_tiles
+from specroll.kernels.plans import KEY_SPLIT, attention_tiles
 
 
-@triton.jit(do_not_specialize=["L"])
+@triton.jit(do_not_specialize=["L", "num_splits", "HKV", "T"])
 def _attention_kernel(
-    q_ptr, k_ptr, v_ptr, mask_ptr, col_ptr, out_ptr, L, scale,
-    sqb, sqh, sqt, skb, skh, skl, smb, smt, sml, scb, sct, ob, oh, ot,
-    G: tl.constexpr, D: tl.constexpr, G_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
-    CHAIN_ORDER: tl.constexpr,
+    q_ptr, k_ptr, v_ptr, mask_ptr, col_ptr, part_ptr, L, num_splits, scale,
+    sqb, sqh, sqt, skb, skh, skl, smb, smt, sml, scb, sct,
+    HKV, T, G: tl.constexpr, D: tl.constexpr, G_PAD: tl.constexpr,
+    BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, CHAIN_ORDER: tl.constexpr,
 ):  # fmt: skip
-    b, h, t = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    """One program per (sequence, key head, query token, key range): the online softmax over the
+    range's blocks in order -> its maximum, sum and weighted values (fp32 partials)."""
+    b, h, ts = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    t, split = ts // num_splits, ts % num_splits
     g, d = tl.arange(0, G_PAD), tl.arange(0, D)
     heads = h * G + g
     q = tl.load(q_ptr + b * sqb + heads[:, None] * sqh + t * sqt + d[None, :], mask=g[:, None] < G, other=0.0)
@@ -37,13 +45,14 @@ def _attention_kernel(
     top = tl.full((G_PAD,), float("-inf"), tl.float32)
     total = tl.zeros((G_PAD,), tl.float32)
     acc = tl.zeros((G_PAD, D), tl.float32)
-    n0 = L * 0  # a while loop: Triton's interpreter cannot bound a `for` by a runtime length
-    while n0 < L:
+    n0 = L * 0 + split * SPLIT  # a while loop: Triton's interpreter cannot bound a `for` by a runtime length
+    end = tl.minimum(n0 + SPLIT, L)
+    while n0 < end:
         n = n0 + tl.arange(0, BLOCK_N)
-        seen = tl.load(mask_ptr + b * smb + t * smt + n * sml, mask=n < L, other=0) != 0
+        seen = tl.load(mask_ptr + b * smb + t * smt + n * sml, mask=n < end, other=0) != 0
         columns = n
         if CHAIN_ORDER:
-            columns = tl.load(col_ptr + b * scb + t * sct + n, mask=n < L, other=0)
+            columns = tl.load(col_ptr + b * scb + t * sct + n, mask=n < end, other=0)
         at = b * skb + h * skh + columns[:, None] * skl + d[None, :]
         keys = tl.load(k_ptr + at, mask=seen[:, None], other=0.0).to(tl.float32)  # (BLOCK_N, D)
         scores = tl.sum(q[:, None, :] * keys[None, :, :], axis=2)  # (G_PAD, BLOCK_N)
@@ -57,7 +66,40 @@ def _attention_kernel(
         acc = acc * factor[:, None] + tl.sum(probs[:, :, None] * values[None, :, :], axis=1)
         top = new_top
         n0 += BLOCK_N
+    base = part_ptr + (((b * HKV + h) * T + t) * num_splits + split) * G_PAD * (D + 2) + g * (D + 2)
+    tl.store(base[:, None] + d[None, :], acc)
+    tl.store(base + D, top)
+    tl.store(base + D + 1, total)
+
+
+@triton.jit(do_not_specialize=["num_splits", "HKV", "T"])
+def _combine_kernel(
+    part_ptr, out_ptr, num_splits, ob, oh, ot, HKV, T,
+    G: tl.constexpr, D: tl.constexpr, G_PAD: tl.constexpr,
+):  # fmt: skip
+    """One program per (sequence, key head, query token): the key ranges' partials merged in range
+    order; a range the query sees no key of changes nothing (not even a zero's sign)."""
+    b, h, t = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    g, d = tl.arange(0, G_PAD), tl.arange(0, D)
+    top = tl.full((G_PAD,), float("-inf"), tl.float32)
+    total = tl.zeros((G_PAD,), tl.float32)
+    acc = tl.zeros((G_PAD, D), tl.float32)
+    split = num_splits * 0
+    while split < num_splits:
+        base = part_ptr + (((b * HKV + h) * T + t) * num_splits + split) * G_PAD * (D + 2) + g * (D + 2)
+        part_top, part_total = tl.load(base + D), tl.load(base + D + 1)
+        part_acc = tl.load(base[:, None] + d[None, :])
+        has_keys = part_top > float("-inf")
+        new_top = tl.maximum(top, part_top)
+        safe = tl.where(has_keys, new_top, 0.0)
+        factor = tl.exp(top - safe)  # exp(-inf) = 0 before the first range with keys
+        part_factor = tl.exp(part_top - safe)
+        total = tl.where(has_keys, total * factor + part_total * part_factor, total)
+        acc = tl.where(has_keys[:, None], acc * factor[:, None] + part_acc * part_factor[:, None], acc)
+        top = tl.where(has_keys, new_top, top)
+        split += 1
     out = acc / total[:, None]
+    heads = h * G + g
     dest = out_ptr + b * ob + heads[:, None] * oh + t * ot + d[None, :]
     tl.store(dest, out.to(out_ptr.dtype.element_ty), mask=g[:, None] < G)
 
@@ -73,7 +115,8 @@ def invariant_attention(
     the cache: only the last dimension need be contiguous); mask (b, 1, T, L) True where a query may
     attend (every query sees at least one key); with `columns` (b, T, L) (trees: `ChainOrder.columns`),
     query t reads chain column j at cache column columns[b, t, j] and `mask` is in chain order
-    -> (b, H, T, D)."""
+    -> (b, H, T, D). Keys are read in ranges of `plans.KEY_SPLIT` chain columns, one program each,
+    whose partials a second kernel merges in range order."""
     b, H, T, D = q.shape
     Hkv, L = keys.shape[1], keys.shape[2]
     if keys.stride(-1) != 1 or values.stride() != keys.stride():
@@ -85,14 +128,21 @@ def invariant_attention(
     in_chain_order = columns is not None
     columns = columns.contiguous() if in_chain_order else mask  # without chain order: never read
     G = H // Hkv
-    block_n, num_warps = attention_tiles(triton.next_power_of_2(G), D)
+    G_PAD = triton.next_power_of_2(G)
+    block_n, num_warps = attention_tiles(G_PAD, D)
     if D & (D - 1):
         raise ValueError(f"invariant attention needs a power-of-two head dim, got {D}")
+    num_splits = -(-L // KEY_SPLIT)
+    partials = torch.empty(b * Hkv * T * num_splits * G_PAD * (D + 2), dtype=torch.float32, device=q.device)
     launch(
-        _attention_kernel, (b, Hkv, T), q, keys, values, mask, columns, out, L, D**-0.5,
-        *q.stride()[:3], *keys.stride()[:3], mask.stride(0), mask.stride(2), mask.stride(3),
-        columns.stride(0), columns.stride(1), *out.stride()[:3],
-        G=G, D=D, G_PAD=triton.next_power_of_2(G), BLOCK_N=block_n, CHAIN_ORDER=in_chain_order,
+        _attention_kernel, (b, Hkv, T * num_splits), q, keys, values, mask, columns, partials, L, num_splits,
+        D**-0.5, *q.stride()[:3], *keys.stride()[:3], mask.stride(0), mask.stride(2), mask.stride(3),
+        columns.stride(0), columns.stride(1), Hkv, T,
+        G=G, D=D, G_PAD=G_PAD, BLOCK_N=block_n, SPLIT=KEY_SPLIT, CHAIN_ORDER=in_chain_order,
         num_warps=num_warps,
+    )  # fmt: skip
+    launch(
+        _combine_kernel, (b, Hkv, T), partials, out, num_splits, *out.stride()[:3], Hkv, T,
+        G=G, D=D, G_PAD=G_PAD, num_warps=num_warps,
     )  # fmt: skip
     return out

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specroll.kernels.plans import cdiv, linear_plan
+from specroll.kernels.plans import KEY_SPLIT, cdiv, linear_plan
 from specroll.kernels.shapes import ModelShape
 
 LAUNCH_US = 2.0  # the floor of one kernel's time: an assumption to check on a GPU
@@ -46,7 +46,13 @@ class Launch:
         return max(LAUNCH_US * 1e-6, self.num_bytes / (device.bandwidth * share))
 
     def fast_seconds(self, device: Device, fast_bytes: int | None = None) -> float:
-        return max(LAUNCH_US * 1e-6, (fast_bytes or self.num_bytes) / device.bandwidth)
+        """The fast path's time for this launch's work moving `fast_bytes` (default its own); 0 bytes:
+        the fast path has no such launch."""
+        if fast_bytes == 0:
+            return 0.0
+        return max(
+            LAUNCH_US * 1e-6, (self.num_bytes if fast_bytes is None else fast_bytes) / device.bandwidth
+        )
 
 
 def linear_launch(name: str, K: int, N: int, rows: int, has_bias: bool = False) -> tuple[Launch, int]:
@@ -60,10 +66,20 @@ def linear_launch(name: str, K: int, N: int, rows: int, has_bias: bool = False) 
 
 def attention_launch(shape: ModelShape, rows: int, context: int) -> Launch:
     """A decode's attention: every row's keys and values for `context` positions, one program per
-    (row, key head)."""
+    (row, key head, range of KEY_SPLIT positions), and the ranges' fp32 partials written (the merge,
+    `attention_merge_launch`, reads them)."""
     kv = 2 * rows * shape.num_kv_heads * context * shape.head_dim * BF16
-    q_and_out = 2 * rows * shape.num_heads * shape.head_dim * BF16
-    return Launch(f"attention ctx {context}", kv + q_and_out, rows * shape.num_kv_heads)
+    ranges = cdiv(context, KEY_SPLIT)
+    partials = rows * shape.num_kv_heads * ranges * shape.group * (shape.head_dim + 2) * 4
+    q = rows * shape.num_heads * shape.head_dim * BF16
+    return Launch(f"attention ctx {context}", kv + q + partials, rows * shape.num_kv_heads * ranges)
+
+
+def attention_merge_launch(shape: ModelShape, rows: int, context: int) -> Launch:
+    """The ranges' partials merged in range order, one program per (row, key head), and the output."""
+    partials = rows * shape.num_kv_heads * cdiv(context, KEY_SPLIT) * shape.group * (shape.head_dim + 2) * 4
+    out = rows * shape.num_heads * shape.head_dim * BF16
+    return Launch("attention merge", partials + out, rows * shape.num_kv_heads)
 
 
 def layer_launches(shape: ModelShape, rows: int, context: int) -> list[tuple[Launch, int]]:
@@ -78,9 +94,20 @@ def layer_launches(shape: ModelShape, rows: int, context: int) -> list[tuple[Lau
     rotary = Launch("rotary", 2 * q_k * BF16 + 2 * rows * shape.head_dim * BF16, rows)
     silu = Launch("silu_mul", 3 * rows * I * BF16, cdiv(rows * I, 1024))
     attention = attention_launch(shape, rows, context)
-    plain = [(launch, launch.num_bytes) for launch in (norm, rotary, attention, silu)]
-    order = [plain[0], linears["q"], linears["k"], linears["v"], plain[1], plain[2], linears["o"], plain[0]]
-    return order + [linears["gate"], linears["up"], plain[3], linears["down"]]
+    # what one fused kernel moves: keys, values, q and the output
+    fused_attention = 2 * rows * (shape.num_kv_heads * context + shape.num_heads) * shape.head_dim * BF16
+    merge = (attention_merge_launch(shape, rows, context), 0)  # no merge on the fast path
+    plain = [(launch, launch.num_bytes) for launch in (norm, rotary, silu)]
+    order = [
+        plain[0],
+        linears["q"],
+        linears["k"],
+        linears["v"],
+        plain[1],
+        (attention, fused_attention),
+        merge,
+    ]
+    return order + [linears["o"], plain[0], linears["gate"], linears["up"], plain[2], linears["down"]]
 
 
 def forward_launches(shape: ModelShape, rows: int, context: int) -> list[tuple[Launch, int]]:

@@ -7,7 +7,8 @@ predictions (`kernels.cost`) and the checks read them anywhere.
   tiles: 9 programs against an H100's 132 SMs), so K is cut into runs summed apart and added in
   split order (`kernels.linear`).
 - `attention_tiles(G_PAD, D)`: key columns a block and warps, so that a block's G x BLOCK_N x D
-  products fit a program's registers (sm_90 compiles the 7B shape's without spills).
+  products fit a program's registers (sm_90 compiles the 7B shape's without spills); KEY_SPLIT key
+  columns a program, whatever the read length.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ TARGET_PROGRAMS = 256  # a decode's programs a layer: about two per SM of an H10
 MIN_SPLIT_TILES = 2  # a split sums at least this many BLOCK_K tiles of K
 MAX_BLOCK_N, MIN_BLOCK_N = 32, 16  # attention's key columns a block
 VALUES_PER_THREAD = 64  # of one attention block's G x BLOCK_N x D product
+KEY_SPLIT = (
+    256  # attention's chain columns a program reads (`kernels.attention`): a multiple of every BLOCK_N
+)
 
 
 def cdiv(a: int, b: int) -> int:

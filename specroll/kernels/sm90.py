@@ -88,11 +88,18 @@ def attention_builds(shape: ModelShape, dtype: str) -> Iterator[Build]:
     group_pad = triton.next_power_of_2(shape.group)
     block_n, num_warps = plans.attention_tiles(group_pad, shape.head_dim)
     for chain in (False, True):
-        constants = dict(G=shape.group, D=shape.head_dim, G_PAD=group_pad, BLOCK_N=block_n, CHAIN_ORDER=chain)
-        pointers = {"mask_ptr": "*i1", "col_ptr": "*i64"}
+        constants = dict(
+            G=shape.group, D=shape.head_dim, G_PAD=group_pad, BLOCK_N=block_n, SPLIT=plans.KEY_SPLIT,
+            CHAIN_ORDER=chain,
+        )  # fmt: skip
+        pointers = {"mask_ptr": "*i1", "col_ptr": "*i64", "part_ptr": "*fp32"}
         types = _types(attention._attention_kernel, f"*{dtype}", {"scale": "fp32"}, pointers, constants)
         label = f"attention {shape.name} {'tree' if chain else 'chain'} {dtype}"
         yield Build(label, attention._attention_kernel, types, constants, {"num_warps": num_warps})
+    constants = dict(G=shape.group, D=shape.head_dim, G_PAD=group_pad)
+    types = _types(attention._combine_kernel, f"*{dtype}", {}, {"part_ptr": "*fp32"}, constants)
+    yield Build(f"attention ranges merged {shape.name} {dtype}", attention._combine_kernel, types, constants,
+                {"num_warps": num_warps})  # fmt: skip
 
 
 def elementwise_builds(shape: ModelShape, dtype: str) -> Iterator[Build]:

@@ -16,6 +16,7 @@ from triton_required import require_triton
 require_triton()
 
 from specroll.kernels.attention import invariant_attention  # noqa: E402
+from specroll.kernels.plans import KEY_SPLIT  # noqa: E402
 from specroll.kernels.linear import invariant_linear  # noqa: E402
 from specroll.kernels.rms_norm import invariant_rms_norm  # noqa: E402
 from specroll.kernels.rows import cumsum_rows, softmax_rows  # noqa: E402
@@ -114,6 +115,31 @@ def test_attention_query_is_the_same_bits_alone_in_any_width_batch_and_read_leng
                 _causal_mask(starts[i : i + 1] + t, 1, length),
             )  # fmt: skip
             assert torch.equal(alone[0, :, 0], batched[i, :, t]), (i, t)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_attention_over_several_key_ranges_is_the_same_bits_at_any_read_length(dtype):
+    """Contexts across `plans.KEY_SPLIT`'s ranges (one program each, merged in range order): a query
+    reading three ranges gives the bits it gets reading only its own, and the merge agrees with fp32
+    attention."""
+    g = torch.Generator().manual_seed(11)
+    starts = torch.tensor([KEY_SPLIT - 2, 2 * KEY_SPLIT + 5, 10])  # across the first and second cuts
+    L = 3 * KEY_SPLIT
+    q = torch.randn(3, H, 2, D, generator=g).to(dtype)
+    keys, values = (torch.randn(3, HKV, L, D, generator=g).to(dtype) for _ in range(2))
+    batched = invariant_attention(q, keys, values, _causal_mask(starts, 2, L))
+    expected = F.scaled_dot_product_attention(
+        q.float(), keys.float().repeat_interleave(H // HKV, 1), values.float().repeat_interleave(H // HKV, 1),
+        attn_mask=_causal_mask(starts, 2, L),
+    )  # fmt: skip
+    assert (batched.float() - expected).abs().max() < (1e-5 if dtype == torch.float32 else 2e-2)
+    for i, start in enumerate(starts.tolist()):
+        length = -(-(start + 2) // 64) * 64
+        alone = invariant_attention(
+            q[i : i + 1], keys[i : i + 1, :, :length], values[i : i + 1, :, :length],
+            _causal_mask(starts[i : i + 1], 2, length),
+        )  # fmt: skip
+        assert torch.equal(alone[0], batched[i]), i
 
 
 @pytest.mark.parametrize("start", [5, 30, 62, 64])  # the tree within a block and across a boundary
