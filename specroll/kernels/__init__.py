@@ -13,11 +13,13 @@ function of the row alone:
 - `rms_norm`: one program a row, the sum of squares over the whole row at one fixed width.
 - `add_rms_norm`: a residual add and the RMSNorm after it in one program a row: the bits of `x + y`
   in torch then `rms_norm` (the same arithmetic, `rms_norm.normed_row`).
-- `attention`: one program per (sequence, key head, query token) holding the head's query group;
-  keys in fixed blocks (of a width set by the group and head dim, `plans.attention_tiles`) in column
-  order, an online softmax whose trailing all-masked blocks change nothing (a factor of exactly 1,
-  sums of exact zeros). A decode, a verification's k+1 queries and a tree node (reading its path's
-  keys in chain order, `model.chain_order`) compute a query the same way.
+- `attention`: one program per (sequence, key head, query token, range of `plans.KEY_SPLIT` key
+  columns) holding the head's query group; keys in fixed blocks (of a width set by the group and
+  head dim, `plans.attention_tiles`) in column order, an online softmax whose trailing all-masked
+  blocks change nothing (a factor of exactly 1, sums of exact zeros); the ranges' partials merged in
+  range order by a second kernel, which skips a range the query sees no key of. A decode, a
+  verification's k+1 queries and a tree node (reading its path's keys in chain order,
+  `model.chain_order`) compute a query the same way.
 - `rows`: softmax, log-softmax and the inverse-CDF's running sum over the vocabulary, one program a
   row, chunk by chunk in vocabulary order.
 - `rotary` (q and k in one launch, the bits of `model.rope.apply_rotary` in torch) and `silu_mul`
@@ -26,7 +28,7 @@ function of the row alone:
 
 The model runs them as a fused forward (`CausalLM.use_triton_kernels`): each residual add inside the
 norm that reads it (a layer's MLP output added by the next layer's input norm), rotary and SwiGLU's
-product in one launch each; 14 kernels a decoder layer at a decode instead of 26
+product in one launch each; 15 kernels a decoder layer at a decode instead of 27
 (tests/kernels/test_fused_forward.py). Every launch goes through `launches.launch`, which
 `launches.count_launches` counts by kernel name. Elementwise kernels round each op's result to the
 model's dtype as torch does (`rounding.rounded`, to nearest even) and launch with floating-point

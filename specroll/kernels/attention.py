@@ -73,7 +73,7 @@ def _attention_kernel(
 
 
 @triton.jit(do_not_specialize=["num_splits", "HKV", "T"])
-def _combine_kernel(
+def _attention_merge_kernel(
     part_ptr, out_ptr, num_splits, ob, oh, ot, HKV, T,
     G: tl.constexpr, D: tl.constexpr, G_PAD: tl.constexpr,
 ):  # fmt: skip
@@ -142,7 +142,7 @@ def invariant_attention(
         num_warps=num_warps,
     )  # fmt: skip
     launch(
-        _combine_kernel, (b, Hkv, T), partials, out, num_splits, *out.stride()[:3], Hkv, T,
+        _attention_merge_kernel, (b, Hkv, T), partials, out, num_splits, *out.stride()[:3], Hkv, T,
         G=G, D=D, G_PAD=G_PAD, num_warps=num_warps,
     )  # fmt: skip
     return out

@@ -97,8 +97,9 @@ def attention_builds(shape: ModelShape, dtype: str) -> Iterator[Build]:
         label = f"attention {shape.name} {'tree' if chain else 'chain'} {dtype}"
         yield Build(label, attention._attention_kernel, types, constants, {"num_warps": num_warps})
     constants = dict(G=shape.group, D=shape.head_dim, G_PAD=group_pad)
-    types = _types(attention._combine_kernel, f"*{dtype}", {}, {"part_ptr": "*fp32"}, constants)
-    yield Build(f"attention ranges merged {shape.name} {dtype}", attention._combine_kernel, types, constants,
+    merge = attention._attention_merge_kernel
+    types = _types(merge, f"*{dtype}", {}, {"part_ptr": "*fp32"}, constants)
+    yield Build(f"attention ranges merged {shape.name} {dtype}", merge, types, constants,
                 {"num_warps": num_warps})  # fmt: skip
 
 

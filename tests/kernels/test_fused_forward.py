@@ -9,10 +9,11 @@ allocations and views), one per kernel on a GPU run eagerly:
 
 | forward | unfused: a layer | fused: a layer | unfused: a forward | fused: a forward |
 |---|---|---|---|---|
-| decode (1 token a row) | 26 (10 Triton + 16 torch) | 14 (12 Triton + 2 torch) | 786 | 427 |
-| verification (5 a row) | 28 (10 + 18) | 16 (12 + 4) | 846 | 487 |
+| decode (1 token a row) | 27 (11 Triton + 16 torch) | 15 (13 Triton + 2 torch) | 816 | 457 |
+| verification (5 a row) | 29 (11 + 18) | 17 (13 + 4) | 876 | 517 |
 
-A fused layer: 7 linear, rotary, attention, 2 add_rms_norm (the first layer: rms_norm and one),
+A fused layer: 7 linear, rotary, attention and the merge of its key ranges, 2 add_rms_norm (the
+first layer: rms_norm and one),
 silu_mul, and torch's 2 index_copy_ writing K and V to the cache (and, 5 tokens a row, 2 copies
 into the cache's head-major order). The 14 torch ops the fusion removes, for 2 more Triton launches
 (rotary, silu_mul; an add_rms_norm stands for each rms_norm): rotary's 2 neg, 2 cat, 4 mul and 2
@@ -117,7 +118,9 @@ def test_a_fused_layer_launches_fewer_kernels():
     """The counts of the module docstring's table, (a layer, a 30-layer forward) by width."""
     unfused, fused = _per_layer_and_forward(False), _per_layer_and_forward(True)
     for width in WIDTHS:
-        assert unfused[width][0] == {"linear": 7, "rms_norm": 2, "attention": 1}
-        assert fused[width][0] == {"linear": 7, "rotary": 1, "attention": 1, "add_rms_norm": 2, "silu_mul": 1}
-    assert {width: counts[1:] for width, counts in unfused.items()} == {1: (26, 786), 5: (28, 846)}
-    assert {width: counts[1:] for width, counts in fused.items()} == {1: (14, 427), 5: (16, 487)}
+        assert unfused[width][0] == {"linear": 7, "rms_norm": 2, "attention": 1, "attention_merge": 1}
+        assert fused[width][0] == {
+            "linear": 7, "rotary": 1, "attention": 1, "attention_merge": 1, "add_rms_norm": 2, "silu_mul": 1
+        }  # fmt: skip
+    assert {width: counts[1:] for width, counts in unfused.items()} == {1: (27, 816), 5: (29, 876)}
+    assert {width: counts[1:] for width, counts in fused.items()} == {1: (15, 457), 5: (17, 517)}

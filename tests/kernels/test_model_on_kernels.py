@@ -48,7 +48,7 @@ def test_a_model_on_a_gpu_gets_the_triton_kernels_checked_on_meta():
     assert all(m.add_kernel is invariant_add_rms_norm for m in modules if type(m) is RMSNorm)
     assert all(m.rotary_kernel is invariant_rotary for m in modules if type(m) is Attention)
     assert all(m.kernel is invariant_silu_mul for m in model.modules() if type(m) is MLP)
-    with pytest.raises(ValueError, match="'probed' or 'triton'"):
+    with pytest.raises(ValueError, match="'probed', 'cpu' or 'triton'"):
         model.use_batch_invariant_numerics("cublas")
 
 
