@@ -1,1 +1,2 @@
-"""Bridges from RL trainers people already use to the specroll engine (`trl`: TRL's GRPOTrainer)."""
+"""Bridges from RL trainers people already use to the specroll engine (`trl`: TRL's GRPOTrainer; `verl`:
+a verl rollout backend, `rollout.name=specroll`)."""

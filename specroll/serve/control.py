@@ -13,6 +13,7 @@ from fastapi import APIRouter, Request
 from specroll.serve.errors import ApiError
 from specroll.serve.refusals import add_refusals, nccl_update_error
 from specroll.serve.state import ServeState, read_json, ready_state
+from specroll.serve.weight_swap import swap_weights
 
 PAUSE_MODES = ("keep", "abort", "wait")
 router = APIRouter()
@@ -163,18 +164,8 @@ async def update_weights(state: ServeState, directory: str, name: str | None = N
         weights = await asyncio.to_thread(load_state_dict, Path(directory))
     except (ValueError, FileNotFoundError) as err:
         raise ApiError(f"model_path: {err}", "model_path") from None
-    loop = state.engine_loop
-
-    def swap() -> int:
-        loop.engine.load_weights(weights)
-        loop.weight_version += 1
-        if name is not None:  # named before any token of the new version can be answered
-            state.version_names[loop.weight_version] = name
-        loop.engine.advance_step(loop.weight_version)  # history and grouped drafters key by version
-        return loop.weight_version
-
     try:
-        version = await loop.call(swap)
+        version = await swap_weights(state, weights, name)
     except ValueError as err:
         raise ApiError(f"model_path: {err}", "model_path") from None
     answer = {"success": True, "message": f"weights from {directory}", "weight_version": version}
