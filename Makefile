@@ -25,7 +25,7 @@ lint: install
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 
-test: models lint skyrl-client prime-client verl-env
+test: models lint skyrl-client prime-client verl-env areal-client
 	$(PYTHON) -m pytest $(PYTEST_ARGS) -m "not slow"
 
 # SkyRL's HTTP rollout client in its own Python 3.12 environment (.venv-skyrl/), for tests/serve
@@ -38,6 +38,12 @@ skyrl-client:
 .PHONY: prime-client
 prime-client:
 	bash scripts/prime_client_env.sh
+
+# AReaL 1.0's remote inference engine (RemotevLLMEngine) in its own environment (.venv-areal/), for
+# tests/serve/test_areal_client.py; it skips without it
+.PHONY: areal-client
+areal-client:
+	bash scripts/areal_client_env.sh
 
 # verl 0.9.1's rollout classes, Ray and this checkout's specroll in their own environment (.venv-verl/), for
 # tests/integrations/test_verl.py (verl's own LLMServerManager and client on specroll's verl backend); skips without it
