@@ -63,8 +63,10 @@ DELIBERATE = {
     "completion: echo": "echo is refused by name (no RL client asks for it; prompt_logprobs gives the same)",
     "stream completion: logprobs 2": "alternatives come from a scoring forward after a choice: not streamed",
     "stream completion: prompt_logprobs 0": "prompt logprobs come from a scoring forward: not streamed",
-    "generate: logprobs 2": "alternatives on /inference/v1/generate are refused: they need a scoring forward",
-    "generate: n=2, logprobs 0": "no `rank` or `top_logprobs` per token: both need a scoring forward",
+    "generate: logprobs 2": "answered with the 2 most likely (a scoring forward); each entry and alternative "
+    "also names its token as `token` (`token_id:N`, which prime-rl checks), absent from vLLM 0.32.0's",
+    "generate: n=2, logprobs 0": "no `rank` or `top_logprobs` per token at 0 (both need a scoring forward, "
+    "as at 2-20); `token` (`token_id:N`) beside `token_id`",
     "bad: unknown field": "an unknown field is refused by name where vLLM ignores it",
     "bad: GET /v1/completions": "a wrong method gets every refusal's error shape (vLLM: FastAPI's `detail`)",
     "bad: unknown route": "an unknown route gets every refusal's error shape (vLLM: FastAPI's `detail`)",
