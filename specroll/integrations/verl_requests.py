@@ -13,10 +13,12 @@ them (`vLLMHttpServer.generate`):
 Fields specroll does not implement (`repetition_penalty` != 1, ...) are refused by name by the same
 parser as over HTTP.
 
-The seed: vLLM draws from a generator of its own unless given a `seed`; specroll draws every choice
-from noise keyed by (seed, sample index) (docs/serve.md, the exactness contract). A call without `seed`
-takes one from its request id, so a request id names its draw: verl passes its own ids through under
-`rollout.full_determinism` and a fresh uuid a turn otherwise.
+The seed: specroll draws every choice from noise keyed by (seed, sample index) (docs/serve.md, the
+exactness contract). A call's `seed` is used as given. Without one, under `rollout.full_determinism`
+(where verl passes its callers' request ids through, as its vLLM server then seeds every request) the
+seed is a digest of the request id, so an id names its draw; otherwise the server draws one, and a call
+that resends an aborted request's prompt and partial tokens unseeded (verl's partial rollout,
+`FullyAsyncLLMServerClient`) continues it under the seed that drew it, as an uninterrupted run would.
 """
 
 from __future__ import annotations
@@ -64,14 +66,20 @@ def max_tokens(sampling_params: dict, num_prompt_tokens: int, lengths: RolloutLe
 
 
 def generate_body(
-    prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str, lengths: RolloutLengths
+    prompt_ids: list[int],
+    sampling_params: dict[str, Any],
+    request_id: str,
+    lengths: RolloutLengths,
+    seed_from_id: bool = False,
 ) -> dict[str, Any]:
-    """The /inference/v1/generate body of one verl call (`sampling_params` is left as given)."""
+    """The /inference/v1/generate body of one verl call (`sampling_params` is left as given);
+    `seed_from_id`: verl's `rollout.full_determinism`."""
     params = dict(sampling_params)
     budget = max_tokens(params, len(prompt_ids), lengths)
     if params.pop("logprobs", False):
         params["logprobs"] = 0  # the sampled token's log-probability, as verl's vLLM server asks
-    params.setdefault("seed", request_seed(request_id))
+    if seed_from_id:
+        params.setdefault("seed", request_seed(request_id))
     params["max_tokens"] = budget
     return {"token_ids": list(prompt_ids), "sampling_params": params, "request_id": request_id}
 

@@ -60,7 +60,9 @@ class SpecrollServer:
         check_text_only(image_data=image_data, video_data=video_data, audio_data=audio_data)
         if priority:
             raise ValueError("priority: specroll runs one first-come queue (priority 0 only)")
-        body = generate_body(list(prompt_ids), sampling_params, request_id, self.lengths)
+        body = generate_body(
+            list(prompt_ids), sampling_params, request_id, self.lengths, self.config.full_determinism
+        )
         generation = await self.server.generate(body)
         choice = generation.choices[0]
         if choice.finish_reason == "error":

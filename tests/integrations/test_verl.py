@@ -55,13 +55,16 @@ def run(tmp_path_factory) -> dict:
     report = json.loads(out.read_text()) if out.exists() else {"steps": {}, "error": None}
     report.update(returncode=done.returncode, output=(done.stdout + done.stderr)[-4000:])
     report["expected"] = {
-        "start": in_process(DEFAULT_MODEL, prompts),
-        "perturbed": in_process(weights, prompts),
+        "start": in_process(DEFAULT_MODEL, prompts, SEEDS),
+        "perturbed": in_process(weights, prompts, SEEDS),
     }
+    attempts = report["steps"].get("partial", {}).get("attempts")
+    if attempts:  # the restored start weights drew it, under the seed the server drew
+        report["expected"]["partial"] = in_process(DEFAULT_MODEL, prompts[:1], [attempts[0]["seed"]])[0]
     return report
 
 
-def in_process(model_dir: Path, prompts: list[list[int]]) -> list[dict]:
+def in_process(model_dir: Path, prompts: list[list[int]], seeds: list[int]) -> list[dict]:
     """The engine in this process, each prompt drawn as the server draws it: sample 0 of its seed."""
     from specroll.engine.factory import build_engine
     from specroll.engine.request import Request, SamplingParams
@@ -75,7 +78,7 @@ def in_process(model_dir: Path, prompts: list[list[int]]) -> list[dict]:
     params = SamplingParams(max_tokens=MAX_TOKENS, temperature=TEMPERATURE)
     requests = [
         Request(i, group_key(p), 0, tuple(p), params, noise_key=noise_key(seed, 0))
-        for i, (p, seed) in enumerate(zip(prompts, SEEDS))
+        for i, (p, seed) in enumerate(zip(prompts, seeds))
     ]
     for request in requests:
         built.add_request(request)
@@ -116,13 +119,14 @@ def test_weight_updates_move_the_version_and_the_trainer_step(run):
     assert {(r["weight_version"], r["global_steps"]) for r in restored} == {(2, 2)}
 
 
-def test_an_unseeded_request_draws_from_its_request_id(run):
-    from specroll.integrations.verl_requests import request_seed
-
-    first, second = _step(run, "unseeded")
-    assert first["token_ids"] == second["token_ids"]
-    assert first["seed"] == second["seed"] == request_seed("fixed-request-id")
-    assert first["log_probs"] is None  # verl's `logprobs: False`
+def test_a_resent_aborted_request_continues_under_the_seed_that_drew_it(run):
+    partial = _step(run, "partial")
+    first, resent = partial["attempts"]
+    assert partial["aborted"] == 1 and first["stop_reason"] == "aborted" and first["token_ids"] == []
+    assert resent["seed"] == first["seed"]
+    expected = run["expected"]["partial"]
+    assert partial["final"]["token_ids"] == expected["token_ids"]
+    assert partial["final"]["log_probs"] == expected["log_probs"]
 
 
 def test_verl_ends_cleanly(run):

@@ -58,9 +58,15 @@ def test_a_prompt_filling_the_context_is_refused():
         max_tokens({}, 12, LENGTHS)
 
 
-def test_an_unseeded_call_takes_its_seed_from_its_request_id():
+def test_an_unseeded_call_is_left_to_the_server_to_seed():
     body = generate_body([1], {"temperature": 1.0}, "abc", LENGTHS)
+    assert "seed" not in body["sampling_params"]
+
+
+def test_under_full_determinism_an_unseeded_call_takes_its_seed_from_its_request_id():
+    body = generate_body([1], {"temperature": 1.0}, "abc", LENGTHS, seed_from_id=True)
     assert body["sampling_params"]["seed"] == request_seed("abc")
+    assert generate_body([1], {"seed": 5}, "abc", LENGTHS, seed_from_id=True)["sampling_params"]["seed"] == 5
     assert request_seed("abc") != request_seed("abd")
     assert 0 <= request_seed("abc") < 1 << 53
 

@@ -11,7 +11,7 @@ trainer does:
 3. a weight update as verl's trainer workers push one: the replica sleeps, the trainer-side adapter
    (`get_rollout_class("specroll")`) gets (name, tensor) pairs, the replica wakes; the rollout again;
 4. a weight update from a directory (the server's other source); the rollout again;
-5. one request without a seed, twice under one request id (verl's full_determinism passes ids through).
+5. a partial rollout: an unseeded request aborted, resent by verl's `FullyAsyncLLMServerClient`.
 
     .venv-verl/bin/python tests/integrations/clients/verl_check.py --model DIR --weights-dir DIR \
         --prompts '[[ids...], ...]' --seeds '[s, ...]' --max-tokens N --temperature T --engine-seed S \
@@ -34,7 +34,11 @@ from omegaconf import DictConfig, OmegaConf  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
 from verl.workers.config import RolloutConfig  # noqa: E402
 from verl.workers.rollout.base import get_rollout_class  # noqa: E402
-from verl.workers.rollout.llm_server import LLMServerManager  # noqa: E402
+from verl.workers.rollout.llm_server import (  # noqa: E402
+    FullyAsyncLLMServerClient,
+    LLMServerClient,
+    LLMServerManager,
+)
 
 
 def verl_config(args: argparse.Namespace):
@@ -126,11 +130,47 @@ async def drive(args: argparse.Namespace, steps: dict) -> None:
     steps["directory_update"] = await server.update_weights.remote(args.model, 2)
     steps["restored"] = await rollout(client, args)
 
-    prompt = json.loads(args.prompts)[0]
-    unseeded = {"temperature": args.temperature, "logprobs": False, "max_tokens": args.max_tokens}
-    steps["unseeded"] = [
-        record(await server.generate.remote(prompt, dict(unseeded), "fixed-request-id")) for _ in range(2)
-    ]
+    steps["partial"] = await partial_rollout(manager, server, args)
+
+
+class Attempts(LLMServerClient):
+    """Keeps each attempt's answer: verl's partial-rollout client merges them and drops the seed."""
+
+    attempts: list[dict] = []
+
+    async def generate(self, request_id, **kwargs):
+        output = await super().generate(request_id, **kwargs)
+        self.attempts.append(record(output))
+        return output
+
+
+class PartialRolloutClient(FullyAsyncLLMServerClient, Attempts):
+    """verl's client for partial rollouts; its retries pass through `Attempts` (the MRO's next)."""
+
+
+async def until_held(server, timeout: float = 30.0) -> None:
+    """Wait for a request to reach the server (through verl's load balancer) and be held there."""
+    for _ in range(int(timeout / 0.05)):
+        load = await server.__ray_call__.remote(lambda actor: actor.server.state.engine_loop.load())
+        if load[1]:  # (running, waiting)
+            return
+        await asyncio.sleep(0.05)
+    raise TimeoutError("the request never reached the server")
+
+
+async def partial_rollout(manager, server, args: argparse.Namespace) -> dict:
+    """An unseeded request aborted before it drew (held behind the closed gate), then resent by verl's
+    `FullyAsyncLLMServerClient` as prompt + partial tokens once generation resumes."""
+    client = manager.get_client(PartialRolloutClient)
+    params = {"temperature": args.temperature, "logprobs": True, "max_tokens": args.max_tokens}
+    await server.abort_all_requests.remote()  # aborts nothing running; new requests are held
+    task = asyncio.ensure_future(client.generate("partial", prompt_ids=json.loads(args.prompts)[0],
+                                                 sampling_params=params))  # fmt: skip
+    await until_held(server)
+    aborted = await server.abort_all_requests.remote()
+    await server.resume_generation.remote()
+    final = record(await task)
+    return {"aborted": aborted["aborted_count"], "attempts": Attempts.attempts, "final": final}
 
 
 def main() -> int:
