@@ -44,8 +44,14 @@ class ServerAdapter(BaseRollout):
         weights: Iterable[tuple[str, torch.Tensor]],
         wire_format: str = "named_tensors",
         global_steps: int | None = None,
+        peft_config: Any = None,
         **kwargs: Any,
     ) -> None:
+        if peft_config is not None:
+            raise NotImplementedError(
+                "LoRA adapter weights: specroll serves no adapters; merge them into the weights verl sends "
+                "(actor_rollout_ref.model.lora.merge=True)"
+            )
         if wire_format != "named_tensors":
             raise NotImplementedError(
                 f"wire_format {wire_format!r}: specroll takes whole tensors (checkpoint_engine.backend "

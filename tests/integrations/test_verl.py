@@ -119,6 +119,10 @@ def test_weight_updates_move_the_version_and_the_trainer_step(run):
     assert {(r["weight_version"], r["global_steps"]) for r in restored} == {(2, 2)}
 
 
+def test_lora_adapter_weights_are_refused_naming_the_alternative(run):
+    assert "lora.merge=True" in _step(run, "lora_refused")
+
+
 def test_a_resent_aborted_request_continues_under_the_seed_that_drew_it(run):
     partial = _step(run, "partial")
     first, resent = partial["attempts"]

@@ -125,6 +125,10 @@ async def drive(args: argparse.Namespace, steps: dict) -> None:
     await adapter.update_weights(iter(weights.items()), global_steps=1)
     await replica.wake_up()
     steps["after"] = await rollout(client, args)
+    try:
+        await adapter.update_weights(iter(weights.items()), peft_config={"r": 8}, global_steps=1)
+    except NotImplementedError as err:
+        steps["lora_refused"] = str(err)
 
     server = replica.servers[0]
     steps["directory_update"] = await server.update_weights.remote(args.model, 2)
