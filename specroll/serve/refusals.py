@@ -41,13 +41,15 @@ REFUSALS = (
     Refusal(
         ("/init_weight_transfer_engine", "/collective_rpc", "/init_broadcaster",
          "/init_weights_update_group", "/destroy_weights_update_group", "/update_weights_from_distributed",
-         "/update_weights_from_tensor", "/areal_init_weights_update_group", "/areal_update_weights_xccl"),
+         "/update_weights_from_tensor", "/areal_init_weights_update_group", "/areal_set_update_weight_meta",
+         "/areal_update_weights_xccl"),
         "weight transfer over NCCL, NIXL or tensors in the request",
         f"{DISK_UPDATE}; {IN_PROCESS_TRL}",
     ),
     Refusal(
         ("/load_lora_adapter", "/unload_lora_adapter", "/v1/load_lora_adapter", "/v1/unload_lora_adapter",
-         "/skyrl/v1/load_lora_adapter", "/areal_update_weights_lora"),
+         "/skyrl/v1/load_lora_adapter", "/areal_update_weights_lora", "/areal_set_update_weight_meta_lora",
+         "/areal_update_weights_lora_xccl"),
         "serving LoRA adapters",
         f"merge the adapter into the base weights and {DISK_UPDATE}",
         "lora_name",

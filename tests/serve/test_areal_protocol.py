@@ -1,7 +1,8 @@
 """AReaL's remote vLLM engine (`areal/engine/vllm_remote.py`, `areal/infra/remote_inf_engine.py`) against
 `specroll serve`: its exact payloads replayed over HTTP, its responses parsed the way it parses them.
 
-AReaL is not installed (it needs torch and vLLM at import); what it sends and reads is fixed here:
+What it sends and reads is fixed here, so this runs without AReaL installed (AReaL 1.0.4's own client
+runs in tests/serve/test_areal_client.py, where .venv-areal is built):
 - health: GET /health with a JSON body {} (only the status is read);
 - generate: POST /v1/completions with a token-id `prompt`, no `model`, `top_k` 100000000 (off),
   `return_tokens_as_token_ids`, `logprobs` 0, `ignore_eos`/`use_beam_search` false, `stream` false; it
