@@ -5,7 +5,9 @@
 #
 # skyrl is installed without its dependencies (torch, vLLM, transformers, ...): the client module needs
 # only aiohttp and pydantic, pinned below with their own small dependencies. skyrl 0.3.0 is the newest
-# release whose client imports without torch (0.4.0's imports torch through its MoE routing helpers).
+# release whose client imports without torch (0.4.0's imports torch through its MoE routing helpers, and
+# needs Python 3.12: under 3.11 pydantic refuses its typing.TypedDict models; the CPU torch wheel here is
+# 3.11's, and PyPI's Linux torch for 3.12 is the CUDA build).
 # Idempotent: a second run that finds the same pins installed only re-checks the import.
 #
 # Usage: scripts/skyrl_client_env.sh [VENV_DIR]   (default: .venv-skyrl in the repository root)
