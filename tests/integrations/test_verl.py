@@ -123,6 +123,10 @@ def test_lora_adapter_weights_are_refused_naming_the_alternative(run):
     assert "lora.merge=True" in _step(run, "lora_refused")
 
 
+def test_a_sampling_field_specroll_lacks_is_refused_by_name(run):
+    assert "sampling_params.repetition_penalty" in _step(run, "refused")
+
+
 def test_a_resent_aborted_request_continues_under_the_seed_that_drew_it(run):
     partial = _step(run, "partial")
     first, resent = partial["attempts"]

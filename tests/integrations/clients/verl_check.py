@@ -135,6 +135,10 @@ async def drive(args: argparse.Namespace, steps: dict) -> None:
     steps["restored"] = await rollout(client, args)
 
     steps["partial"] = await partial_rollout(manager, server, args)
+    try:  # a sampling field specroll lacks, at a value that matters
+        await server.generate.remote(json.loads(args.prompts)[0], {"repetition_penalty": 1.1}, "refused")
+    except Exception as err:  # Ray's RayTaskError, carrying the actor's error
+        steps["refused"] = str(err)
 
 
 class Attempts(LLMServerClient):
