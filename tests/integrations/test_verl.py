@@ -2,7 +2,9 @@
 `LLMServerManager` starts the replica its registry resolves for `rollout.name=specroll`, its
 `LLMServerClient` (the agent loop's client) draws a rollout through its load balancer, its trainer-side
 adapter pushes a weight update, and a directory update restores the start weights. Every record equals,
-to the bit, what the engine draws in this process for the same prompt, seed and weights.
+to the bit, what the engine draws in this process for the same prompt, seed and weights. verl's
+partial-rollout client's resend of an aborted request continues it; LoRA adapter weights and sampling
+fields specroll lacks are refused by name.
 
 verl runs in its own environment (.venv-verl/, `make verl-env`, scripts/verl_env.sh) as a subprocess
 (tests/integrations/clients/verl_check.py, on a local Ray of two CPUs) that writes what it saw as JSON;

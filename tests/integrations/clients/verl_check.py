@@ -10,8 +10,10 @@ trainer does:
 2. a rollout through verl's `LLMServerClient.generate` (the agent loop's call, its sampling fields);
 3. a weight update as verl's trainer workers push one: the replica sleeps, the trainer-side adapter
    (`get_rollout_class("specroll")`) gets (name, tensor) pairs, the replica wakes; the rollout again;
+   the adapter given LoRA adapter weights (`peft_config`), which it refuses;
 4. a weight update from a directory (the server's other source); the rollout again;
-5. a partial rollout: an unseeded request aborted, resent by verl's `FullyAsyncLLMServerClient`.
+5. a partial rollout: an unseeded request aborted, resent by verl's `FullyAsyncLLMServerClient`;
+6. a call with a sampling field specroll lacks (`repetition_penalty` 1.1), refused by name.
 
     .venv-verl/bin/python tests/integrations/clients/verl_check.py --model DIR --weights-dir DIR \
         --prompts '[[ids...], ...]' --seeds '[s, ...]' --max-tokens N --temperature T --engine-seed S \
