@@ -90,10 +90,6 @@ class SpecrollServer:
     async def set_global_steps(self, global_steps: int) -> None:
         self.global_steps = global_steps
 
-    async def get_server_address(self) -> tuple[str, None]:
-        """No HTTP address: verl reaches this server through its Ray handle alone."""
-        return server_name(self.replica_rank), None
-
     async def sleep(self) -> None:
         await self.server.pause("keep")
 
