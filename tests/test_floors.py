@@ -29,7 +29,9 @@ ALLOWED = {  # part -> the parts, or single modules of parts, it may import (a p
                  "model", "placement", "policies", "profiling", "provenance", "rollout", "sampling_rules",
                  "scheduling", "serve", "sim", "tasks", "tokenizer", "train"},
     "serve": {"engine", "model", "sampling", "tokenizer", "train"},
-    "integrations": {"engine", "engine_config", "model", "placement", "policies", "rollout", "tokenizer"},
+    # verl's actor serves in process, built from `serve`'s flags
+    "integrations": {"cli", "commands", "engine", "engine_config", "model", "placement", "policies",
+                     "rollout", "serve", "tokenizer"},
     "bench": {"baselines", "drafting", "engine", "policies", "rollout", "scheduling", "sim", "tokenizer"},
     # training, one rollout, many workers
     "train": {"drafting", "engine", "engine_config", "head", "model", "placement", "rollout", "sampling",

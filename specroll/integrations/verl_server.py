@@ -22,6 +22,7 @@ from verl.utils.fs import copy_to_local
 from verl.workers.rollout.replica import TokenOutput
 
 from specroll.integrations.verl_requests import check_text_only, generate_body, stop_reason
+from specroll.integrations.serve_flags import local_server_from_flags
 from specroll.integrations.verl_settings import rollout_lengths, serve_flags
 from specroll.serve.local import LocalServer, WeightsSource
 
@@ -43,7 +44,7 @@ class SpecrollServer:
         self.server: LocalServer | None = None
 
     async def launch_server(self) -> None:
-        self.server = LocalServer.from_flags(serve_flags(self.config, self.model_dir))
+        self.server = local_server_from_flags(serve_flags(self.config, self.model_dir))
         await self.server.start()
 
     async def generate(

@@ -31,29 +31,6 @@ class LocalServer:
         self.spec = spec
         self.state = ServeState(options)
 
-    @classmethod
-    def from_flags(cls, flags: list[str]) -> LocalServer:
-        """The server `specroll serve FLAGS` would run (its engine flags, `--max-model-len`,
-        `--max-tokens`, `--max-n`, `--kv-memory`, `--served-model-name`); a bad flag is a ValueError."""
-        from specroll.cli import build_parser
-        from specroll.commands.rollout import engine_spec_from_args
-        from specroll.engine.memory import KvMemory
-
-        try:
-            args = build_parser("serve").parse_args(["serve", *flags])
-        except SystemExit:  # argparse has printed why
-            raise ValueError(f"not flags of `specroll serve`: {' '.join(flags)}") from None
-        name = args.served_model_name or Path(str(args.model)).name
-        options = ServeOptions(
-            model_name=name,
-            model_aliases=frozenset({name}),
-            max_model_len=args.max_model_len,
-            max_tokens=args.max_tokens,
-            max_n=args.max_n,
-            kv_memory=None if args.kv_memory is None else KvMemory.parse(args.kv_memory),
-        )
-        return cls(engine_spec_from_args(args, max_tokens=args.max_model_len), options)
-
     async def start(self) -> None:
         """Build the engine in its thread; return once it serves (raise what building it raised)."""
         loop = asyncio.get_running_loop()

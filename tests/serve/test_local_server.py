@@ -54,14 +54,14 @@ def seen(tmp_path_factory) -> dict:
     from safetensors.torch import load_file
 
     from specroll.rollout import DEFAULT_MODEL
-    from specroll.serve.local import LocalServer
+    from specroll.integrations.serve_flags import local_server_from_flags
     from specroll.tokenizer import load_tokenizer
 
     perturbed = perturbed_copy(DEFAULT_MODEL, tmp_path_factory.mktemp("local") / "step_1")
     prompts = [load_tokenizer(DEFAULT_MODEL).encode(p) for p in PROMPTS]
 
     async def run() -> dict:
-        server = LocalServer.from_flags(["--model", str(DEFAULT_MODEL), *FLAGS])
+        server = local_server_from_flags(["--model", str(DEFAULT_MODEL), *FLAGS])
         await server.start()
         try:
             out = {"start": await draw(server, prompts)}
