@@ -84,42 +84,20 @@ PINS=(
 )
 CHECK='from areal.engine.vllm_remote import RemotevLLMEngine; from areal.utils import name_resolve, names'
 
-works() { [ -n "$1" ] && "$1" -c 'import sys; assert sys.version_info[:2] == (3, 11)' >/dev/null 2>&1; }
-
-find_python() {
-  local candidate
-  for candidate in "${AREAL_PYTHON:-}" "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.11*/bin/python3.11 \
-    /root/.pyenv/versions/3.11*/bin/python3.11 "$(command -v python3.11 || true)" "$(command -v python3 || true)"; do
-    if works "$candidate"; then
-      echo "$candidate"
-      return 0
-    fi
-  done
-  return 1
-}
-
-STAMP="$VENV/.specroll-pins"
+NAME="AReaL's client"
 WANT="$(printf '%s\n' "${PINS[@]}")"
-if [ -x "$VENV/bin/python" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] \
-  && "$VENV/bin/python" -c "$CHECK" 2>/dev/null; then
-  echo "AReaL client environment ready: $VENV"
-  exit 0
-fi
+source "$ROOT/scripts/client_env.sh"
+exit_if_current
 
-if ! PY="$(find_python)"; then
+PYENV="${PYENV_ROOT:-$HOME/.pyenv}"
+if ! PY="$(python_of 3.11 "${AREAL_PYTHON:-}" "$PYENV"/versions/3.11*/bin/python3.11 /root/.pyenv/versions/3.11*/bin/python3.11 \
+  "$(command -v python3.11 || true)" "$(command -v python3 || true)")"; then
   echo "error: AReaL's client needs Python 3.11 (tried \$AREAL_PYTHON, ~/.pyenv/versions/3.11*," \
     "python3.11 and python3 on PATH). Set AREAL_PYTHON=/path/to/python3.11." >&2
   exit 1
 fi
 
-echo "building the AReaL client environment in $VENV with $PY"
-rm -rf "$VENV"
-"$PY" -m venv "$VENV"
+new_env "$PY"
 bash "$ROOT/scripts/install_torch.sh" "$VENV/bin/python"
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "${PINS[@]}"
-if ! "$VENV/bin/python" -c "$CHECK"; then
-  echo "error: AReaL's RemotevLLMEngine does not import in $VENV" >&2
-  exit 1
-fi
-printf '%s\n' "$WANT" >"$STAMP"
-echo "AReaL client environment ready: $VENV"
+install_pins
+finish_env

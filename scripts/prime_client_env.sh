@@ -47,28 +47,18 @@ PINS=(
 )
 CHECK='from renderers.client import generate; from renderers.base import ParsedResponse; import httpx, openai'
 
+NAME="prime-rl's client"
+WANT="$(printf '%s\n' "${PINS[@]}")"
+source "$ROOT/scripts/client_env.sh"
+
 PY="${PRIME_PYTHON:-python3}"
 if ! "$PY" -c 'import sys; assert (3, 11) <= sys.version_info[:2] < (3, 15)' >/dev/null 2>&1; then
   echo "error: prime-rl's client (renderers) needs Python 3.11 to 3.14; $PY is not one." \
     "Set PRIME_PYTHON=/path/to/python3.11 (or newer)." >&2
   exit 1
 fi
+exit_if_current
 
-STAMP="$VENV/.specroll-pins"
-WANT="$(printf '%s\n' "${PINS[@]}")"
-if [ -x "$VENV/bin/python" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] \
-  && "$VENV/bin/python" -c "$CHECK" 2>/dev/null; then
-  echo "prime-rl client environment ready: $VENV"
-  exit 0
-fi
-
-echo "building the prime-rl client environment in $VENV with $PY"
-rm -rf "$VENV"
-"$PY" -m venv "$VENV"
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "${PINS[@]}"
-if ! "$VENV/bin/python" -c "$CHECK"; then
-  echo "error: renderers.client does not import in $VENV" >&2
-  exit 1
-fi
-printf '%s\n' "$WANT" >"$STAMP"
-echo "prime-rl client environment ready: $VENV"
+new_env "$PY"
+install_pins
+finish_env

@@ -36,43 +36,21 @@ PINS=(
 )
 CHECK='from skyrl.backends.skyrl_train.inference_servers.remote_inference_client import RemoteInferenceClient'
 
-works() { [ -n "$1" ] && "$1" -c 'import sys; assert sys.version_info[:2] == (3, 12)' >/dev/null 2>&1; }
-
-find_python() {
-  local candidate
-  for candidate in "${SKYRL_PYTHON:-}" "${PYENV_ROOT:-$HOME/.pyenv}/versions/3.12.1/bin/python3.12" \
-    /root/.pyenv/versions/3.12.1/bin/python3.12 "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python3.12 \
-    "$(command -v python3.12 || true)"; do
-    if works "$candidate"; then
-      echo "$candidate"
-      return 0
-    fi
-  done
-  return 1
-}
-
-STAMP="$VENV/.specroll-pins"
+NAME="SkyRL's client"
 WANT="$(printf '%s\n' "${PINS[@]}")"
-if [ -x "$VENV/bin/python" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] \
-  && "$VENV/bin/python" -c "$CHECK" 2>/dev/null; then
-  echo "skyrl client environment ready: $VENV"
-  exit 0
-fi
+source "$ROOT/scripts/client_env.sh"
+exit_if_current
 
-if ! PY="$(find_python)"; then
+PYENV="${PYENV_ROOT:-$HOME/.pyenv}"
+if ! PY="$(python_of 3.12 "${SKYRL_PYTHON:-}" "$PYENV/versions/3.12.1/bin/python3.12" \
+  /root/.pyenv/versions/3.12.1/bin/python3.12 "$PYENV"/versions/3.12*/bin/python3.12 \
+  "$(command -v python3.12 || true)")"; then
   echo "error: SkyRL's client needs Python 3.12, and none was found (tried \$SKYRL_PYTHON," \
     "~/.pyenv/versions/3.12*/bin/python3.12 and python3.12 on PATH)." >&2
   echo "Install one (e.g. 'pyenv install 3.12.1') or set SKYRL_PYTHON=/path/to/python3.12." >&2
   exit 1
 fi
 
-echo "building the skyrl client environment in $VENV with $PY"
-rm -rf "$VENV"
-"$PY" -m venv "$VENV"
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "${PINS[@]}"
-if ! "$VENV/bin/python" -c "$CHECK"; then
-  echo "error: RemoteInferenceClient does not import in $VENV" >&2
-  exit 1
-fi
-printf '%s\n' "$WANT" >"$STAMP"
-echo "skyrl client environment ready: $VENV"
+new_env "$PY"
+install_pins
+finish_env

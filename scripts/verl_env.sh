@@ -79,44 +79,22 @@ PINS=(
 )
 CHECK='import torch, ray, hydra.utils; from verl.workers.rollout.llm_server import LLMServerManager; import specroll.integrations.verl'
 
-works() { [ -n "$1" ] && "$1" -c 'import sys; assert sys.version_info[:2] == (3, 11)' >/dev/null 2>&1; }
-
-find_python() {
-  local candidate
-  for candidate in "${VERL_PYTHON:-}" "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.11*/bin/python3.11 \
-    /root/.pyenv/versions/3.11*/bin/python3.11 "$(command -v python3.11 || true)" "$(command -v python3 || true)"; do
-    if works "$candidate"; then
-      echo "$candidate"
-      return 0
-    fi
-  done
-  return 1
-}
-
-STAMP="$VENV/.specroll-pins"
+NAME="verl's rollout classes"
 WANT="$(printf '%s\n' "${PINS[@]}" "$ROOT")"
-if [ -x "$VENV/bin/python" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] \
-  && "$VENV/bin/python" -c "$CHECK" 2>/dev/null; then
-  echo "verl environment ready: $VENV"
-  exit 0
-fi
+source "$ROOT/scripts/client_env.sh"
+exit_if_current
 
-if ! PY="$(find_python)"; then
+PYENV="${PYENV_ROOT:-$HOME/.pyenv}"
+if ! PY="$(python_of 3.11 "${VERL_PYTHON:-}" "$PYENV"/versions/3.11*/bin/python3.11 /root/.pyenv/versions/3.11*/bin/python3.11 \
+  "$(command -v python3.11 || true)" "$(command -v python3 || true)")"; then
   echo "error: verl's environment needs Python 3.11 (tried \$VERL_PYTHON, ~/.pyenv/versions/3.11*," \
     "python3.11 and python3 on PATH). Set VERL_PYTHON=/path/to/python3.11." >&2
   exit 1
 fi
 
-echo "building the verl environment in $VENV with $PY"
-rm -rf "$VENV"
-"$PY" -m venv "$VENV"
+new_env "$PY"
 bash "$ROOT/scripts/install_torch.sh" "$VENV/bin/python"
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "${PINS[@]}"
+install_pins
 SITE="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-echo "$ROOT" >"$SITE/specroll-checkout.pth"
-if ! "$VENV/bin/python" -c "$CHECK"; then
-  echo "error: verl's rollout classes or specroll's verl backend do not import in $VENV" >&2
-  exit 1
-fi
-printf '%s\n' "$WANT" >"$STAMP"
-echo "verl environment ready: $VENV"
+echo "$ROOT" >"$SITE/specroll-checkout.pth"  # this checkout's specroll, not a copy
+finish_env
