@@ -20,13 +20,13 @@ from types import ModuleType
 
 from specroll.cpu_env import host_cpu_flags
 
-SOURCES = ("bindings.cpp", "linear.cpp", "attention.cpp", "norm.cpp", "rotary.cpp")
-HEADERS = ("vec.h", "linear.h", "attention.h", "norm.h", "rotary.h")
 NEEDED_FLAGS = frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq", "fma"})
 # no fast-math, no contraction: every fused multiply-add is one the source writes
 CFLAGS = ("-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512bf16", "-mfma",
           "-ffp-contract=off", "-fno-fast-math", "-std=c++17")  # fmt: skip
 _CSRC = Path(__file__).parent / "csrc"
+SOURCES = tuple(sorted(path.name for path in _CSRC.glob("*.cpp")))  # every file of csrc/ is built
+HEADERS = tuple(sorted(path.name for path in _CSRC.glob("*.h")))
 
 
 def missing_requirement(cpu_flags: frozenset[str] | None = None) -> str | None:

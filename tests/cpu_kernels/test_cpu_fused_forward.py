@@ -76,8 +76,13 @@ def test_a_rows_logits_are_the_same_alone_and_in_any_batch(runner):
         assert torch.equal(wide[0, 0], together[slot, 0])
 
 
-def test_a_cache_of_another_dtype_takes_the_separate_path(runner):
-    runner.cache = KVCache(runner.config, 4, 160, dtype=torch.float32, column_multiple=64)
-    out = runner.forward([SequenceInput(0, 0, [1, 2, 3])])
-    assert torch.isfinite(out.logits).all()
+def test_a_wider_cache_takes_the_separate_path_and_gives_the_same_bits(runner):
+    """An fp32 cache holds the same bf16 values widened: the separate path writes it, attention reads
+    it narrowed, and the logits are the bf16 cache's to the bit."""
+    tokens = [SequenceInput(0, 0, [1, 2, 3, 4, 5]), SequenceInput(1, 0, [6, 7])]
     runner.use_new_cache(4, 160)
+    narrow = runner.forward(tokens).logits
+    runner.cache = KVCache(runner.config, 4, 160, dtype=torch.float32, column_multiple=64)
+    wide = runner.forward(tokens).logits
+    runner.use_new_cache(4, 160)
+    assert torch.equal(wide, narrow)

@@ -130,7 +130,9 @@ torch::Tensor rotary_write(const torch::Tensor& qkv, const torch::Tensor& cos, c
   auto c = cos.to(torch::kBFloat16).expand({B, 1, T, D}).contiguous(), s = sin.to(torch::kBFloat16).expand({B, 1, T, D}).contiguous();
   auto index = write_index.contiguous();
   const int64_t limit = k_cache.numel() / D;
-  TORCH_CHECK(index.numel() == 0 || (index.min().item<int64_t>() >= 0 && index.max().item<int64_t>() < limit), "write_index outside the cache");
+  const int64_t* rows_at = index.data_ptr<int64_t>();
+  for (int64_t i = 0; i < index.numel(); ++i)  // a few hundred integers: no torch reduction per layer
+    TORCH_CHECK(rows_at[i] >= 0 && rows_at[i] < limit, "write_index outside the cache: row ", rows_at[i]);
   auto q = torch::empty({B, num_heads, T, D}, qkv.options());
   specroll::RotaryWriteArgs a{bf16_data(rows), bf16_data(c), bf16_data(s), bf16_out(q), bf16_out(k_cache), bf16_out(v_cache),
                               index.data_ptr<int64_t>(), T, num_heads, num_kv_heads, D};
