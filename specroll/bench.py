@@ -18,6 +18,7 @@ other system runs one engine.
 from __future__ import annotations
 
 import statistics
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable
@@ -27,12 +28,14 @@ import torch
 from specroll.baselines.hf_generate import hf_generate
 from specroll.baselines.vllm_peer import METHODS, VllmRun, VllmWorkload, has_method, run_vllm, vllm_python
 from specroll.drafting.oracle import OracleDrafter
+from specroll.engine.engine import Engine
 from specroll.engine.threads import apply_threads
 from specroll.engine.telemetry import drafts_by_batch, forward_from_row
 from specroll.policies.cost_model import CostModel
 from specroll.rollout import (
     RolloutConfig,
     RolloutResult,
+    RolloutSummary,
     encode_prompts,
     load_cost_model,
     load_problems,
@@ -41,6 +44,7 @@ from specroll.rollout import (
 from specroll.scheduling.dispatch import DISPATCHES
 from specroll.sim.prediction import MeasuredRollout, predict_engine_makespan, predict_makespan, scaled
 from specroll.sim.projection import project
+from specroll.tail import BatchSample, tail_profile
 from specroll.tokenizer import load_tokenizer
 
 DEFAULT_SYSTEMS = ("plain", "speculative", "hf-generate")
@@ -66,6 +70,9 @@ class BenchRow:
     scaled_makespan_seconds: float | None = None  # workers: the same on the profile scaled to plain's level
     graph_recording_seconds: float | None = None  # recording CUDA graphs, inside the makespan
     tail_seconds: float | None = None  # from 90 % of requests finished to the last (median over rounds)
+    tail_share: float | None = None  # that over the makespan (`tail.tail_share`; median over rounds)
+    drain_share: float | None = None  # the batch only shrinking, over the makespan (`tail.tail_profile`)
+    batch_at: dict[str, int] = field(default_factory=dict)  # "50%" -> the batch then (the first round's)
     drafts_by_batch: dict[str, dict[str, int]] = field(default_factory=dict)  # summed over rounds
     projected_makespan_seconds: float | None = None  # its forwards priced by another device's profile
     startup_seconds: float | None = None  # vllm: building its engine and a warm-up, outside the makespan
@@ -135,6 +142,7 @@ class Bench:
         self.num_workers = config.cluster.num_workers
         self.config = config = config.with_cluster(num_workers=1)
         self._plain: RolloutResult | None = None
+        self._plain_batches: list[BatchSample] = []  # its iterations (`BatchClock`)
         self._prompts: dict[int, tuple[int, ...]] | None = None
         self._replays: dict[str, tuple[MeasuredRollout, str]] = {}  # workers system -> its requests, dispatch
         apply_threads(config.engine_spec())  # every system, hf-generate included, runs with the same threads
@@ -143,27 +151,22 @@ class Bench:
         core, head = split_head(system)
         name, policy, drafter = parse_system(core)
         if name == "speculative":
-            return self._engine_row(system, self._speculative_row(policy, drafter, head))
+            return self._engine_row(system, *self._speculative_row(policy, drafter, head))
         if name == "oracle":
-            return self._engine_row(system, self._oracle_row(policy))
+            return self._engine_row(system, *self._oracle_row(policy))
         if name == "workers":
             result = self._workers_row(policy, drafter)
             return replace(
                 _engine_row(system, result),
                 predicted_makespan_seconds=self._predict(system, result, policy, drafter),
             )
+        plain = replace(self.config, speculate="off")
         if name == "plain-fast":
-            return self._engine_row(
-                system, run_rollout(replace(self.config, speculate="off").with_engine(batch_invariant=False))
-            )
+            return self._engine_row(system, *_run(plain.with_engine(batch_invariant=False)))
         if name == "plain-serial":
-            return self._engine_row(
-                system, run_rollout(replace(self.config, speculate="off").with_engine(overlap=False))
-            )
+            return self._engine_row(system, *_run(plain.with_engine(overlap=False)))
         if name == "plain-eager":
-            return self._engine_row(
-                system, run_rollout(replace(self.config, speculate="off").with_engine(cuda_graphs=False))
-            )
+            return self._engine_row(system, *_run(plain.with_engine(cuda_graphs=False)))
         if name == "vllm":
             return _vllm_row(system, run_vllm(self._vllm_workload(), method=policy))
         return self._plain_row() if name == "plain" else self._hf_generate_row()
@@ -177,11 +180,14 @@ class Bench:
                 self._measured(self.plain()), self.config.engine.max_batch_size, cost
             )
         )
-        return replace(self._engine_row("plain", self.plain()), predicted_makespan_seconds=predicted)
+        row = self._engine_row("plain", self.plain(), self._plain_batches)
+        return replace(row, predicted_makespan_seconds=predicted)
 
-    def _engine_row(self, system: str, result: RolloutResult) -> BenchRow:
+    def _engine_row(
+        self, system: str, result: RolloutResult, batches: list[BatchSample] | None = None
+    ) -> BenchRow:
         """One engine's row, with its forwards priced by the projection's profile where one is given."""
-        row = _engine_row(system, result)
+        row = _engine_row(system, result, batches)
         if self.projection is None:
             return row
         prompts = self._encoded_prompts()
@@ -205,9 +211,11 @@ class Bench:
             for r in rows
         ]
 
-    def _speculative_row(self, policy: str, drafter: str, head: Path | None = None) -> RolloutResult:
+    def _speculative_row(
+        self, policy: str, drafter: str, head: Path | None = None
+    ) -> tuple[RolloutResult, list[BatchSample]]:
         config = replace(self.config, speculate=drafter or "on", policy=policy or self.config.policy)
-        return run_rollout(config if head is None else replace(config, draft_head_dir=head))
+        return _run(config if head is None else replace(config, draft_head_dir=head))
 
     def _workers_row(self, dispatch: str, drafter: str) -> RolloutResult:
         if self.num_workers < 2:
@@ -245,15 +253,15 @@ class Bench:
         prompt_tokens = [len(prompts[r.prompt_id]) for r in result.records]
         return MeasuredRollout.from_records(result.records, prompt_tokens, self.config.max_tokens)
 
-    def _oracle_row(self, policy: str) -> RolloutResult:
+    def _oracle_row(self, policy: str) -> tuple[RolloutResult, list[BatchSample]]:
         outputs = {r.request_id: r.token_ids for r in self.plain().records}
         # the oracle drafts for free, so policies see a model-free drafter's costs
         config = replace(self.config, speculate="suffix", policy=policy or self.config.policy)
-        return run_rollout(config, drafter=OracleDrafter(outputs))
+        return _run(config, OracleDrafter(outputs))
 
     def plain(self) -> RolloutResult:
         if self._plain is None:
-            self._plain = run_rollout(replace(self.config, speculate="off"))
+            self._plain, self._plain_batches = _run(replace(self.config, speculate="off"))
         return self._plain
 
     def _encoded_prompts(self) -> dict[int, tuple[int, ...]]:
@@ -310,8 +318,40 @@ def _vllm_row(system: str, run: VllmRun) -> BenchRow:
     )
 
 
-def _engine_row(system: str, result: RolloutResult) -> BenchRow:
+class BatchClock:
+    """A rollout's `progress` hook: each engine iteration's end on the wall clock, its batch and queue."""
+
+    def __init__(self) -> None:
+        self._ends: list[tuple[float, int, int, int]] = []  # perf_counter, batch, finished, waiting
+        self._num_finished = 0
+
+    def __call__(self, engine: Engine, num_finished: int, output_tokens: int) -> None:
+        finished, self._num_finished = num_finished - self._num_finished, num_finished
+        # the requests it finished have left the running set: the batch it ran had them too
+        self._ends.append((time.perf_counter(), engine.num_running + finished, finished, engine.num_waiting))
+
+    def samples(self, makespan_seconds: float) -> list[BatchSample]:
+        """On the rollout's clock: its makespan closes just after the last iteration's hook, so an
+        iteration ended `makespan - (last end - its end)` seconds after the start."""
+        if not self._ends:
+            return []
+        last = self._ends[-1][0]
+        return [BatchSample(makespan_seconds - (last - end), *rest) for end, *rest in self._ends]
+
+
+def _run(
+    config: RolloutConfig, drafter: OracleDrafter | None = None
+) -> tuple[RolloutResult, list[BatchSample]]:
+    """One engine's rollout, and its iterations as `BatchClock` saw them."""
+    clock = BatchClock()
+    result = run_rollout(config, clock, drafter)
+    return result, clock.samples(result.summary.makespan_seconds)
+
+
+def _engine_row(system: str, result: RolloutResult, batches: list[BatchSample] | None = None) -> BenchRow:
+    """`batches`: the rollout's iterations, where its one engine ran it (none for workers)."""
     s = result.summary
+    profile = None if not batches else tail_profile(batches, s.makespan_seconds)
     return BenchRow(
         system,
         s.makespan_seconds,
@@ -321,8 +361,16 @@ def _engine_row(system: str, result: RolloutResult) -> BenchRow:
         s.forward_passes,
         graph_recording_seconds=s.graph_recording_seconds if s.graphs_recorded else None,
         tail_seconds=s.tail_seconds,
+        tail_share=_tail_share(s) if profile is None else profile.tail_share,
+        drain_share=None if profile is None else profile.drain_share,
+        batch_at={} if profile is None else profile.batch_at,
         drafts_by_batch=drafts_by_batch(map(forward_from_row, result.telemetry)),
     )
+
+
+def _tail_share(summary: RolloutSummary) -> float | None:
+    """The tail's share from the summary alone (a rollout over workers: no iterations to read)."""
+    return summary.tail_seconds / summary.makespan_seconds if summary.makespan_seconds else None
 
 
 def run_bench(
@@ -385,6 +433,8 @@ def _combined(rows: list[BenchRow], rounds: list[list[BenchRow]]) -> BenchRow:
         scaled_makespan_seconds=_median_of(r.scaled_makespan_seconds for r in rows),
         graph_recording_seconds=_median_of(r.graph_recording_seconds for r in rows),
         tail_seconds=_median_of(r.tail_seconds for r in rows),
+        tail_share=_median_of(r.tail_share for r in rows),
+        drain_share=_median_of(r.drain_share for r in rows),
         projected_makespan_seconds=_median_of(r.projected_makespan_seconds for r in rows),
         startup_seconds=_median_of(r.startup_seconds for r in rows),
         drafts_by_batch=_summed(r.drafts_by_batch for r in rows),

@@ -10,7 +10,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from specroll.bench import DEFAULT_SYSTEMS, BenchRow, run_bench
-from specroll.commands.rollout import add_rollout_arguments, add_worker_arguments, config_from_args
+from specroll.bench_presets import PRESETS, WORKLOAD_FLAGS, resolve_workload
+from specroll.commands.rollout import DEFAULTS, add_rollout_arguments, add_worker_arguments, config_from_args
 from specroll.commands import tables
 from specroll.cpu_env import cpuinfo_field
 from specroll.engine.telemetry import describe_drafts
@@ -30,6 +31,10 @@ COLUMNS = {  # printed under `--help`; docs/cli.md says the same
     "vs first, paired": "the same against the first system given, where that is not plain",
     "vs hf-generate": "tokens/s over transformers' generate on the same checkpoint",
     "tail (s)": "time spent on the last 10 % of requests: from 90 % finished to the last (median)",
+    "tail share": "the tail's share of the makespan (median over rounds; `specroll.tail.tail_share`)",
+    "drain share": "the share of the makespan in which the batch only shrinks: from the first finish "
+    "that leaves no request waiting to the end (median over rounds)",
+    "batch at 25/50/75/90 %": "the batch running at those shares of the makespan (the first round's)",
     "drafts by batch": "what the policy drafted at each batch size (1, 2-3, 4-7, ...): its most "
     "frequent draft (none, chain-K tokens or tree-N nodes) and the share of forwards it ran in",
     "simulated (s)": "the simulator's makespan for this system on these requests, priced by the "
@@ -42,13 +47,40 @@ COLUMNS = {  # printed under `--help`; docs/cli.md says the same
 }
 
 
+WORKLOAD_DEFAULTS = {  # the workload without a preset
+    "model": DEFAULTS.model_dir,
+    "task": DEFAULTS.task,
+    "num_prompts": 16,
+    "n": 8,
+    "max_batch_size": 32,
+    "max_tokens": DEFAULTS.max_tokens,
+    "temperature": DEFAULTS.temperature,
+}
+
+
 def register(parser: argparse.ArgumentParser) -> None:
     """Add this command's arguments to its parser and set `func`."""
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = "columns of the table:\n" + "\n".join(f"  {k}: {v}" for k, v in COLUMNS.items())
+    parser.epilog = "\n".join(
+        [
+            "presets (--preset NAME):",
+            *(f"  {name}: {preset.summary}" for name, preset in PRESETS.items()),
+            "columns of the table:",
+            *(f"  {k}: {v}" for k, v in COLUMNS.items()),
+        ]
+    )
     add_rollout_arguments(parser)
     add_worker_arguments(parser)
-    parser.set_defaults(num_prompts=16, n=8, max_batch_size=32)
+    parser.set_defaults(**dict.fromkeys(WORKLOAD_FLAGS))  # None: not given, so the preset's or bench's own
+    parser.add_argument(
+        "--preset",
+        default=None,
+        choices=list(PRESETS),
+        metavar="NAME",
+        help=f"a named workload ({', '.join(PRESETS)}; listed below): it sets --model, --task, "
+        "--num-prompts, --n, --max-batch-size, --max-tokens and --temperature, and any of those given "
+        "wins. Without one: 16 prompts x 8 samples at batch 32 of the rollout's defaults",
+    )
     parser.add_argument(
         "--systems",
         default=",".join(DEFAULT_SYSTEMS),
@@ -75,6 +107,25 @@ def register(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print one line of JSON")
     parser.set_defaults(func=run)
+    _resolve_presets_as_parsed(parser)
+
+
+def _resolve_presets_as_parsed(parser: argparse.ArgumentParser) -> None:
+    """Fill the workload from `--preset` as the flags are parsed, so that whoever reads the namespace
+    (`run`, `config_from_args`) sees the workload and never the None that marks a flag not given."""
+    parse_known_args = parser.parse_known_args
+
+    def parse_with_preset(args=None, namespace=None):
+        namespace, extras = parse_known_args(args, namespace)
+        return apply_preset(namespace), extras
+
+    parser.parse_known_args = parse_with_preset
+
+
+def apply_preset(args: argparse.Namespace) -> argparse.Namespace:
+    """The workload flags filled in from `--preset` (or bench's defaults) where not given."""
+    given = {name: getattr(args, name) for name in WORKLOAD_FLAGS}
+    return argparse.Namespace(**{**vars(args), **resolve_workload(given, args.preset, WORKLOAD_DEFAULTS)})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -123,8 +174,9 @@ def print_table(rows: list[BenchRow], args: argparse.Namespace) -> None:
     base = {r.system: r for r in rows}
     columns = [c for c in COLUMNS if c != "vs first, paired" or rows[0].system != "plain"]
     columns = [c for c in columns if c != "projected (s)" or args.project_profile is not None]
+    preset = "" if args.preset is None else f" ({args.preset})"
     table = tables.TextTable(
-        f"specroll bench: {args.num_prompts} prompts x {args.n}, batch {args.max_batch_size}, "
+        f"specroll bench{preset}: {args.num_prompts} prompts x {args.n}, batch {args.max_batch_size}, "
         f"max_tokens {args.max_tokens}, T={args.temperature}, seed {args.seed}",
         [c.replace("first", rows[0].system) for c in columns],
     )
@@ -141,6 +193,9 @@ def print_table(rows: list[BenchRow], args: argparse.Namespace) -> None:
             "vs first, paired": "" if r.paired_vs_first is None else f"{r.paired_vs_first:.2f}x",
             "vs hf-generate": _ratio(base.get("hf-generate"), r),
             "tail (s)": "" if r.tail_seconds is None else f"{r.tail_seconds:.2f}",
+            "tail share": _share(r.tail_share),
+            "drain share": _share(r.drain_share),
+            "batch at 25/50/75/90 %": "/".join(map(str, r.batch_at.values())),
             "drafts by batch": describe_drafts(r.drafts_by_batch),
             "simulated (s)": _predicted(r.predicted_makespan_seconds, r),
             "simulated at plain's level (s)": _predicted(r.scaled_makespan_seconds, r),
@@ -162,6 +217,10 @@ def print_table(rows: list[BenchRow], args: argparse.Namespace) -> None:
         print(
             f"CUDA graphs recorded during the rollouts (median time, in the makespan): {', '.join(recorded)}"
         )
+
+
+def _share(share: float | None) -> str:
+    return "" if share is None else f"{share:.0%}"
 
 
 def _seconds(seconds: float | None) -> str:
