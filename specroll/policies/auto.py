@@ -47,6 +47,7 @@ from specroll.policies.base import BatchView, DraftDecision, ForwardStats
 from specroll.policies.cost_model import CostModel
 from specroll.policies.draft_coverage import DraftCoverage
 from specroll.policies.exploration import Probe, is_worth_probing, seconds_left
+from specroll.policies.plain_hold import PlainHold
 from specroll.policies.remaining_lengths import sample_remaining
 from specroll.policies.speculation_math import expected_tokens
 from specroll.policies.tree_acceptance import TreeAcceptance
@@ -119,16 +120,15 @@ def chain_rates(
     # emitted[i, k]: expected tokens of request i asked for k
     drafted = expected_tokens(np.asarray(alphas, dtype=np.float64)[:, None], np.arange(top + 1)[None])
     emitted = 1.0 + coverage * (drafted - 1.0)
-    rows = np.arange(len(limit))
-
-    def rate(cap: int) -> float:
-        lengths = np.minimum(cap, limit)
-        width = int(lengths.max(initial=0))
-        seconds = model.step_seconds(len(limit), width, context_length) * time_scale(width)
-        tokens = emitted[rows, lengths]
-        return (float(tokens.sum()) if remaining is None else draining_tokens(tokens, remaining)) / seconds
-
-    return [rate(cap) for cap in range(top + 1)]
+    # every cap at once: lengths[c, i] = min(c, limits[i]); a forward is as wide as its longest draft
+    lengths = np.minimum(np.arange(top + 1)[:, None], limit[None, :])
+    widths = lengths.max(axis=1, initial=0).tolist()
+    priced = {w: model.step_seconds(len(limit), w, context_length) * time_scale(w) for w in set(widths)}
+    seconds = np.array([priced[w] for w in widths])
+    tokens = np.take_along_axis(emitted, lengths.T, axis=1).T  # (caps, B)
+    if remaining is None:
+        return list(tokens.sum(axis=1) / seconds)
+    return list(draining_tokens_by_cap(tokens, remaining) / seconds)
 
 
 def best_chain(model: CostModel, alphas: Sequence[float], limits: Sequence[int], **options) -> Plan:
@@ -152,6 +152,14 @@ def draining_tokens(emitted: np.ndarray, remaining: np.ndarray | Sequence[int]) 
     left = np.maximum(np.atleast_2d(np.asarray(remaining, dtype=np.float64)), 1.0)
     plain = left.max(axis=1).mean()
     return left.shape[1] * float(plain / (left / emitted).max(axis=1).mean())
+
+
+def draining_tokens_by_cap(emitted: np.ndarray, remaining: np.ndarray | Sequence[int]) -> np.ndarray:
+    """`draining_tokens` of every row of emitted (C, B) at once: one figure a cap."""
+    left = np.maximum(np.atleast_2d(np.asarray(remaining, dtype=np.float64)), 1.0)  # (S, B)
+    plain = left.max(axis=1).mean()
+    last = (left[:, None, :] / emitted[None, :, :]).max(axis=2).mean(axis=0)  # (C,)
+    return left.shape[1] * (plain / last)
 
 
 def tree_seconds(model: CostModel, batch_size: int, nodes: int, context_length: float = 0.0) -> float:
@@ -238,6 +246,7 @@ class AutoPolicy:
     _rng: random.Random = field(init=False, repr=False)
     _decided: tuple[int, int, float, bool] | None = field(default=None, init=False, repr=False)
     coverage: DraftCoverage = field(default_factory=DraftCoverage)
+    hold: PlainHold = field(default_factory=PlainHold)  # plain decoding held unpriced (`plain_hold`)
     _asked: tuple[int, ...] | None = field(default=None, init=False, repr=False)  # the last chains asked
     _context: float = field(default=0.0, init=False, repr=False)  # mean context of the last decision
     _probe_plain: float | None = field(
@@ -256,9 +265,23 @@ class AutoPolicy:
             raise ValueError(f"exploration_spread must be >= 0, got {self.exploration_spread}")
 
     def decide(self, batch: BatchView) -> DraftDecision:
-        plan = self._plan(batch)
+        draw = self._rng.random()
+        request_ids = [v.request_id for v in batch.requests]
+        if self.hold.holds(request_ids, is_probe_step=draw * self.probe_every < 1.0):
+            return self._held_plain(batch.batch_size)
+        plan, best = self._plan(batch, draw)
+        if any(plan.lengths) or any(best.lengths):  # plain only for a measurement: priced again next
+            self.hold.end()
+        else:
+            self.hold.start(request_ids)
         self._asked = None if plan.tree else tuple(plan.lengths)
         return DraftDecision(tuple(plan.lengths), tree=plan.tree)
+
+    def _held_plain(self, batch_size: int) -> DraftDecision:
+        """Plain decoding unpriced (`plain_hold`); its forward still calibrates plain's price."""
+        self._probe_plain, self._asked = None, (0,) * batch_size
+        self._decided = (batch_size, 0, self._predicted_seconds(batch_size, 0, False), False)
+        return DraftDecision((0,) * batch_size)
 
     def new_target(self) -> None:
         """Acceptance is measured again, from the old target's carried as a prior
@@ -266,24 +289,26 @@ class AutoPolicy:
         still hold and are kept."""
         self.tracker.new_target()
         self.trees.new_target()
+        self.hold.end()
 
-    def _plan(self, batch: BatchView) -> Plan:
+    def _plan(self, batch: BatchView, draw: float) -> tuple[Plan, Plan]:
+        """The plan this forward runs, and the best one as priced (they differ where the forward
+        probes); draw: this forward's uniform, which makes it a probe step or not."""
         options = self._candidates(batch)
         best = options.best
         self._decided, self._probe_plain = None, None
-        draw = self._rng.random()
         is_probe_step = draw * self.probe_every < 1.0
         b = batch.batch_size
         plan = self._tree_probe(batch, options.trees, best, is_probe_step)
         if plan is None and not any(best.lengths) and self._is_draft_probe(batch, options, best, draw):
             self._probe_plain = self._plan_seconds(b, options.chain(0))
-            return options.chain(self.probe_length)
+            return options.chain(self.probe_length), best
         if plan is None:
             plan = self._chain_probe(batch, options, best, draw * self.probe_every) if is_probe_step else best
         if any(plan.lengths) and self._plain_unmeasured(b):
             plan = options.chain(0)
         self._decided = (b, plan.cap, self._predicted_seconds(b, plan.cap, plan.tree), plan.tree)
-        return plan
+        return plan, best
 
     def _is_draft_probe(self, batch: BatchView, options: Options, best: Plan, draw: float) -> bool:
         """Whether a forward the plan decodes plain drafts `probe_length` instead: through the warm-up
@@ -453,6 +478,8 @@ class AutoPolicy:
     def observe(self, stats: ForwardStats) -> None:
         seconds = stats.steady_seconds
         self._last_tree = stats.tree
+        if stats.num_drafted:
+            self.hold.end()
         if self._asked is not None and not stats.tree and len(stats.drafted) == len(self._asked):
             self.coverage.record(self._asked, stats.drafted)
         if self._probe_plain is not None:
