@@ -15,7 +15,8 @@ from specroll.engine.request import Request
 from specroll.engine.step import DraftBatch
 from specroll.engine.verifier import build_drafts
 from specroll.engine_config import EngineConfig
-from specroll.policies.base import BatchView, RequestView, SpeculationPolicy
+from specroll.policies.base import BatchView, SpeculationPolicy
+from specroll.policies.batch_view_builder import build_batch_view
 from specroll.policies.prompt_lengths import PromptLengths
 
 
@@ -82,25 +83,12 @@ class Proposer:
         finished_lengths: Sequence[int],
         prompt_lengths: PromptLengths,
     ) -> BatchView:
-        """The policy's view of the batch; a prompt's lengths are one tuple its requests share."""
-        views = [
-            RequestView(
-                r.request_id,
-                r.group_id,
-                r.num_output_tokens,
-                r.num_remaining,
-                r.num_drafted,
-                r.num_accepted,
-                r.num_forwards,
-                r.num_cached,
-                prompt_lengths.sorted(r.prompt_key),
-            )
-            for r in requests
-        ]
-        return BatchView(
-            views,
+        """The policy's view of the batch (`build_batch_view`, the simulator's builder too)."""
+        return build_batch_view(
+            requests,
             self._config.max_draft,
             trees=self._offers_trees(),
             num_waiting=num_waiting,
             finished_lengths=finished_lengths,
+            prompt_lengths=prompt_lengths,
         )

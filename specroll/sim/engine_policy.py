@@ -16,8 +16,12 @@ advancing every copy by its expected tokens E(alpha, k). The policy sees one seg
   the first rejection, so a fractional expected count E - 1 would read as (E - 1) / E, below alpha;
 - `ForwardStats` carries the same drawn counts and the modelled seconds of one iteration, drafting
   included (so `draft_seconds` is 0);
-- each request's `prompt_lengths` are the lengths its group's finished requests reached: a simulated
-  rollout is one step, so a prompt's history is its group's samples that finished earlier in it.
+- the `BatchView` is the engine's own (`policies.batch_view_builder`, the builder the engine calls),
+  from what the worker knows as its engine would: its queue (`num_waiting`), the lengths of the
+  requests it finished (`finished_lengths`) and per prompt its requests' lengths (`prompt_lengths`:
+  a simulated rollout is one step, so a prompt's history is its group's samples that finished
+  earlier on that worker), each request's cached context counted as the engine counts it;
+- a forward emits, per copy, its accepted tokens and one more, none past max_tokens (`Request.commit`).
 A decision's `drafter` is not followed: a simulated copy's drafter is fixed when it is dispatched.
 """
 
@@ -27,7 +31,8 @@ from typing import Callable
 
 import numpy as np
 
-from specroll.policies.base import BatchView, DraftDecision, ForwardStats, RequestView, SpeculationPolicy
+from specroll.policies.base import BatchView, DraftDecision, ForwardStats, SpeculationPolicy
+from specroll.policies.batch_view_builder import RunningCounts, build_batch_view, num_cached_before_forward
 from specroll.sim.speculation import IterationPlan, RunningBatch, SpecCosts, coupled_plan
 
 _MAX_ALPHA = 1.0 - 1e-9  # a geometric draw needs a failure probability above 0
@@ -64,7 +69,7 @@ class EnginePolicySpeculation:
             batch_size=view.num_running,
             num_drafted=int(plan.draft_len.sum()),
             num_accepted=int(accepted.sum()),
-            num_emitted=int(accepted.sum()) + view.num_running,
+            num_emitted=int(_emitted(accepted, view).sum()),
             forward_seconds=iteration_seconds,
             draft_seconds=0.0,
             request_ids=tuple(view.request_ids.tolist()),
@@ -75,21 +80,28 @@ class EnginePolicySpeculation:
         self.policy(view.worker).observe(stats)
 
     def batch_view(self, view: RunningBatch) -> BatchView:
-        """The engine's view of the running batch; output tokens are the fluid positions, floored."""
+        """The engine's view of the running batch, by the engine's builder (`build_batch_view`): output
+        tokens are the fluid positions, floored; a copy's drafter drafts no trees."""
         self._grow(int(view.request_ids.max()) + 1)
-        outputs = view.positions.astype(np.int64)
+        outputs = view.positions.astype(np.int64).tolist()
+        cached = [num_cached_before_forward(view.prompt_tokens, n) for n in outputs]
         columns = (
-            view.request_ids,
-            view.group_ids,
+            view.request_ids.tolist(),
+            view.group_ids.tolist(),
             outputs,
-            view.max_tokens - outputs,
-            *self._counters[:, view.request_ids],
-            outputs + view.prompt_tokens,
+            [view.max_tokens - n for n in outputs],
+            *self._counters[:, view.request_ids].tolist(),
+            cached,
+            view.group_ids.tolist(),  # a prompt's key: its group (a simulated rollout is one step)
         )
-        rows = zip(*(np.asarray(c).tolist() for c in columns))
-        prompts = view.prompt_lengths or [()] * view.num_running
-        requests = [RequestView(*fields, prompt_lengths=lengths) for fields, lengths in zip(rows, prompts)]
-        return BatchView(requests, self.max_draft)
+        return build_batch_view(
+            [RunningCounts(*row) for row in zip(*columns)],
+            self.max_draft,
+            trees=False,
+            num_waiting=view.num_waiting,
+            finished_lengths=view.finished_lengths,
+            prompt_lengths=view.prompt_lengths,
+        )
 
     def _grow(self, num_requests: int) -> None:
         if num_requests > self._counters.shape[1]:
@@ -107,3 +119,10 @@ class EnginePolicySpeculation:
 def _clipped(decision: DraftDecision, batch: BatchView) -> np.ndarray:
     """The engine's budgets: a request that may emit only one more token gains nothing from drafting."""
     return np.asarray(batch.clip(decision.draft_lengths), dtype=np.int64)
+
+
+def _emitted(accepted: np.ndarray, view: RunningBatch) -> np.ndarray:
+    """(b,) tokens each copy keeps of one forward: its accepted drafts and one more, none past
+    max_tokens, as `Request.commit` keeps them (outputs are the fluid positions, floored)."""
+    remaining = view.max_tokens - view.positions.astype(np.int64)
+    return np.minimum(accepted + 1, np.maximum(remaining, 0))

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from specroll.policies.prompt_lengths import PromptLengths
 from specroll.scheduling.fastest_of_n import FonCandidate, assign_fastest_of_n, straggler_order
 from specroll.sim.acceptance_rates import AcceptanceModel
 from specroll.sim.roofline import ForwardCost
@@ -65,7 +64,6 @@ class RolloutLoop:
         self.finish_seconds = np.full(n, np.nan)
         self.generated = np.zeros(n)
         self.finished_in_group = np.zeros(workload.num_groups, dtype=np.int64)
-        self.group_lengths = PromptLengths(max_prompts=workload.num_groups)  # the engine's, per prompt
         self.copies_on: list[set[int]] = [set() for _ in range(n)]
         self._heap: list[tuple[float, int, int, int]] = []
         self._seq = 0
@@ -130,7 +128,7 @@ class RolloutLoop:
         self.finish_seconds[request_id] = self._now
         self.generated[request_id] = length
         self.finished_in_group[self.workload.group_ids[request_id]] += 1
-        self.group_lengths.add(int(self.workload.group_ids[request_id]), length)
+        self.workers[at_worker].record_finished(int(self.workload.group_ids[request_id]), length)
         self.dispatcher.on_finished(request_id, length)
         for index in self.copies_on[request_id] - {at_worker}:
             other = self._touch(index)
@@ -224,7 +222,9 @@ class RolloutLoop:
             finished_siblings=self.finished_in_group[groups],
             max_tokens=self.workload.max_tokens,
             prompt_tokens=self.workload.prompt_tokens,
-            prompt_lengths=[self.group_lengths.sorted(g) for g in groups.tolist()],
+            num_waiting=len(worker.waiting),
+            finished_lengths=worker.finished_lengths.sorted(),
+            prompt_lengths=worker.prompt_lengths,
         )
 
     def _slowdown(self) -> float:

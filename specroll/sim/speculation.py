@@ -17,6 +17,7 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
+from specroll.policies.prompt_lengths import PromptLengths
 from specroll.policies.speculation_math import expected_tokens
 from specroll.scheduling.adaptive_range import AdaptiveDraftRange
 from specroll.scheduling.decoupled_plan import (
@@ -39,9 +40,12 @@ class RunningBatch:
     finished_siblings: np.ndarray  # (b,) finished requests in the same group
     max_tokens: int
     prompt_tokens: int
-    # (b,) the output lengths its group's finished requests reached, sorted, one tuple a group
-    # (`policies.prompt_lengths`: a group is a prompt of this step); () for none reported
-    prompt_lengths: Sequence[tuple[int, ...]] = ()
+    # what the worker's engine knows beside its batch (`BatchView`): its queue (None: not reported), the
+    # lengths it finished recently, sorted, and per group the lengths that group's requests reached
+    # there (`policies.prompt_lengths`, keyed by group id: a group is a prompt of this step)
+    num_waiting: int | None = None
+    finished_lengths: Sequence[int] = ()
+    prompt_lengths: PromptLengths = field(default_factory=PromptLengths)
 
     @property
     def num_running(self) -> int:

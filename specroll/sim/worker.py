@@ -21,6 +21,8 @@ import numpy as np
 from specroll.engine.admission import ADMIT_FRACTION, is_admission_due, num_to_admit, plan_prefill_forwards
 from specroll.engine_config import EngineConfig
 from specroll.model.attention_chunks import plan_chunks
+from specroll.policies.prompt_lengths import PromptLengths
+from specroll.policies.remaining_lengths import FinishedLengths
 from specroll.sim.roofline import ForwardCost, prefill_seconds
 from specroll.sim.speculation import RunningBatch, SpeculationStrategy, IterationPlan
 
@@ -97,6 +99,10 @@ class Worker:
         self.reserved_stops = np.zeros(0)  # the dispatcher's stop, which may lie past the end
         self.segment: Segment | None = None
         self.version = 0
+        # what its engine's policy is shown of the requests it finished (`BatchView.finished_lengths`,
+        # `RequestView.prompt_lengths`): its own, as each engine keeps its own; a prompt is a group
+        self.finished_lengths = FinishedLengths()
+        self.prompt_lengths = PromptLengths()
 
     @property
     def num_running(self) -> int:
@@ -142,6 +148,11 @@ class Worker:
 
     def add(self, request_id: int, drafter: int, position: float, stop: float, prefill_tokens: float) -> None:
         self.waiting.append(Placed(request_id, drafter, position, stop, prefill_tokens))
+
+    def record_finished(self, group_id: int, length: int) -> None:
+        """A request of group `group_id` finished here, `length` tokens long (`Engine._append`)."""
+        self.finished_lengths.add(length)
+        self.prompt_lengths.add(group_id, length)
 
     def report(self) -> None:
         """A request finished in this iteration: the worker idles for its report's round trip."""

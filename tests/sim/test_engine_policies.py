@@ -14,6 +14,7 @@ from specroll.policies.cost_model import CostModel
 from specroll.policies.das import DasPolicy
 from specroll.policies.fixed import FixedDraftLength
 from specroll.policies.policy_names import make_policy
+from specroll.policies.prompt_lengths import PromptLengths
 from specroll.policies.threshold import BatchThreshold
 from specroll.sim.engine_policy import EnginePolicySpeculation
 from specroll.sim.presets import get_preset
@@ -134,9 +135,10 @@ def test_the_step_contract_literal():
     plan = strategy.decide(view)
     assert plan.draft_len.tolist() == [4, 1]  # clipped to max_draft and to num_remaining - 1
     first = recorder.batches[0].requests
+    # cached context as the engine counts it: the prompt and every output token but the newest
     assert [(r.num_output_tokens, r.num_remaining, r.num_context_tokens) for r in first] == [
-        (100, 16284, 612),
-        (16382, 2, 16894),
+        (100, 16284, 611),
+        (16382, 2, 16893),
     ]
     strategy.observe(view, plan, 0.25)
     stats = recorder.stats[0]
@@ -254,7 +256,12 @@ class _Recording:
 
 def test_a_request_view_carries_its_groups_finished_lengths():
     strategy = strategy_for(DAS_SMALL, "das")
-    batch = replace(running_batch([0.6, 0.6, 0.6], [10, 20, 30]), prompt_lengths=[(40, 50), (40, 50), ()])
+    lengths = PromptLengths()
+    lengths.add(0, 50)
+    lengths.add(0, 40)
+    batch = replace(
+        running_batch([0.6, 0.6, 0.6], [10, 20, 30]), group_ids=np.array([0, 0, 1]), prompt_lengths=lengths
+    )
     assert [v.prompt_lengths for v in strategy.batch_view(batch).requests] == [(40, 50), (40, 50), ()]
 
 
