@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -19,6 +20,7 @@ from specroll.engine.spec import EngineSpec
 from specroll.engine_config import EngineConfig
 from specroll.model.blas_mode import describe as describe_cpu_numerics
 from specroll.model.catalog import resolve_model_dir
+from specroll.model.config import ModelConfig
 from specroll.model.loader import read_config
 from specroll.policies.cost_model import CostModel
 from specroll.policies.policy_names import DEFAULT_POLICY
@@ -88,14 +90,21 @@ class RolloutConfig:
             self.threads,
         )
 
+    @cached_property
+    def target_config(self) -> ModelConfig:
+        """The target's config.json, read once for this rollout: its spec, the engine built from that
+        and what the rollout reports of its drafter all take this one value. (A config changed with
+        `replace` is a new value, and reads its own.)"""
+        return read_config(self.model_dir)
+
     @property
     def drafter_name(self) -> str | None:
-        """The drafter `speculate` names for this target (`EngineChoices.drafter_name`)."""
-        return self.choices.drafter_name(read_config(self.model_dir))
+        """The drafter `speculate` names for this target (`EngineChoices.drafter_name`): its spec's."""
+        return self.engine_spec().drafter
 
     @property
     def has_matching_draft(self) -> bool:
-        return self.choices.has_matching_draft(read_config(self.model_dir))
+        return self.choices.has_matching_draft(self.target_config)
 
     @property
     def head_dir(self) -> Path:
@@ -103,12 +112,18 @@ class RolloutConfig:
 
     @property
     def has_head(self) -> bool:
-        return self.choices.has_head(read_config(self.model_dir))
+        return self.choices.has_head(self.target_config)
 
     def engine_spec(self) -> EngineSpec:
         """What building this rollout's engine needs, here or in a worker (`specroll.engine.factory`),
-        with the target's config read once and handed down."""
-        return self.choices.spec(self.max_tokens)
+        with the target's config read once and handed down (`EngineSpec.model`)."""
+        return self._engine_spec
+
+    @cached_property
+    def _engine_spec(self) -> EngineSpec:
+        choices = self.choices
+        choices.cost_model_path()  # a profile of another device is refused first, by name, as `spec` does
+        return choices.spec(self.max_tokens, self.target_config)
 
     def with_engine(self, **changes) -> RolloutConfig:
         """This rollout with some of the engine's settings changed (`dataclasses.replace` on `engine`)."""
@@ -255,7 +270,9 @@ def run_rollout(
 ) -> RolloutResult:
     """Run the rollout; `drafter` overrides the one `config.speculate` names (e.g. an oracle).
     With several workers, `worker_progress(finished requests, output tokens)` replaces `progress`."""
-    config = replace(config, model_dir=resolve_model_dir(config.model_dir))  # a name such as "smollm2"
+    model_dir = resolve_model_dir(config.model_dir)  # a name such as "smollm2"
+    if model_dir != config.model_dir:  # the same directory keeps the config its target was read into
+        config = replace(config, model_dir=model_dir)
     task, problems = load_problems(config)
     tokenizer = load_tokenizer(config.model_dir)
     prompts = encode_prompts(tokenizer, task, problems)

@@ -39,7 +39,8 @@ def build_engine(
 ) -> Engine:
     """An engine whose cache fits the longest prompt plus max_tokens (within the model's positions);
     `drafter` replaces the one the spec names (an object made in this process, such as an oracle).
-    `fit_memory` False: the spec's batch was sized by its caller (a budget the user gave)."""
+    `fit_memory` False: the spec's batch was sized by its caller (a budget the user gave). The target's
+    config is the spec's (`EngineSpec.target_config`), handed on to the runner rather than read again."""
     model = spec.target_config()
     sized = replace(spec.engine, max_model_len=_max_model_len(spec, model, longest_prompt))
     slots = _batch_that_fits(model, sized) if fit_memory else sized.max_batch_size
@@ -51,6 +52,7 @@ def build_engine(
         torch_dtype(engine_config.dtype),
         engine_config.device,
         batch_invariant=engine_config.batch_invariant,
+        config=model,
     )
     if engine_config.cuda_graphs:  # a verification forward is at most max_draft + 1 tokens a row
         runner.use_static_forwards(engine_config.max_draft + 1)

@@ -32,10 +32,14 @@ def read_config(model_dir: str | Path) -> ModelConfig:
 
 
 def load_model(
-    model_dir: str | Path, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu"
+    model_dir: str | Path,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str = "cpu",
+    config: ModelConfig | None = None,
 ) -> CausalLM:
-    """Build the model from `model_dir` and load its weights, checking every name and shape."""
-    config = read_config(model_dir)
+    """Build the model from `model_dir` and load its weights, checking every name and shape; `config`:
+    the checkpoint's, where the caller read it already (else it is read here)."""
+    config = config or read_config(model_dir)
     state = load_state_dict(model_dir)
     with _RandomInitSkipped():  # every parameter is then loaded (`_check_state`)
         model = CausalLM(config)

@@ -166,8 +166,11 @@ class ModelRunner:
         device: str = "cpu",
         max_attention_chunks: int = 4,
         batch_invariant: bool = False,
+        config: ModelConfig | None = None,
     ) -> "ModelRunner":
-        runner = cls(load_model(model_dir, dtype=dtype, device=device), num_slots, capacity, batch_invariant)
+        """`config`: the checkpoint's, where the caller read it already (`EngineSpec.model`)."""
+        model = load_model(model_dir, dtype=dtype, device=device, config=config)
+        runner = cls(model, num_slots, capacity, batch_invariant)
         runner.max_attention_chunks = max_attention_chunks
         return runner
 
