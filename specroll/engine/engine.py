@@ -239,15 +239,16 @@ class Engine:
 
     def _launch_ahead(self, current: InFlight | None) -> InFlight | None:
         """The decode step after `current`, launched before `current` is read back, over the running
-        requests but those that `current` ends by length. None where steps do not overlap or the batch
-        must change first (`Scheduler.is_steady`)."""
+        requests but those that `current` may end by length (`Request.can_run_ahead`, which states the
+        rule and why the policy decides this step before `current` is observed). None where steps do
+        not overlap or the batch must change first (`Scheduler.is_steady`)."""
         if current is None or not (self.overlaps and current.is_recorded) or not self._scheduler.is_steady():
             return None
         in_current = {r.request_id for r in current.requests}
         requests = [
             r
             for r in sorted(self._scheduler.running, key=lambda r: r.slot)
-            if r.request_id not in in_current or r.num_output_tokens + 2 <= r.params.max_tokens
+            if r.request_id not in in_current or r.can_run_ahead()
         ]
         return self._stepper.launch_ahead(current, requests, self._draft(requests)) if requests else None
 

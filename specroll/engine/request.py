@@ -136,6 +136,20 @@ class Request:
             self.finish_reason = "length"
         return kept
 
+    def can_run_ahead(self) -> bool:
+        """Whether this request, in a decode step launched and not yet verified, may also be in the step
+        launched ahead of that verification (`Engine._launch_ahead`): only if the step in flight cannot
+        end it by length. That step emits one token (steps overlap only without a drafter), so it must
+        leave room for one more: num_output_tokens + 2 <= max_tokens. Were the step in flight to reach
+        max_tokens, the step ahead would compute a token `commit` may not keep. A stop token may still
+        end it there; its row ahead is then computed and skipped (`Engine._decode`), one wasted row.
+
+        The counts read here, like all the step ahead is drafted from, are one step behind: the step
+        ahead is drafted, its draft lengths decided by the policy, before the step in flight is
+        verified, committed and observed. So the token in flight is not yet counted in
+        `num_output_tokens`, and the policy decides step N+1 before it is told what step N did."""
+        return self.num_output_tokens + 2 <= self.params.max_tokens
+
     def fail(self, error: str) -> None:
         """The request was refused (bad input): it ends with this error and generates nothing more."""
         self.finish_reason, self.error = "error", error
