@@ -62,6 +62,15 @@ class SamplingRows:
             *sampling_flags(temperature, top_k, top_p),
         )
 
+    def select(self, rows: torch.Tensor) -> "SamplingRows":
+        """The settings of `rows` (indices), in that order; the host's flags stay as they were (a
+        filter or a greedy row they report may be among the rows left out: that costs a sort or a
+        branch, never a wrong sample)."""
+        pick = lambda t: t.index_select(0, rows)  # noqa: E731
+        return SamplingRows(
+            pick(self.temperature), pick(self.top_k), pick(self.top_p), self.is_truncated, self.has_greedy
+        )
+
 
 def sampling_flags(
     temperature: Sequence[float], top_k: Sequence[int], top_p: Sequence[float]

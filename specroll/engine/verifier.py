@@ -160,48 +160,90 @@ def verify_batch(
     rule: str = DEFAULT_SAMPLING_RULE,
 ) -> VerifyResult:
     """logits (B, Tl, V): row 0 follows the fed token, row i + 1 follows draft node i."""
-    inputs = verify_inputs(requests, drafts, logits.shape[1], logits.shape[2], logits.device)
-    packed = verify_on_device(logits, inputs, seed, mode, rule).cpu()  # the step's one device-to-host copy
+    B, Tl, V = logits.shape
+    inputs = verify_inputs(requests, drafts, Tl, V, logits.device)
+    live = live_positions(drafts, Tl, logits.device) if mode == "exact" else None
+    packed = verify_on_device(logits, inputs, seed, mode, rule, live).cpu()  # the step's one copy to the host
     return per_request(drafts, *unpack(packed))
 
 
+def live_positions(drafts: Sequence[Draft], Tl: int, device: torch.device) -> torch.Tensor | None:
+    """The flat (B * Tl) indices of the logit rows whose samples a step reads: row b's first
+    1 + drafts[b].num_tokens (the rest pad the row to the widest draft). None where every row is read."""
+    if all(d.num_tokens + 1 == Tl for d in drafts):
+        return None
+    live = [b * Tl + j for b, d in enumerate(drafts) for j in range(d.num_tokens + 1)]
+    return torch.tensor(live, dtype=torch.long, device=device)
+
+
 def verify_on_device(
-    logits: torch.Tensor, inputs: VerifyInputs, seed: int, mode: str, rule: str = DEFAULT_SAMPLING_RULE
+    logits: torch.Tensor,
+    inputs: VerifyInputs,
+    seed: int,
+    mode: str,
+    rule: str = DEFAULT_SAMPLING_RULE,
+    live: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The device part of verification: no host synchronisation, so it can be captured in a graph.
     In exact mode the target's samples follow `rule` (`specroll.sampling_rules`).
 
     logits (B, Tl, V) -> (B, 2 Tl + 1) float64 packing each row's emitted token (exact in float64),
-    its log-probability and the number of accepted drafts (`unpack`)."""
+    its log-probability and the number of accepted drafts (`unpack`). live (exact mode): the flat
+    indices of the rows read (`live_positions`); only they are sampled, each as it would be among all
+    (every row's sampling reads its own logits alone), and the others hold token 0 and log-probability
+    0, never read."""
     B, Tl, V = logits.shape
-    scaled = tempered(logits.reshape(B * Tl, V), inputs.rows.temperature)  # (B*Tl, V), once for both uses
-    probs = sampling_probs(truncated(scaled, inputs.rows), inputs.rows).view(B, Tl, V)
     sample_u = uniforms(seed, inputs.request_ids, inputs.positions, STREAM_SAMPLE)  # (B, Tl)
     if mode == "exact":
-        emitted = _exact_samples(probs.view(B * Tl, V), sample_u.view(-1), inputs, seed, rule).view(B, Tl)
+        flat, u = logits.reshape(B * Tl, V), sample_u.view(-1)
+        emitted, logprobs = _exact_rows(flat, u, inputs, seed, rule, live)
+        emitted, logprobs = emitted.view(B, Tl), logprobs.view(B, Tl)
         num_accepted = verify_exact(inputs.draft_tokens, inputs.num_drafts, emitted)
-    else:
-        accept_u = uniforms(seed, inputs.request_ids, inputs.positions[:, :-1], STREAM_ACCEPT)  # (B, K)
-        num_accepted, next_token = verify_rejection(
-            probs, inputs.draft_probs, inputs.draft_tokens, inputs.num_drafts, accept_u, sample_u
-        )
-        emitted = torch.cat([inputs.draft_tokens, inputs.draft_tokens.new_zeros(B, 1)], 1)
-        emitted = emitted.scatter(1, num_accepted[:, None], next_token[:, None])
+        return torch.cat([emitted.double(), logprobs.double(), num_accepted.double()[:, None]], 1)
+    scaled = tempered(logits.reshape(B * Tl, V), inputs.rows.temperature)  # (B*Tl, V), once for both uses
+    probs = sampling_probs(truncated(scaled, inputs.rows), inputs.rows).view(B, Tl, V)
+    accept_u = uniforms(seed, inputs.request_ids, inputs.positions[:, :-1], STREAM_ACCEPT)  # (B, K)
+    num_accepted, next_token = verify_rejection(
+        probs, inputs.draft_probs, inputs.draft_tokens, inputs.num_drafts, accept_u, sample_u
+    )
+    emitted = torch.cat([inputs.draft_tokens, inputs.draft_tokens.new_zeros(B, 1)], 1)
+    emitted = emitted.scatter(1, num_accepted[:, None], next_token[:, None])
     logprobs = token_logprobs(scaled, emitted.view(-1)).view(B, Tl)  # the policy's (`policy_logprobs`)
     return torch.cat([emitted.double(), logprobs.double(), num_accepted.double()[:, None]], 1)
 
 
-def _exact_samples(
-    probs: torch.Tensor, u: torch.Tensor, inputs: VerifyInputs, seed: int, rule: str
-) -> torch.Tensor:
-    """probs (B*Tl, V), u (B*Tl,) -> the target's token at each row's output position (B*Tl,)."""
-    if rule == INVERSE_CDF:
-        return sample_from(probs, u)
-    top_ids, top_probs = top_candidates(probs)  # (B*Tl, k)
+def _exact_rows(
+    logits: torch.Tensor,
+    u: torch.Tensor,
+    inputs: VerifyInputs,
+    seed: int,
+    rule: str,
+    live: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """logits (B*Tl, V), u (B*Tl,) -> the target's token at each row's output position and its
+    log-probability (`policy_logprobs`), (B*Tl,) each; with `live`, only those rows are computed."""
     Tl = inputs.positions.shape[1]
-    request_ids = inputs.request_ids.expand(-1, Tl).reshape(-1, 1)
-    noise = gumbels(seed, request_ids, inputs.positions.reshape(-1, 1), top_ids)  # (B*Tl, k)
-    return sample_two_stage(probs, top_ids, top_probs, u, noise)
+    request_ids = inputs.request_ids.expand(-1, Tl).reshape(-1)
+    positions, rows = inputs.positions.reshape(-1), inputs.rows
+    if live is not None:
+        logits, u, rows = logits.index_select(0, live), u.index_select(0, live), rows.select(live)
+        request_ids, positions = request_ids.index_select(0, live), positions.index_select(0, live)
+    scaled = tempered(logits, rows.temperature)  # once for both uses
+    probs = sampling_probs(truncated(scaled, rows), rows)
+    if rule == INVERSE_CDF:
+        tokens = sample_from(probs, u)
+    else:
+        top_ids, top_probs = top_candidates(probs)  # (N, k)
+        noise = gumbels(seed, request_ids[:, None], positions[:, None], top_ids)  # (N, k)
+        tokens = sample_two_stage(probs, top_ids, top_probs, u, noise)
+    logprobs = token_logprobs(scaled, tokens)
+    if live is None:
+        return tokens, logprobs
+    num_rows = inputs.positions.numel()
+    return (
+        tokens.new_zeros(num_rows).index_copy(0, live, tokens),
+        logprobs.new_zeros(num_rows).index_copy(0, live, logprobs),
+    )
 
 
 def unpack(packed: torch.Tensor) -> tuple[list[list[int]], list[list[float]], list[int]]:
