@@ -55,8 +55,8 @@ PRESETS: dict[str, BenchPreset] = {
         temperature=1.0,
     ),
     "long-tail": BenchPreset(
-        "the rl-shape's prompts with room for the long answers: 1,024 new tokens, so that the last "
-        "requests decode alone (the tail the papers target)",
+        "the rl-shape's prompts with room for long answers: 1,024 new tokens, so that the batch "
+        "drains while the longest decode on (the stretch the papers' tail work targets)",
         "smollm2",
         "gsm8k",
         num_prompts=8,
