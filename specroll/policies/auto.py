@@ -54,6 +54,7 @@ from specroll.policies.tree_acceptance import TreeAcceptance
 
 
 DRAIN_SAMPLES = 32  # samples of a draining batch's remaining lengths a forward weighs
+DEAR_TREE = 1.5  # a tree forward costing more than this many plain ones waits for the chains' warm-up
 TREE_DRAFT_STEPS = 4  # drafting steps a tree takes (its depth: `drafting.draft_tree.TreeShape`'s)
 
 
@@ -390,6 +391,8 @@ class AutoPolicy:
         """A tree budget to measure instead of `best`, if one could reach `tree_probe_margin` of its
         rate on the current estimates and measuring it pays: the smallest whose acceptance is not yet
         measured, on any forward; once all are, the best tree on a probe step (where `best` is no tree)."""
+        if self.tracker.pooled_trials < self.warmup_trials and self._wide_is_dear(batch.batch_size):
+            return None
         hopeful = [p for p in trees if p.rate >= self.tree_probe_margin * best.rate]
         unmeasured = [p for p in hopeful if self.trees.trials(p.cap) < self.tree_warmup_requests]
         if unmeasured:
@@ -399,6 +402,15 @@ class AutoPolicy:
             top = max(hopeful, key=lambda p: p.rate)
             return top if self._pays(batch, best, top, 1) else None
         return None
+
+    def _wide_is_dear(self, batch_size: int) -> bool:
+        """Whether the smallest tree's forward is predicted to cost more than `DEAR_TREE` plain ones.
+        There a tree waits for the chains' warm-up: its first estimate is the chains' alpha, which
+        the warm-up measures on narrower forwards (SmolLM2 at batch 64 on one CPU thread: a four-node
+        tree probed on the second forward took 4.3x a plain one, the warm-up's chains 1.7-2.4x)."""
+        smallest = min(self.tree_budgets)
+        tree = tree_seconds(self.cost_model, batch_size, smallest, self._context)
+        return tree > DEAR_TREE * self.cost_model.step_seconds(batch_size, 0, self._context)
 
     def _tree_forwards(self, tree: Plan, batch: BatchView) -> int:
         """Forwards until a tree budget is measured over `tree_warmup_requests` request-forwards."""

@@ -16,8 +16,8 @@ a long rollout a few slow forwards are repaid many times over, on a short one (4
   it is measured.
 
 A probe runs where its value exceeds its price. The work left is the batch's and the queue's
-(`seconds_left`); an engine that does not say its queue (`BatchView.num_waiting` None: the simulator's
-fluid segments) may have any amount behind the batch, so it explores as without a horizon.
+(`seconds_left`); a view that does not say its queue (`BatchView.num_waiting` None; the engine and the
+simulator both say theirs) may have any amount behind the batch, so it explores as without a horizon.
 """
 
 from __future__ import annotations

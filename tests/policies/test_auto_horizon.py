@@ -41,8 +41,17 @@ def test_no_tree_probe_where_the_batch_has_ten_tokens_left():
 
 
 def test_an_unmeasured_tree_is_probed_where_the_batch_has_two_thousand_tokens_left():
-    assert AutoPolicy(TREE_HOPEFUL).decide(_batch(2000, trees=True)).shape == "tree-4"
-    assert AutoPolicy(TREE_HOPEFUL).decide(_batch(10, num_waiting=64, trees=True)).shape == "tree-4"
+    # past the chains' warm-up: a tree forward here costs 2.1 plain ones, so it waits for that first
+    assert AutoPolicy(TREE_HOPEFUL, warmup_trials=0).decide(_batch(2000, trees=True)).shape == "tree-4"
+    policy = AutoPolicy(TREE_HOPEFUL, warmup_trials=0)
+    assert policy.decide(_batch(10, num_waiting=64, trees=True)).shape == "tree-4"
+
+
+def test_a_dear_tree_waits_for_the_chains_warm_up():
+    """Its first estimate is the chains' alpha, measured on forwards of half its price."""
+    assert AutoPolicy(TREE_HOPEFUL).decide(_batch(2000, trees=True)).shape == "chain-2"
+    cheap_width = CostModel(c_base=1e-3, c_tok=1e-6)  # a tree forward as dear as a plain one
+    assert AutoPolicy(cheap_width).decide(_batch(2000, trees=True)).tree
 
 
 def test_a_short_drain_decodes_as_planned_forward_after_forward():
@@ -50,7 +59,7 @@ def test_a_short_drain_decodes_as_planned_forward_after_forward():
     chain), none probes a tree; with two thousand tokens left the first forwards measure the trees."""
 
     def shapes(remaining: int) -> list[str]:
-        policy, drafted, out = AutoPolicy(TREE_HOPEFUL), 0, []
+        policy, drafted, out = AutoPolicy(TREE_HOPEFUL, warmup_trials=0), 0, []
         for step in range(10):
             views = [
                 RequestView(i, 0, 40 + step, remaining - step, drafted, 0, 1 + step, 100) for i in range(8)
