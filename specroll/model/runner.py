@@ -5,7 +5,7 @@ the same call. Tree-shaped drafts pass each new token's parent; a linear draft i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -254,7 +254,24 @@ class ModelRunner:
         ]
         Tl = max(s.num_logits for s in sequences)
         slots = torch.tensor(slot_list, device=self.device)
-        return forward_rows.forward_batch(rows, self.cache, slots, spans, max(starts) + T, Tl)
+        batch = forward_rows.forward_batch(rows, self.cache, slots, spans, max(starts) + T, Tl)
+        return replace(
+            batch,
+            live_tokens=self._live_rows(sequences, T, lambda s: len(s.token_ids)),
+            live_logits=self._live_rows(sequences, Tl),
+        )
+
+    def _live_rows(
+        self, sequences: Sequence[SequenceInput], width: int, used=lambda s: s.num_logits
+    ) -> torch.Tensor | None:
+        """The flat indices of the (rows, width) positions each sequence uses (`used`: its logit rows,
+        or `len`: its tokens), where some row is padded and the model skips padding
+        (`CausalLM.skips_padding`); else None."""
+        counts = [used(s) for s in sequences]
+        if not self.model.skips_padding or all(n == width for n in counts):
+            return None
+        live = [r * width + t for r, n in enumerate(counts) for t in range(n)]
+        return torch.tensor(live, dtype=torch.long, device=self.device)
 
     def _span(self, chunk: Chunk, slots: list[int], rows: forward_rows.Rows, T: int) -> AttentionSpan:
         """Rows `chunk` of the forward, reading as far as its longest row; a tree forward's rows

@@ -50,6 +50,11 @@ class ForwardBatch:
     num_positions: int  # every position is below this (known on the host: no device read)
     spans: list[AttentionSpan]  # consecutive row ranges covering the batch, in order
     logit_index: torch.Tensor  # (B, Tl) which of the T new tokens produce logits
+    # the flat (B*T) indices of the new tokens that are no padding, where some row is padded and the
+    # MLP's kernels give a row the same bits however many rows they take (`ModelRunner.prepare`);
+    # None: every token goes through every layer
+    live_tokens: torch.Tensor | None = None
+    live_logits: torch.Tensor | None = None  # the same for the (B*Tl) logit rows
 
 
 class Linear(nn.Linear):
@@ -257,7 +262,17 @@ class DecoderLayer(nn.Module):
         residual + mlp, left for the next norm to add -> (input, residual, mlp), each (B, T, H)."""
         x, h = self.input_layernorm.add_and_norm(x, update)
         residual, h = self.post_attention_layernorm.add_and_norm(x, self.self_attn(h, rope, cache, batch))
-        return x, residual, self.mlp(h)
+        return x, residual, self._mlp_of_live(h, batch.live_tokens)
+
+    def _mlp_of_live(self, h: torch.Tensor, live: torch.Tensor | None) -> torch.Tensor:
+        """The MLP of the tokens `live` names (all without it); a padding token's is zero. A padding
+        token's state reaches only its own position (its K/V go to the cache's scratch column and its
+        logits are never read), so a draft one row makes does not cost every row its width."""
+        if live is None:
+            return self.mlp(h)
+        flat = h.reshape(-1, h.shape[-1])
+        out = self.mlp(flat.index_select(0, live))
+        return flat.new_zeros(flat.shape[0], out.shape[-1]).index_copy_(0, live, out).view(*h.shape[:-1], -1)
 
 
 class Backbone(nn.Module):
@@ -306,6 +321,9 @@ class CausalLM(nn.Module):
         self.rotary = RotaryTable(inverse_frequencies(config.rope, config.head_dim))
         self.feature_layers: tuple[int, ...] = ()  # set through `use_feature_layers`
         self.fuses_residual_adds = False  # `use_triton_kernels`: layers run `forward_fused`
+        # the MLP runs on the tokens that are no padding (`ForwardBatch.live_tokens`): its kernels give
+        # a row the same bits whatever the rows beside it (`use_cpu_kernels`)
+        self.skips_padding = False
 
     def use_batch_invariant_numerics(self, kernels: str = "probed") -> None:
         """Make every row's result independent of the forward's shape; the runner that owns the model
@@ -406,6 +424,7 @@ class CausalLM(nn.Module):
                 module.qkv_kernel = ops.ConcatenatedLinear(module.q_proj, module.k_proj, module.v_proj)
                 module.rotary_write_kernel = ops.rotary_write
         self.fuses_residual_adds = True
+        self.skips_padding = True
 
     def _install_kernels(self, kernels: dict) -> None:
         """Set each (module type, attribute) of `kernels` on every module of exactly that type."""
@@ -421,7 +440,12 @@ class CausalLM(nn.Module):
 
     def forward(self, batch: ForwardBatch, cache: KVCache) -> tuple[torch.Tensor, torch.Tensor]:
         features = self.features(batch, cache)
-        return self.logits(features), features
+        if batch.live_logits is None:
+            return self.logits(features), features
+        flat = features.reshape(-1, features.shape[-1])
+        live = self.logits(flat.index_select(0, batch.live_logits))
+        logits = live.new_zeros(flat.shape[0], live.shape[-1]).index_copy_(0, batch.live_logits, live)
+        return logits.view(*features.shape[:-1], -1), features  # a padding row's logits are zero
 
     def logits(self, features: torch.Tensor) -> torch.Tensor:
         """The LM head on the final hidden states, the first H columns of `features`."""

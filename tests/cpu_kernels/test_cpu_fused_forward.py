@@ -86,3 +86,30 @@ def test_a_wider_cache_takes_the_separate_path_and_gives_the_same_bits(runner):
     wide = runner.forward(tokens).logits
     runner.use_new_cache(4, 160)
     assert torch.equal(wide, narrow)
+
+
+def test_padding_skips_the_mlp_and_the_lm_head_and_changes_no_row(runner, monkeypatch):
+    """Rows of 1, 3 and 2 new tokens: the MLP runs on the 6 real tokens (not 9), the LM head on the 6
+    logit rows; each row's logits are those it has alone (a padding row's are zero)."""
+    runner.use_new_cache(4, 160)
+    prompts = [list(range(5, 5 + n)) for n in (20, 9, 33)]
+    for slot, prompt in enumerate(prompts):
+        runner.forward([SequenceInput(slot, 0, prompt)])
+    step = [
+        SequenceInput(s, len(p), new, num_logits=len(new))
+        for s, (p, new) in enumerate(zip(prompts, [[11], [12, 13, 14], [15, 16]]))
+    ]
+    rows_seen = []
+    mlp = type(runner.model.model.layers[0].mlp)
+    forward = mlp.forward
+    monkeypatch.setattr(
+        mlp, "forward", lambda self, x: rows_seen.append(x.numel() // x.shape[-1]) or forward(self, x)
+    )
+    together = runner.forward(step).logits
+    assert set(rows_seen) == {6}
+    monkeypatch.setattr(mlp, "forward", forward)
+    for s, sequence in enumerate(step):
+        alone = runner.forward([sequence]).logits
+        n = sequence.num_logits
+        assert torch.equal(alone[0, :n], together[s, :n])
+        assert not together[s, n:].any()
