@@ -1,6 +1,9 @@
-"""The spot trainer: online updates of a draft head on a core the engine leaves idle (TLT §4).
+"""The spot trainer in a thread of the rollout's process: online updates of a draft head (TLT §4).
 
-It trains its own copy of the head in a background thread on batches from a `FeatureBuffer`, and
+The reference the spot trainer in a process of its own (`head.spot_process`, the online head's) is
+measured against: a thread here shares the interpreter's lock and the engine's core with the engine's
+loop, whose forwards are many short torch calls (BENCHMARKS.md, "The spot trainer in a process of its
+own"). It trains its own copy of the head in a background thread on batches from a `FeatureBuffer`, and
 every `publish_every` updates offers the copy's weights to the drafter, which swaps them in between
 two forwards (`TrainableHead.offer_weights`): the rollout never waits for it. The GRPO trainer
 runs it while a rollout runs and pauses it while the policy is updated (that update uses every core,
@@ -18,6 +21,7 @@ import random
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 
 from specroll.drafting.protocol import TrainableHead
@@ -56,6 +60,14 @@ class SpotTrainer:
         self._has_ended = False  # the background thread returned
         self._thread = threading.Thread(target=self._loop, name="specroll-spot-trainer", daemon=True)
         self._thread.start()
+
+    def add(self, step: int, sequences: list, weights: list[float]) -> None:
+        """Buffer a step's feature sequences (`FeatureSequence`)."""
+        self.buffer.add(step, sequences, weights)
+
+    def save(self, directory: Path) -> Path:
+        """The head as trained so far, where `--draft-head` reads it."""
+        return self.trainer.head.save(directory)
 
     def resume(self) -> None:
         self._running.set()

@@ -2,13 +2,15 @@
 the head of whichever drafter holds one (`draft-head`, `head+suffix`: `Drafter.trainable_head`).
 
 While a step's rollout runs, the spot trainer updates a copy of the head on the buffered hidden states
-of earlier steps and offers its weights to the drafter, which swaps them in between forwards. Once the
-rollout is done (before the policy's update, which would change the targets' output layer), the
+of earlier steps and offers its weights to the drafter, which swaps them in between forwards. It runs
+in a process of its own (`head.spot_process`): the rollout never waits for it, and if it fails the
+rollout goes on drafting with the last weights it offered (`failure` says why, a warning says so).
+Once the rollout is done (before the policy's update, which would change the targets' output layer), the
 rollout's own hidden states and tokens go into the buffer, each response weighted by its reward when
 `head_reward_weight` > 0. With `between_steps` > 0 there is no training during the rollout (the
 engine keeps every core): that many updates run once the step's responses are buffered, before the
-policy's update, and the next rollout drafts with them. The head never changes a token: only how
-many drafts are kept.
+policy's update (in the trainer's process, on every core), and the next rollout drafts with them. The
+head never changes a token: only how many drafts are kept.
 
 A target with no head of its own gets one born with the run (`born_head_changes`,
 `head.born_online`): saved in the run's directory, drafting beside the suffix drafters (`head+suffix`)
@@ -24,9 +26,8 @@ from typing import Sequence
 from specroll.drafting.protocol import TrainableHead
 from specroll.head.born_online import born_online_head
 from specroll.head.shape import default_shape
-from specroll.head.buffer import FeatureBuffer
 from specroll.head.recorder import HiddenRecorder
-from specroll.head.spot import SpotTrainer
+from specroll.head.spot_process import ProcessSpotTrainer
 from specroll.head.training import HeadTrainConfig
 from specroll.model.loader import read_config
 
@@ -70,9 +71,8 @@ class OnlineHead:
         self.reward_weight = reward_weight
         self.recorder = HiddenRecorder()
         head.add_listener(self.recorder)
-        self.buffer = FeatureBuffer()
         depth = head.train_depth  # online updates unroll as deep as the warm start did
-        self.spot = SpotTrainer(head, self.buffer, HeadTrainConfig(depth=depth, lr=lr, seed=seed))
+        self.spot = ProcessSpotTrainer(head, HeadTrainConfig(depth=depth, lr=lr, seed=seed))
         self.between_steps = between_steps  # updates after each rollout; 0: the spot trainer during it
         self.between_seconds = 0.0  # the last step's
 
@@ -98,7 +98,7 @@ class OnlineHead:
 
     def save(self, directory: Path) -> Path:
         """The head as trained so far, where `--draft-head` reads it."""
-        return self.spot.trainer.head.save(directory)
+        return self.spot.save(directory)
 
     def resume(self) -> None:
         if not self.between_steps:
@@ -113,7 +113,7 @@ class OnlineHead:
         rewards = {r.request_id: r.reward or 0.0 for r in result.records}
         ids = sorted(sequences)
         weights = [1.0 + self.reward_weight * rewards.get(rid, 0.0) for rid in ids]
-        self.buffer.add(step, [sequences[rid] for rid in ids], weights)
+        self.spot.add(step, [sequences[rid] for rid in ids], weights)
         if self.between_steps:
             self.between_seconds = self.spot.train_now(self.between_steps)
 
@@ -121,9 +121,14 @@ class OnlineHead:
         return {
             "head_updates": self.spot.stats.num_updates,
             "head_swaps": self.head.num_swaps,
-            "head_positions": self.buffer.num_positions,
+            "head_positions": self.spot.num_positions,
             "head_seconds": self.between_seconds,
         }
+
+    @property
+    def failure(self) -> str | None:
+        """Why the spot trainer stopped, once it has failed (the rollout drafts on its last weights)."""
+        return self.spot.failure
 
     def close(self) -> None:
         self.spot.stop()
