@@ -90,6 +90,20 @@ def _suffix(tree_tokens: int) -> Callable[[DrafterContext], Drafter]:
     return build
 
 
+def _suffix_chains() -> Drafter:
+    """The suffix drafters drafting chains, built where they draft (a module-level function: it
+    pickles, to be called in the drafting process of `suffix-ahead`)."""
+    return _suffix(0)(DrafterContext(vocab_size=0))
+
+
+def _suffix_ahead(ctx: DrafterContext) -> Drafter:
+    """The suffix drafters in a process of their own, drafting 8-token chains ahead of verification
+    (SpecActor §: decoupled drafting; `specroll.drafting.ahead`)."""
+    from specroll.drafting.ahead import AheadDrafter
+
+    return AheadDrafter(_suffix_chains, window=8)
+
+
 def _ladder(ctx: DrafterContext) -> Drafter:
     """The draft ladder's rungs (`specroll.policies.registry.default_ladder`), switched by the policy."""
     from specroll.drafting.switching import SwitchingDrafter
@@ -104,6 +118,7 @@ _FACTORIES: dict[str, Callable[[DrafterContext], Drafter]] = {
     "history": lambda ctx: HistoryDrafter(),
     "suffix": _suffix(0),
     "suffix-tree": _suffix(16),
+    "suffix-ahead": _suffix_ahead,
     "draft-model": _draft_model,
     "draft-model-coupled": lambda ctx: _draft_model(ctx, draw="coupled"),
     "ladder": _ladder,
