@@ -184,6 +184,11 @@ class AheadDrafter(BaseDrafter):
             self._take([] if reply is None else [reply], was_alive=True)
         return self.is_ready
 
+    def draft_cost(self) -> tuple[float, float]:
+        """Nothing a draft token for the policy's prices: the drafting runs in the other process, and
+        the engine's thread pays one exchange a forward (tens of microseconds), drafting or not."""
+        return (0.0, 0.0)
+
     def close(self) -> None:
         """End the drafting process (also done when the drafter is dropped); nothing is drafted after."""
         self._pending.clear()

@@ -112,6 +112,7 @@ def test_drafts_come_from_another_process_and_follow_the_committed_tokens(ahead)
     assert ahead.propose([query([*PROMPT, 4, 5])])[0].token_ids == [6, 7, 8]
     ahead.observe(0, [99])  # and then left it: stale
     assert ahead.propose([query([*PROMPT, 4, 5, 99])])[0].token_ids == []
+    assert ahead.draft_cost() == (0.0, 0.0)  # the policy prices none of it on the engine's thread
 
 
 @pytest.mark.parametrize("ahead", [sleepy_drafter], indirect=True)
