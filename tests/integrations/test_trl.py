@@ -62,7 +62,9 @@ def test_grpo_trainer_runs_two_steps_on_specroll_rollouts(tmp_path, monkeypatch,
         "datasets", reason="TRL's trainer needs datasets (pip install specroll[trl])"
     )
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
-    rollout = make_rollout_func(DEFAULT_MODEL, max_batch_size=16)
+    # a fixed policy: whether `auto` drafts depends on the forwards it times (a loaded machine drafts
+    # nothing), and this test asks that the drafts TRL's rollouts went through were verified
+    rollout = make_rollout_func(DEFAULT_MODEL, max_batch_size=16, policy="fixed-2")
     calls, logprob_errors, weights_matched, engine_weights = [], [], [], []
 
     def recording_rollout(prompts, trainer):
