@@ -25,9 +25,10 @@ ALLOWED = {  # part -> the parts, or single modules of parts, it may import (a p
     # the command line, the server, the adapters and side-by-side runs
     "__init__": {"cpu_env"},  # the package's first act: pin the CPU numerics
     "cli": {"commands"},  # each command's module, by name, at run time
-    "commands": {"bench", "bench_presets", "cluster", "cpu_env", "drafteval", "drafting", "engine",
-                 "engine_config", "head", "model", "placement", "policies", "profiling", "provenance",
-                 "rollout", "sampling_rules", "scheduling", "serve", "sim", "tasks", "tokenizer", "train"},
+    "commands": {"bench", "bench_presets", "bench_regret", "cluster", "cpu_env", "drafteval", "drafting",
+                 "engine", "engine_config", "head", "model", "placement", "policies", "profiling",
+                 "provenance", "rollout", "sampling_rules", "scheduling", "serve", "sim", "tasks",
+                 "tokenizer", "train"},
     "serve": {"engine", "model", "sampling", "tokenizer", "train"},
     # verl's actor serves in process, built from `serve`'s flags
     "integrations": {"cli", "commands", "engine", "engine_config", "model", "placement", "policies",
@@ -35,6 +36,7 @@ ALLOWED = {  # part -> the parts, or single modules of parts, it may import (a p
     "bench": {"baselines", "drafting", "engine", "policies", "rollout", "scheduling", "sim", "tail",
               "tokenizer"},
     "bench_presets": set(),  # bench's named workloads (torch-free)
+    "bench_regret": set(),  # an adaptive policy against the best fixed cap in a bench (torch-free)
     # training, one rollout, many workers
     "train": {"drafting", "engine", "engine_config", "head", "model", "placement", "rollout", "sampling",
               "tokenizer"},

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from specroll.bench import DEFAULT_SYSTEMS, BenchRow, run_bench
 from specroll.bench_presets import PRESETS, WORKLOAD_FLAGS, resolve_workload
+from specroll.bench_regret import describe, regrets
 from specroll.commands.rollout import DEFAULTS, add_rollout_arguments, add_worker_arguments, config_from_args
 from specroll.commands import tables
 from specroll.cpu_env import cpuinfo_field
@@ -140,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
         projection=None if args.project_profile is None else CostModel.load(args.project_profile),
     )
     if args.json:
-        print(json.dumps({"rows": [asdict(r) for r in rows]}))
+        print(json.dumps({"rows": [asdict(r) for r in rows], "regret": [asdict(r) for r in regrets(rows)]}))
     else:
         print_table(rows, args)
     return 0
@@ -209,6 +210,9 @@ def print_table(rows: list[BenchRow], args: argparse.Namespace) -> None:
     tables.print_table(table)
     if args.project_profile is not None:
         print(_projected_by(args.project_profile))
+    against_fixed = regrets(rows)
+    if against_fixed:  # an adaptive policy beside fixed caps: how much of the best one's speed it kept
+        print(f"against the best fixed cap, paired: {'; '.join(describe(r) for r in against_fixed)}")
     started = [f"{r.system} {r.startup_seconds:.1f} s" for r in rows if r.startup_seconds is not None]
     if started:  # outside the makespans: vLLM builds and compiles its engine, then warms it up
         print(f"vLLM start-up, outside the makespans (median): {', '.join(started)}")
