@@ -54,8 +54,8 @@ STOP_SECONDS = 10.0  # how long `stop` waits for the process before it ends it
 
 
 class ProcessSpotTrainer:
-    """The spot trainer's front in the rollout's process: the same calls as the in-thread
-    `SpotTrainer` (`resume`, `pause`, `train_now`, `add`, `stop`, `wait_for_updates`, `save`)."""
+    """The spot trainer's front in the rollout's process: `resume` and `pause` around a rollout, `add`
+    its features, `train_now` between rollouts, `wait_for_updates`, `save`, `stop`."""
 
     def __init__(
         self,

@@ -16,7 +16,6 @@ from specroll.engine_config import EngineConfig
 from specroll.head.buffer import FeatureBuffer
 from specroll.head.features import teacher_forced
 from specroll.head.recorder import HiddenRecorder
-from specroll.head.spot import SpotTrainer
 from specroll.head.training import HeadTrainConfig
 from specroll.head.warm_start import WarmStartConfig, warm_start
 from specroll.model.runner import ModelRunner
@@ -78,47 +77,6 @@ def test_the_buffer_drops_the_oldest_steps_past_its_bound(qwen2_dir, tmp_path):
     assert batch.tokens.shape == (4, 16)
     with pytest.raises(ValueError, match="positive"):
         FeatureBuffer(0)
-
-
-def test_the_spot_trainer_swaps_new_weights_in_between_forwards(qwen2_dir, tmp_path):
-    directory, sequences = _head(qwen2_dir, tmp_path / "head", epochs=0)
-    embedding = ModelRunner.from_pretrained(qwen2_dir, 1, 8).model.model.embed_tokens.weight
-    drafter = DraftHeadDrafter.from_dir(directory, embedding, seed=7)
-    before = {k: v.clone() for k, v in drafter.head.state_dict().items()}
-    buffer = FeatureBuffer()
-    spot = SpotTrainer(drafter, buffer, HeadTrainConfig(window=16, lr=1e-3), publish_every=5)
-    spot.resume()
-    assert not spot.update_if_running() and spot.stats.num_updates == 0  # nothing buffered yet
-    buffer.add(0, sequences)
-    assert spot.wait_for_updates(10)  # the background thread's; no deadline: load only makes it slower
-    spot.pause()  # returns once the update under way is done
-    updates = spot.stats.num_updates
-    assert not spot.update_if_running()  # paused: the thread's step runs no update
-    assert spot.stats.num_updates == updates >= 10
-    assert torch.equal(drafter.head.lm_head.weight, before["lm_head.weight"])  # nothing swapped mid-forward
-    drafter.propose([])  # the next proposal takes the offered weights
-    assert drafter.num_swaps == 1
-    assert not torch.equal(drafter.head.lm_head.weight, before["lm_head.weight"])
-    spot.stop()
-
-
-def test_training_between_rollouts_runs_in_the_callers_thread_and_offers_at_once(qwen2_dir, tmp_path):
-    directory, sequences = _head(qwen2_dir, tmp_path / "head", epochs=0)
-    embedding = ModelRunner.from_pretrained(qwen2_dir, 1, 8).model.model.embed_tokens.weight
-    drafter = DraftHeadDrafter.from_dir(directory, embedding, seed=7)
-    before = drafter.head.lm_head.weight.clone()
-    buffer = FeatureBuffer()
-    spot = SpotTrainer(drafter, buffer, HeadTrainConfig(window=16, lr=1e-3), publish_every=100)
-    spot.train_now(3)
-    assert spot.stats.num_updates == 0  # an empty buffer: nothing to learn
-    buffer.add(0, sequences)
-    spot.train_now(3)
-    assert spot.stats.num_updates == 3  # all of them, though fewer than publish_every
-    assert not spot.update_if_running()  # the background thread was never resumed: its step declines
-    assert spot.stats.num_updates == 3
-    drafter.propose([])
-    assert drafter.num_swaps == 1 and not torch.equal(drafter.head.lm_head.weight, before)
-    spot.stop()
 
 
 def test_online_updates_unroll_as_deep_as_the_warm_start_did(qwen2_dir, tmp_path):
