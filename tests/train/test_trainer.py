@@ -17,22 +17,22 @@ from specroll.train.trainer import GRPOTrainer
 SMALL = dict(num_prompts=4, n=4, max_tokens=48, engine=EngineConfig(max_batch_size=16))
 
 
-def _train(speculate: str, steps: int = 2, **options):
-    trainer = GRPOTrainer(
-        GRPOConfig(RolloutConfig(speculate=speculate, **SMALL), steps=steps, lr=1e-3, **options)
-    )
+def _train(speculate: str, steps: int = 2, policy: str = "auto", **options):
+    rollout = RolloutConfig(speculate=speculate, policy=policy, **SMALL)
+    trainer = GRPOTrainer(GRPOConfig(rollout, steps=steps, lr=1e-3, **options))
     return trainer, trainer.run()
 
 
 @pytest.mark.parametrize("drafter", ["on", "suffix"])
 def test_speculation_changes_no_reward_and_no_weight(drafter):
     _, plain = _train("off")
-    _, spec = _train(drafter)
+    # a fixed draft cap: this tests the trainer's integration, not `auto`'s timing-priced choice (which
+    # on a loaded machine may draft nothing in a step)
+    _, spec = _train(drafter, policy="fixed-2")
     assert [m.weights_sha256 for m in spec] == [m.weights_sha256 for m in plain]
     assert [m.reward_mean for m in spec] == [m.reward_mean for m in plain]
     assert [m.output_tokens for m in spec] == [m.output_tokens for m in plain]
-    # drafts were verified and accepted in every step (how many is auto's timing-priced choice: the
-    # suffix drafters' first step, with no history, measured 1.16-1.28 tokens a forward over 6 runs)
+    # drafts were verified and accepted in every step
     assert all(m.mean_acceptance_length > 1.05 for m in spec)
     assert plain[0].weights_sha256 != plain[1].weights_sha256  # the weights moved
     if drafter == "suffix":
