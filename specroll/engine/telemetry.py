@@ -7,7 +7,7 @@ request gains a forward: its accepted draft tokens + 1) and the tokens accepted 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Iterable, Mapping
 
 from specroll.policies.base import ForwardStats
@@ -74,7 +74,13 @@ class Telemetry:
         return {name: accepted[name] / drafts[name] for name in sorted(drafts)}
 
     def as_rows(self) -> list[dict]:
-        return [asdict(s) for s in self.decode_forwards]
+        """One dict a forward, its fields by name. Shallow: every field is immutable (numbers, strings,
+        tuples of them), and `dataclasses.asdict`'s deep copy cost some 30 microseconds a forward at
+        batch 8 (more at 64), paid by every rollout at its end."""
+        return [{name: getattr(s, name) for name in _FIELD_NAMES} for s in self.decode_forwards]
+
+
+_FIELD_NAMES = tuple(f.name for f in fields(ForwardStats))
 
 
 def forward_from_row(row: Mapping) -> ForwardStats:

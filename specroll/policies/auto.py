@@ -271,8 +271,7 @@ class AutoPolicy:
         if self.hold.holds(request_ids, is_probe_step=draw * self.probe_every < 1.0):
             return self._held_plain(batch.batch_size)
         plan, best = self._plan(batch, draw)
-        warming = self.tracker.pooled_trials < self.warmup_trials  # each forward may probe: priced
-        if any(plan.lengths) or any(best.lengths) or warming:  # or plain only to measure it
+        if any(plan.lengths) or any(best.lengths):  # or plain only to measure it
             self.hold.end()
         else:
             self.hold.start(request_ids)

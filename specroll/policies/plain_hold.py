@@ -13,6 +13,12 @@ decoding, the forwards after it decode plain unpriced while
 - fewer than `max_forwards` forwards were held since the last pricing,
 - and the forward is not a probe step (`AutoPolicy`'s draw, which stays one a forward).
 
+The warm-up holds too. Its probes are priced against the work left (`exploration`): one priced not
+to pay on this batch pays less a forward later, with the same requests and less work to go, and a
+warm-up that drafts nothing measures nothing, so pricing every forward until it ends (as `auto` once
+did) priced every forward of a rollout that never drafts: SmolLM2 at batch 8 on one CPU thread, 128
+tokens, 127 of 127 forwards priced, its decision 0.72 ms of a 21 ms step.
+
 A held forward costs a comparison of request ids. A tree budget still unmeasured, which `auto` may
 try on any forward, waits at most `max_forwards` forwards for its next chance.
 """

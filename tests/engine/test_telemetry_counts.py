@@ -27,3 +27,19 @@ def test_emitted_counts_only_tokens_kept_before_a_stop(qwen2_dir):
     assert emitted == sum(len(r.output_token_ids) for r in stopped) - first_tokens
     verified = sum(f.num_accepted + f.batch_size for f in telemetry.decode_forwards)
     assert verified > emitted  # some forward verified tokens past a stop: counting those would differ
+
+
+def test_telemetry_rows_hold_every_field_and_read_back():
+    from dataclasses import asdict
+
+    from specroll.engine.telemetry import Telemetry, forward_from_row
+    from specroll.policies.base import ForwardStats
+
+    forward = ForwardStats(
+        2, 3, 1, 3, 0.01, 0.002, (4, 9), (2, 1), (1, 0), ("grouped", ""), "suffix", True, 1e-4
+    )
+    telemetry = Telemetry()
+    telemetry.record_decode(forward)
+    (row,) = telemetry.as_rows()
+    assert row == asdict(forward)
+    assert forward_from_row(row) == forward

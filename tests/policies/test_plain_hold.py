@@ -81,3 +81,26 @@ def test_a_new_target_ends_the_hold():
     policy.new_target()
     run(policy, 1)
     assert policy.priced == 2
+
+
+def test_a_warm_up_whose_probes_do_not_pay_holds_plain_too():
+    """Before any draft is measured, a probe priced not to pay over the work left (a few tokens to go)
+    pays less a forward later: the warm-up holds plain like any plain decision, where it once priced
+    every forward (a rollout that never drafts priced all of them)."""
+
+    def run_warming(policy: CountingAuto, forwards: int) -> list[int]:
+        caps = []
+        for step in range(forwards):
+            views = [RequestView(i, 0, 10 + step, 30 - step, 0, 0, step, 100 + step) for i in range(8)]
+            caps.append(max(policy.decide(BatchView(views, 4, num_waiting=0)).draft_lengths))
+            policy.observe(ForwardStats(8, 0, 0, 8, WIDTH_COSTS.step_seconds(8, 0, 100), 0.0))
+        return caps
+
+    def warming(hold: PlainHold) -> CountingAuto:
+        return CountingAuto(WIDTH_COSTS, warmup_trials=64, probe_every=1_000_000, hold=hold)
+
+    held, every = warming(PlainHold(max_forwards=8)), warming(PlainHold(max_forwards=0))
+    assert run_warming(held, 18) == run_warming(every, 18) == [0] * 18  # no probe pays: the same choices
+    assert held.tracker.pooled_trials < held.warmup_trials  # still warming up
+    assert every.priced == 18
+    assert held.priced == 2  # forwards 0 and 9
