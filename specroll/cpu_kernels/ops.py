@@ -163,3 +163,10 @@ def rotary_write(
 def silu_mul_halves(y: torch.Tensor) -> torch.Tensor:
     """y (..., 2I) = [gate | up] -> SiLU(gate) * up (..., I)."""
     return module().silu_mul_halves(y)
+
+
+def inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """Inverse-CDF draws, probs (N, V) float32 or float64, u (N,) -> tokens (N,) int64: the tokens of
+    `torch.searchsorted(cumsum(probs.double()), u.double() * total, right=True)`, to the bit, found in
+    about one pass a row with nothing written but the token (`csrc/sampling.h`)."""
+    return module().inverse_cdf(probs, u)

@@ -6,6 +6,7 @@
 #include "linear.h"
 #include "norm.h"
 #include "rotary.h"
+#include "sampling.h"
 
 namespace {
 
@@ -140,6 +141,31 @@ torch::Tensor rotary_write(const torch::Tensor& qkv, const torch::Tensor& cos, c
   return q;
 }
 
+// tokens (N,) int64 drawn by inverse CDF from probs (N, V) float32 or float64 with u (N,) float32 or
+// float64 (taken as float64, as torch's u.double() does)
+torch::Tensor inverse_cdf(const torch::Tensor& probs, const torch::Tensor& u) {
+  TORCH_CHECK(probs.device().is_cpu() && probs.dim() == 2, "probs must be a (N, V) CPU tensor");
+  TORCH_CHECK(probs.scalar_type() == torch::kFloat32 || probs.scalar_type() == torch::kFloat64,
+              "probs must be float32 or float64");
+  TORCH_CHECK(u.device().is_cpu() && u.is_floating_point() && u.numel() == probs.size(0),
+              "u must be (N,) floating point, one a row of probs");
+  const int64_t N = probs.size(0), V = probs.size(1);
+  TORCH_CHECK(V > 0, "probs must have a column");
+  auto p = probs.contiguous();
+  auto us = u.to(torch::kFloat64).contiguous();
+  auto tokens = torch::empty({N}, probs.options().dtype(torch::kInt64));
+  int64_t* out = tokens.data_ptr<int64_t>();
+  const double* draws = us.data_ptr<double>();
+  at::parallel_for(0, (N + 7) / 8, 1, [&](int64_t begin, int64_t end) {
+    const int64_t first = begin * 8, last = std::min(N, end * 8);
+    if (p.scalar_type() == torch::kFloat32)
+      specroll::inverse_cdf_rows(p.data_ptr<float>(), V, draws, out, first, last);
+    else
+      specroll::inverse_cdf_rows(p.data_ptr<double>(), V, draws, out, first, last);
+  });
+  return tokens;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -148,5 +174,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("norm", &norm, "RMSNorm of bf16 rows, optionally after a residual add");
   m.def("silu_mul", &silu_mul, "SiLU(gate) * up in bf16");
   m.def("silu_mul_halves", &silu_mul_halves, "SiLU(gate) * up of rows [gate | up]");
+  m.def("inverse_cdf", &inverse_cdf, "inverse-CDF draws over rows of probabilities (torch's float64 cumsum, to the bit)");
   m.def("rotary_write", &rotary_write, "q and k rotated, k and v written to the cache, q returned (B, H, T, D)");
 }
