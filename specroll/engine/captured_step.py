@@ -163,9 +163,7 @@ class CapturedStep:
             )
         return self.buffers[width]
 
-    def _step(
-        self, forward, ints, floats, shape, is_truncated: bool, has_greedy: bool
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def _step(self, forward, ints, floats, shape, *flags: bool) -> tuple[torch.Tensor, torch.Tensor]:
         """What the graph records: (R, 2T + 1) packed verification results and (R, T, H) features."""
         T = shape.width
         fed_from = ints[:, -1]
@@ -173,7 +171,7 @@ class CapturedStep:
         forward[:, TOKENS] = torch.where(fed_from >= 0, fed, forward[:, TOKENS])
         hidden = self.static.features_of(forward, shape)  # (R, T, H)
         logits = self.runner.model.logits(hidden).float()  # (R, T, V)
-        inputs = unpack_inputs(ints[:, :-1], floats, T, (is_truncated, has_greedy))
+        inputs = unpack_inputs(ints[:, :-1], floats, T, flags)  # flags: `sampling_flags`
         packed = verify_on_device(logits, inputs, self.seed, self.mode, self.rule)
         last = packed[:, :T].gather(1, packed[:, -1:].long())  # a chain's last emitted token
         self.emitted_next[: shape.num_rows] = last.view(-1).long()

@@ -22,7 +22,7 @@ from specroll.sampling import (
     sample_from,
     sample_two_stage,
     sampling_probs,
-    tempered,
+    tempered_rows,
     token_logprobs,
     top_candidates,
     truncated,
@@ -200,7 +200,7 @@ def verify_on_device(
         emitted, logprobs = emitted.view(B, Tl), logprobs.view(B, Tl)
         num_accepted = verify_exact(inputs.draft_tokens, inputs.num_drafts, emitted)
         return torch.cat([emitted.double(), logprobs.double(), num_accepted.double()[:, None]], 1)
-    scaled = tempered(logits.reshape(B * Tl, V), inputs.rows.temperature)  # (B*Tl, V), once for both uses
+    scaled = tempered_rows(logits.reshape(B * Tl, V), inputs.rows)  # (B*Tl, V), once for both uses
     probs = sampling_probs(truncated(scaled, inputs.rows), inputs.rows).view(B, Tl, V)
     accept_u = uniforms(seed, inputs.request_ids, inputs.positions[:, :-1], STREAM_ACCEPT)  # (B, K)
     num_accepted, next_token = verify_rejection(
@@ -228,7 +228,7 @@ def _exact_rows(
     if live is not None:
         logits, u, rows = logits.index_select(0, live), u.index_select(0, live), rows.select(live)
         request_ids, positions = request_ids.index_select(0, live), positions.index_select(0, live)
-    scaled = tempered(logits, rows.temperature)  # once for both uses
+    scaled = tempered_rows(logits, rows)  # once for both uses
     probs = sampling_probs(truncated(scaled, rows), rows)
     if rule == INVERSE_CDF:
         tokens = sample_from(probs, u)

@@ -57,7 +57,7 @@ def pack_inputs(
     ahead: Sequence[int] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, tuple[bool, bool]]:
     """Request i's inputs in row rows[i] of integers (num_rows, 3 + 2T - 1) and floats (num_rows, 2),
-    and what the host knows of the sampling (some row truncates, some row is greedy). Rows without a
+    and what the host knows of the sampling (`sampling_flags`). Rows without a
     request sample at temperature 1 with no filter: their results are never read. ahead: for each
     request, the tokens it emits in a step not yet read back, before this one's (its outputs are that
     much further on); none by default."""
@@ -81,7 +81,7 @@ def unpack_inputs(
     ints: torch.Tensor,
     floats: torch.Tensor,
     T: int,
-    flags: tuple[bool, bool],
+    flags: tuple[bool, bool, bool],
     draft_probs: torch.Tensor | None = None,
 ) -> VerifyInputs:
     """`pack_inputs`'s arrays, on the device, as `VerifyInputs` (views: no host synchronisation, so a graph

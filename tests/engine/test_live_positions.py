@@ -56,13 +56,13 @@ def test_the_rows_read_get_the_full_grids_bits(rule):
 def test_verify_batch_samples_only_the_rows_it_reads(monkeypatch):
     requests, drafts = _requests_and_drafts()
     seen = []
-    tempered = verifier.tempered
+    tempered_rows = verifier.tempered_rows
 
-    def counting(logits, temperature):
+    def counting(logits, rows):
         seen.append(logits.shape[0])
-        return tempered(logits, temperature)
+        return tempered_rows(logits, rows)
 
-    monkeypatch.setattr(verifier, "tempered", counting)
+    monkeypatch.setattr(verifier, "tempered_rows", counting)
     result = verify_batch(requests, drafts, torch.randn(len(requests), 4, V), 7, "exact")
     assert seen == [sum(len(c) + 1 for c in CHAINS)]  # 11 of the grid's 20
     assert [len(t) for t in result.token_ids] == [n + 1 for n in result.num_accepted]

@@ -132,3 +132,17 @@ def test_the_tempered_softmax_is_one_hot_at_temperature_zero_as_a_greedy_row_dra
     per_row = tempered_softmax(logits, [0.0, 0.5])  # each row at its own temperature
     assert torch.equal(per_row[0], one_hots[0])
     assert torch.equal(per_row[1], torch.softmax(logits[1:] / 0.5, -1)[0])
+
+
+def test_tempering_at_temperature_one_is_skipped_only_where_every_row_is_at_one():
+    from specroll.sampling import tempered, tempered_rows
+
+    logits = torch.randn(3, 50) * 4
+    unit, mixed = params(3), SamplingRows.build([1.0, 0.7, 1.0], [0] * 3, [1.0] * 3)
+    assert unit.is_unit_temperature and not mixed.is_unit_temperature
+    assert unit.select(torch.tensor([0, 2])).is_unit_temperature  # a subset of unit rows is unit
+    assert tempered_rows(logits, unit) is logits  # float32 logits: nothing computed
+    assert torch.equal(tempered_rows(logits, unit), tempered(logits, unit.temperature))  # x / 1 == x
+    assert torch.equal(tempered_rows(logits, mixed), tempered(logits, mixed.temperature))
+    assert not torch.equal(tempered_rows(logits, mixed), logits)
+    assert tempered_rows(logits.bfloat16(), unit).dtype == torch.float32
