@@ -50,12 +50,13 @@ ALLOWED = {  # part -> the parts, or single modules of parts, it may import (a p
                "sampling", "sampling_rules", "verification"},
     "head": {"drafting", "model", "sampling_rules"},
     "drafteval": {"drafting"},
-    "drafting": {"engine_config", "model", "noise", "sampling", "sampling_rules"},
+    "drafting": {"cpu_kernels", "engine_config", "model", "noise", "placement", "sampling", "sampling_rules"},
     "profiling": {"model", "placement", "policies"},
     # the model and the pure math
     "model": {"cpu_env", "cpu_kernels", "kernels", "placement"},
     "verification": {"sampling"},
-    "sampling": {"kernels"},  # a GPU's vocabulary reductions
+    # a GPU's vocabulary reductions; the CPU's inverse-CDF draw, where its kernels are built and wanted
+    "sampling": {"cpu_kernels", "kernels", "placement"},
     "kernels": set(),  # a GPU's batch-invariant Triton kernels
     "cpu_kernels": {"cpu_env"},  # specroll's CPU kernels for exact bf16 (C++, compiled on first use)
     "sampling_rules": set(),
