@@ -49,6 +49,17 @@ def cpu_kernels_wanted() -> bool:
     return os.environ.get("SPECROLL_CPU_KERNELS", "on").lower() not in ("off", "0", "no")
 
 
+def cpu_kernels_ready() -> bool:
+    """Whether specroll's CPU kernels are wanted and built here (`cpu_kernels.build.load`: compiled on
+    the first ask, cached after): for the parts outside the model that use them where they can
+    (the inverse-CDF draw, a bf16 draft head's linear layers), and run torch's otherwise."""
+    if not cpu_kernels_wanted():
+        return False
+    from specroll.cpu_kernels.build import load
+
+    return load()[0] is not None
+
+
 def check_numerics(device: str, batch_invariant: bool) -> None:
     """Batch-invariant numerics where their kernels run: the CPU, and a GPU with Triton installed."""
     needs_triton = batch_invariant and invariant_kernels(device) == "triton"

@@ -31,7 +31,6 @@ GPU the Triton row kernels (`specroll.kernels.rows`) wherever no gradient is ask
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -215,15 +214,9 @@ def _cpu_inverse_cdf_serves(probs: torch.Tensor) -> bool:
     is_float = probs.dtype in (torch.float32, torch.float64)
     if probs.device.type != "cpu" or probs.dim() != 2 or not is_float or probs.requires_grad:
         return False
-    return _cpu_kernels_at_hand()
+    from specroll.placement import cpu_kernels_ready
 
-
-@functools.cache
-def _cpu_kernels_at_hand() -> bool:
-    from specroll.cpu_kernels.build import load
-    from specroll.placement import cpu_kernels_wanted
-
-    return cpu_kernels_wanted() and load()[0] is not None
+    return cpu_kernels_ready()
 
 
 GUMBEL_TOP = 64

@@ -30,6 +30,7 @@ import torch
 from specroll.drafting.draft_tree import GrownTree, TreeShape, grow_depth
 from specroll.drafting.draws import check_draw, draw_tokens, ranked_candidates, tempered_probs
 from specroll.drafting.protocol import BaseDrafter, Draft, DraftQuery, TargetFeatures, TrainableHead
+from specroll.drafting.head_kernels import use_cpu_kernels
 from specroll.drafting.head_model import DraftHead, check_compatible, load_head
 from specroll.model.device import fast_bf16
 from specroll.sampling_rules import DEFAULT_SAMPLING_RULE
@@ -76,6 +77,7 @@ class DraftHeadDrafter(BaseDrafter):
         # combination of drafters that chooses by score (`head+suffix`)
         self.with_scores = with_scores
         self.head = head.eval()
+        use_cpu_kernels(self.head)  # where it drafts in bf16 on a CPU that runs them (`head_kernels`)
         self.dtype = head.lm_head.weight.dtype  # the head's inputs are cast to it
         self.master = master  # the head at full precision where `head` drafts at less, for trainers
         self.embedding = embedding  # (V, H) the target's input embeddings, on its device
