@@ -84,6 +84,11 @@ class PackedLinear:
             self._packed, self._weight, self._version = pack(weight), weight, weight._version
         return linear_packed(x, self._packed, bias, weight.shape[0], native_bf16())
 
+    def adopt(self, weight: torch.Tensor, packed: torch.Tensor) -> None:
+        """Take `packed` (`pack` of weight's current values, made elsewhere, e.g. on another thread)
+        as the packed copy of `weight` as it now stands."""
+        self._packed, self._weight, self._version = packed, weight, weight._version
+
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """RMSNorm over x's last dimension (`norm.h`)."""

@@ -30,7 +30,7 @@ import torch
 from specroll.drafting.draft_tree import GrownTree, TreeShape, grow_depth
 from specroll.drafting.draws import check_draw, draw_tokens, ranked_candidates, tempered_probs
 from specroll.drafting.protocol import BaseDrafter, Draft, DraftQuery, TargetFeatures, TrainableHead
-from specroll.drafting.head_kernels import use_cpu_kernels
+from specroll.drafting.head_kernels import adopt_packed, packed_offer, use_cpu_kernels
 from specroll.drafting.head_model import DraftHead, check_compatible, load_head
 from specroll.model.device import fast_bf16
 from specroll.sampling_rules import DEFAULT_SAMPLING_RULE
@@ -88,7 +88,7 @@ class DraftHeadDrafter(BaseDrafter):
         self.num_swaps = 0
         self.is_held = False  # `hold_drafts`: no drafts until weights are offered
         self._target_to_draft = head.target_to_draft() if with_scores else None
-        self._offered: Mapping[str, torch.Tensor] | None = None
+        self._offered: tuple[Mapping[str, torch.Tensor], dict[str, torch.Tensor]] | None = None
         self._lock = threading.Lock()
 
     @classmethod
@@ -161,16 +161,20 @@ class DraftHeadDrafter(BaseDrafter):
         self.is_held = True
 
     def offer_weights(self, weights: Mapping[str, torch.Tensor]) -> None:
-        """New head weights, taken in at the next proposal (the latest offer wins)."""
+        """New head weights, taken in at the next proposal (the latest offer wins); packed here for
+        the CPU kernels, if the head runs them, so that the rollout's thread only copies them in."""
+        offer = (weights, packed_offer(self.head, weights))
         with self._lock:
-            self._offered = weights
+            self._offered = offer
 
     @torch.no_grad()
     def _swap_offered(self) -> None:
         with self._lock:
             offered, self._offered = self._offered, None
         if offered is not None:
-            self.head.load_state_dict(offered)  # copies into the same parameter tensors
+            weights, packed = offered
+            self.head.load_state_dict(weights)  # copies into the same parameter tensors
+            adopt_packed(self.head, packed)
             self.num_swaps += 1
             self.is_held = False
 

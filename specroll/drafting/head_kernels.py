@@ -8,6 +8,11 @@ batch 1). The kernels are the target's own (`cpu_kernels.ops.PackedLinear`: each
 on a packed copy of its weight, packed again when the weight changes, e.g. when a spot trainer's
 weights are loaded into it).
 
+A spot trainer offers new weights some twenty times a rollout step, and packing the head's six
+layers takes some 17 ms: so they are packed where they arrive, on the receiver's thread
+(`packed_offer`), and the rollout's thread, between two forwards, loads them and adopts the packed
+copies (`adopt_packed`).
+
 A drafted token's bits may differ from torch's (the kernels round as specroll's forward does), which
 changes a draft, never a token: verification decides what is emitted. A layer calls the kernel only
 for bf16 inputs and weights on the CPU with no gradient asked; a float copy for a trainer
@@ -20,7 +25,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from specroll.cpu_kernels.ops import PackedLinear
+from typing import Mapping
+
+from specroll.cpu_kernels.ops import PackedLinear, pack
 from specroll.placement import cpu_kernels_ready
 
 
@@ -50,6 +57,24 @@ def use_cpu_kernels(head: nn.Module) -> bool:
             if type(child) is nn.Linear:
                 module._modules[name] = _kernel_linear(child)
     return True
+
+
+def packed_offer(head: nn.Module, weights: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The packed copies of offered weights (a state dict of `head`'s) for each of `head`'s
+    `KernelLinear` layers, by layer name; empty for a head without them."""
+    return {
+        name: pack(weights[f"{name}.weight"])
+        for name, module in head.named_modules()
+        if isinstance(module, KernelLinear) and f"{name}.weight" in weights
+    }
+
+
+def adopt_packed(head: nn.Module, packed: Mapping[str, torch.Tensor]) -> None:
+    """After the offered weights were loaded into `head`: each layer's kernel takes its packed copy
+    (`packed_offer`) instead of packing again at its next call."""
+    for name, module in head.named_modules():
+        if isinstance(module, KernelLinear) and name in packed:
+            module.kernel.adopt(module.weight, packed[name])
 
 
 def _kernel_linear(linear: nn.Linear) -> KernelLinear:

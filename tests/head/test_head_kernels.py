@@ -62,3 +62,28 @@ def test_a_float_head_keeps_torchs_layers():
     head = _head(torch.float32)
     assert not use_cpu_kernels(head)
     assert not any(isinstance(m, KernelLinear) for m in head.modules())
+
+
+def test_offered_weights_packed_where_they_arrive_are_adopted_without_packing_again(monkeypatch):
+    from specroll.cpu_kernels import ops
+    from specroll.drafting import head_kernels
+
+    head, other = _head(), _head()
+    with torch.no_grad():
+        for p in other.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    use_cpu_kernels(head)
+    features, embedding = torch.randn(2, 3 * 64).bfloat16(), torch.randn(2, 64).bfloat16()
+    offered = {k: v.float() for k, v in other.state_dict().items()}  # a trainer's float32 weights
+    packed = head_kernels.packed_offer(head, offered)
+    assert len(packed) == 6
+    head.load_state_dict(offered)
+    head_kernels.adopt_packed(head, packed)
+
+    def no_packing(weight):
+        raise AssertionError("packed again on the rollout's thread")
+
+    monkeypatch.setattr(ops, "pack", no_packing)
+    with torch.no_grad():
+        got, want = _draft_logits(head, features, embedding), _draft_logits(other, features, embedding)
+    assert torch.allclose(got, want, rtol=3e-2, atol=3e-2)
