@@ -14,7 +14,7 @@ and cut to the request's budget of nodes (`drafting.draft_tree`); the head steps
 node's branch at once, one batched step per depth.
 
 New head weights are offered from any thread (`offer_weights`, the spot trainer's way in) and swapped
-in at the next proposal, between two forwards.
+in at the next proposal or the next forward's features, whichever comes first: between two forwards.
 """
 
 from __future__ import annotations
@@ -144,6 +144,9 @@ class DraftHeadDrafter(BaseDrafter):
         return self.head.config.feature_layers
 
     def observe_features(self, features: TargetFeatures) -> None:
+        # offered weights are taken in between two forwards whether or not drafts are asked for: a
+        # policy that asks none of a held head (`hold_drafts`) would otherwise never see it trained
+        self._swap_offered()
         last = features.hidden.index_select(
             0, torch.tensor(features.last_rows(), device=features.hidden.device)
         )  # (B, H)

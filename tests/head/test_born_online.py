@@ -88,3 +88,17 @@ def test_the_train_command_leaves_the_head_it_trained_in_the_run_directory(tmp_p
     assert f"--draft-head {out / 'draft-head'}" in capsys.readouterr().out
     head = load_head(out / "draft-head")  # a head `--draft-head` loads
     assert head.config.train_depth == ONE_DRAFT.depth
+
+
+def test_offered_weights_are_taken_in_with_the_next_features_though_no_draft_is_asked():
+    """A policy that asks a held head for nothing (plain decoding at a batch where drafts do not pay)
+    still gets it trained: the weights are swapped in between two forwards, not only at a proposal."""
+    from specroll.drafting.protocol import TargetFeatures
+
+    drafter = _born_drafter(RolloutConfig().model_dir)
+    drafter.hold_drafts()
+    drafter.offer_weights({k: v.clone() for k, v in drafter.head.state_dict().items()})
+    assert drafter.num_swaps == 0 and drafter.is_held
+    hidden = torch.zeros(1, drafter.head.feature_width)
+    drafter.observe_features(TargetFeatures((5,), hidden, (1,), (4,), ((7, 8),)))
+    assert drafter.num_swaps == 1 and not drafter.is_held
