@@ -39,13 +39,18 @@ def test_every_linear_layer_runs_the_kernel_on_the_same_parameters():
     assert torch.allclose(got, want, rtol=3e-2, atol=3e-2)
 
 
-def test_new_weights_are_packed_again_and_gradients_take_torchs_path(monkeypatch):
+def _kernel_head_and_other_weights():
+    """A head on the kernels, a head of other weights, and inputs for both."""
     head, other = _head(), _head()
     with torch.no_grad():
         for p in other.parameters():
             p.add_(0.05 * torch.randn_like(p))
     use_cpu_kernels(head)
-    features, embedding = torch.randn(2, 3 * 64).bfloat16(), torch.randn(2, 64).bfloat16()
+    return head, other, torch.randn(2, 3 * 64).bfloat16(), torch.randn(2, 64).bfloat16()
+
+
+def test_new_weights_are_packed_again_and_gradients_take_torchs_path(monkeypatch):
+    head, other, features, embedding = _kernel_head_and_other_weights()
     with torch.no_grad():
         before = _draft_logits(head, features, embedding)
         head.load_state_dict(other.state_dict())  # in place, as a spot trainer's weights arrive
@@ -68,12 +73,7 @@ def test_offered_weights_packed_where_they_arrive_are_adopted_without_packing_ag
     from specroll.cpu_kernels import ops
     from specroll.drafting import head_kernels
 
-    head, other = _head(), _head()
-    with torch.no_grad():
-        for p in other.parameters():
-            p.add_(0.05 * torch.randn_like(p))
-    use_cpu_kernels(head)
-    features, embedding = torch.randn(2, 3 * 64).bfloat16(), torch.randn(2, 64).bfloat16()
+    head, other, features, embedding = _kernel_head_and_other_weights()
     offered = {k: v.float() for k, v in other.state_dict().items()}  # a trainer's float32 weights
     packed = head_kernels.packed_offer(head, offered)
     assert len(packed) == 6
