@@ -96,12 +96,21 @@ def test_online_updates_unroll_as_deep_as_the_warm_start_did(qwen2_dir, tmp_path
     online.spot.stop()
 
 
+def _run_and_close(trainer: GRPOTrainer) -> list:
+    """The run's metrics, the online head's trainer process stopped after it, however it ends."""
+    try:
+        return trainer.run()
+    finally:
+        trainer.close()
+
+
 def test_grpo_with_an_online_head_between_steps_matches_plain_and_trains_only_there(tmp_path):
     model_dir = RolloutConfig().model_dir
     directory, _ = _head(model_dir, tmp_path / "head", epochs=0)
     plain = GRPOTrainer(GRPOConfig(RolloutConfig(speculate="off", **SMALL), steps=3, lr=1e-3)).run()
     config = RolloutConfig(speculate="draft-head", draft_head_dir=directory, policy="fixed-2", **SMALL)
-    online = GRPOTrainer(GRPOConfig(config, steps=3, lr=1e-3, online_head=True, head_between_steps=4)).run()
+    trainer = GRPOTrainer(GRPOConfig(config, steps=3, lr=1e-3, online_head=True, head_between_steps=4))
+    online = _run_and_close(trainer)
     assert [m.weights_sha256 for m in online] == [m.weights_sha256 for m in plain]
     assert [m.head_updates for m in online] == [4, 8, 12]  # exactly N after each rollout
     assert [m.head_swaps for m in online] == [0, 1, 2]  # swapped in by the next rollout's first draft
@@ -114,15 +123,17 @@ def test_grpo_with_an_online_head_matches_plain_rewards_and_weights(tmp_path):
     model_dir = RolloutConfig().model_dir
     directory, _ = _head(model_dir, tmp_path / "head", epochs=20)
     plain = GRPOTrainer(GRPOConfig(RolloutConfig(speculate="off", **SMALL), steps=4, lr=1e-3)).run()
-    online = GRPOTrainer(
-        GRPOConfig(
-            RolloutConfig(speculate="draft-head", draft_head_dir=directory, policy="fixed-2", **SMALL),
-            steps=4,
-            lr=1e-3,
-            online_head=True,
-            track_drift=True,
+    online = _run_and_close(
+        GRPOTrainer(
+            GRPOConfig(
+                RolloutConfig(speculate="draft-head", draft_head_dir=directory, policy="fixed-2", **SMALL),
+                steps=4,
+                lr=1e-3,
+                online_head=True,
+                track_drift=True,
+            )
         )
-    ).run()
+    )
     assert [m.weights_sha256 for m in online] == [m.weights_sha256 for m in plain]
     assert [m.reward_mean for m in online] == [m.reward_mean for m in plain]
     assert online[-1].head_updates > 0 and online[-1].head_swaps > 0
