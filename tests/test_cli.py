@@ -64,7 +64,9 @@ def test_bench_names_drafters_and_policies(capsys):
     assert main(["bench", *SMALL, "--systems", ",".join(systems), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rows"]
     assert [r["system"] for r in rows] == systems
-    assert all(r["mean_acceptance_length"] > 1 for r in rows)  # each drafted, and drafts were accepted
+    assert all(r["output_tokens"] > 0 for r in rows)
+    # the fixed caps drafted, and drafts were accepted (whether `auto` drafts depends on its timing)
+    assert all(r["mean_acceptance_length"] > 1 for r in rows[1:])
     assert main(["bench", *SMALL, "--systems", "plain/prompt-lookup"]) == 2
     assert "unknown system 'plain/prompt-lookup'" in capsys.readouterr().err
 
