@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence, Union
 
 from specroll.drafting.ahead_window import AheadDraft
-from specroll.drafting.protocol import Drafter, DraftQuery, RequestInfo
+from specroll.drafting.protocol import Draft, Drafter, DraftQuery, RequestInfo
 
 DEFAULT_WINDOW = 8  # draft tokens per chain: a forward commits at most max_draft + 1, so some are left
 
@@ -168,7 +168,7 @@ class AheadState:
         drafts = self.drafter.propose(queries)
         lengths = {q.request_id: len(q.context) for q in queries}
         return [
-            AheadDraft(d.request_id, lengths[d.request_id], tuple(d.token_ids[: _chain_length(d)]), d.source)
+            AheadDraft(d.request_id, lengths[d.request_id], _chain(d), d.source)
             for d in drafts
             if d.token_ids and d.request_id in lengths
         ]
@@ -186,13 +186,6 @@ class AheadState:
             s.top_p,
             noise_key=s.noise_key,
         )
-
-
-def _chain_length(draft) -> int:
-    """A chain's tokens; a tree's main chain (the nodes each the previous one's child)."""
-    if draft.parents is None:
-        return draft.num_tokens
-    return next((i for i, p in enumerate(draft.parents) if p != i - 1), draft.num_tokens)
 
 
 # ---- the process's body -----------------------------------------------------------------------------
@@ -228,3 +221,8 @@ def _next_batches(inbox) -> list[EventBatch] | None:
     if any(b is None for b in batches):
         return None
     return batches
+
+
+def _chain(draft: Draft) -> tuple[int, ...]:
+    """A chain's tokens; a tree's main chain."""
+    return tuple(draft.token_ids[: draft.main_chain_length])

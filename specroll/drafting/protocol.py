@@ -89,6 +89,14 @@ class Draft:
     def is_tree(self) -> bool:
         return self.parents is not None and any(p != i - 1 for i, p in enumerate(self.parents))
 
+    @property
+    def main_chain_length(self) -> int:
+        """Its leading tokens that form a chain: all of a linear draft's, a tree's nodes each the child
+        of the one before it (its first branch, where a tree cannot be verified)."""
+        if self.parents is None:
+            return self.num_tokens
+        return next((i for i, p in enumerate(self.parents) if p != i - 1), len(self.parents))
+
     def kept_in_exact_mode(self, following: Sequence[int]) -> int:
         """How many of its tokens exact verification keeps where the target's own tokens after the
         context are `following` (a recorded response, replayed): the depth of the deepest drafted path

@@ -120,7 +120,7 @@ def _sanitised(
         return Draft(request_id, tokens, probs=probs, source=draft.source)
     if not allow_trees:
         return _sanitised(
-            Draft(request_id, draft.token_ids[: _chain_length(draft)], source=draft.source),
+            Draft(request_id, draft.token_ids[: draft.main_chain_length], source=draft.source),
             request_id,
             budget,
             vocab_size,
@@ -140,15 +140,6 @@ def _pruned_tree(draft: Draft, request_id: int, budget: int, vocab_size: int) ->
             tokens.append(int(token))
             parents.append(kept[parent])
     return Draft(request_id, tokens, parents=parents, source=draft.source)
-
-
-def _chain_length(draft: Draft) -> int:
-    if draft.parents is None:
-        return len(draft.token_ids)
-    n = 0
-    while n < len(draft.parents) and draft.parents[n] == n - 1:
-        n += 1
-    return n
 
 
 def verify_batch(

@@ -235,3 +235,13 @@ def test_drafts_do_not_depend_on_whether_earlier_steps_drafted(seed):
             every_step.advance_step(len(history) + 1)
             last_only.advance_step(len(history) + 1)
     assert draft_of(every_step, 1, budget=6) == draft_of(last_only, 1, budget=6)
+
+
+def test_a_drafts_main_chain_is_its_leading_nodes_each_the_child_of_the_one_before():
+    from specroll.drafting.protocol import Draft
+
+    assert Draft(0, [5, 6, 7]).main_chain_length == 3  # linear
+    assert Draft(0, [5, 6, 7, 8], parents=[-1, 0, 0, 2]).main_chain_length == 2  # a sibling at node 2
+    assert Draft(0, [5, 6], parents=[-1, -1]).main_chain_length == 1  # two roots
+    assert Draft(0, [5, 6], parents=[-1, 0]).main_chain_length == 2  # a tree that is a chain
+    assert Draft(0).main_chain_length == 0
