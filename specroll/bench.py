@@ -26,7 +26,8 @@ from typing import Callable, Iterable
 import torch
 
 from specroll.baselines.hf_generate import hf_generate
-from specroll.baselines.vllm_peer import METHODS, VllmRun, VllmWorkload, has_method, run_vllm, vllm_python
+from specroll.baselines.vllm_peer import VllmRun, VllmWorkload, has_method, run_vllm, vllm_python
+from specroll.bench_systems import parse_system, split_head
 from specroll.drafting.oracle import OracleDrafter
 from specroll.engine.engine import Engine
 from specroll.engine.threads import apply_threads
@@ -41,7 +42,6 @@ from specroll.rollout import (
     load_problems,
     run_rollout,
 )
-from specroll.scheduling.dispatch import DISPATCHES
 from specroll.sim.prediction import MeasuredRollout, predict_engine_makespan, predict_makespan, scaled
 from specroll.sim.projection import project
 from specroll.tail import BatchSample, tail_profile
@@ -76,47 +76,6 @@ class BenchRow:
     drafts_by_batch: dict[str, dict[str, int]] = field(default_factory=dict)  # summed over rounds
     projected_makespan_seconds: float | None = None  # its forwards priced by another device's profile
     startup_seconds: float | None = None  # vllm: building its engine and a warm-up, outside the makespan
-
-
-def parse_system(system: str) -> tuple[str, str, str]:
-    """`name[:policy][/drafter]` -> (name, policy, drafter), '' where not given."""
-    head, _, drafter = system.partition("/")
-    name, _, policy = head.partition(":")
-    allowed = {
-        "plain": (),
-        "plain-fast": (),
-        "plain-eager": (),
-        "plain-serial": (),
-        "hf-generate": (),
-        "vllm": ("policy",),
-        "oracle": ("policy",),
-        "speculative": ("policy", "drafter"),
-        "workers": ("policy", "drafter"),
-    }
-    given = [option for option, value in (("policy", policy), ("drafter", drafter)) if value]
-    if (
-        name not in allowed
-        or not set(given) <= set(allowed[name])
-        or (name == "workers" and policy.removesuffix("+fon") not in DISPATCHES)
-        or (name == "vllm" and policy and policy not in METHODS)
-    ):
-        raise ValueError(
-            f"unknown system {system!r}; known: plain, speculative[:<policy>][/<drafter>], "
-            "oracle[:<policy>], plain-fast, plain-serial, plain-eager, hf-generate, "
-            f"vllm[:<{'|'.join(METHODS)}>], "
-            f"workers:<{'|'.join(DISPATCHES)}>[+fon][/<drafter>]"
-        )
-    return name, policy, drafter
-
-
-def split_head(system: str) -> tuple[str, Path | None]:
-    """`speculative...@<head dir>` -> (`speculative...`, the head's directory); None where not given."""
-    core, at, head = system.partition("@")
-    if not at:
-        return system, None
-    if parse_system(core)[0] != "speculative" or not head:
-        raise ValueError(f"system {system!r}: only speculative systems name a draft head, as speculative@DIR")
-    return core, Path(head)
 
 
 def check_system(system: str, config: RolloutConfig) -> None:

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol, Sequence
 
-FIXED = re.compile(r"^speculative:fixed-\d+$")
+from specroll.bench_systems import parse_system, split_head
+
+FIXED = re.compile(r"^fixed-\d+$")
 
 
 class PairedRow(Protocol):
@@ -29,33 +32,30 @@ class Regret:
 
 
 def regrets(rows: Sequence[PairedRow]) -> list[Regret]:
-    """Each adaptive speculative system against the best fixed cap with its drafter, where both have
-    a paired ratio over plain; none where the bench ran no fixed cap beside it."""
+    """Each adaptive speculative system against the best fixed cap with its drafter (and draft head),
+    where both have a paired ratio over plain; none where the bench ran no fixed cap beside it."""
+    speculative = [(row, _parts(row.system)) for row in rows if row.paired_vs_plain is not None]
+    speculative = [(row, parts) for row, parts in speculative if parts is not None]
     out = []
-    for row in rows:
-        policy, drafter = _policy_and_drafter(row.system)
-        if policy is None or FIXED.match(policy) or row.paired_vs_plain is None:
+    for row, (policy, drafts_with) in speculative:
+        if FIXED.match(policy):
             continue
-        fixed = [
-            r
-            for r in rows
-            if r.paired_vs_plain is not None
-            and _policy_and_drafter(r.system)[1] == drafter
-            and FIXED.match(_policy_and_drafter(r.system)[0] or "")
-        ]
+        fixed = [r for r, (p, d) in speculative if d == drafts_with and FIXED.match(p)]
         if fixed:
             best = max(fixed, key=lambda r: r.paired_vs_plain)
             out.append(Regret(row.system, best.system, row.paired_vs_plain / best.paired_vs_plain))
     return out
 
 
-def _policy_and_drafter(system: str) -> tuple[str | None, str]:
-    """("speculative:fixed-2", "suffix") for "speculative:fixed-2/suffix"; None for a system that is
-    not the engine's speculative one (plain, vllm, workers, ...)."""
-    name, _, drafter = system.partition("/")
-    if name != "speculative" and not name.startswith("speculative:"):
-        return None, drafter
-    return name, drafter
+def _parts(system: str) -> tuple[str, tuple[str, Path | None]] | None:
+    """(its policy, (its drafter, its head)) for an engine speculative system (`bench_systems`), the
+    policy `auto` where none is named; None for any other system."""
+    try:
+        core, head = split_head(system)
+        name, policy, drafter = parse_system(core)
+    except ValueError:
+        return None
+    return (policy or "auto", (drafter, head)) if name == "speculative" else None
 
 
 def describe(regret: Regret) -> str:

@@ -42,3 +42,15 @@ def test_nothing_is_judged_without_a_fixed_cap_or_a_paired_ratio():
     assert regrets([Row("speculative:bandit", 1.2), Row("speculative:fixed-3", 1.5)]) == [
         Regret("speculative:bandit", "speculative:fixed-3", pytest.approx(0.8))
     ]
+
+
+def test_a_draft_head_named_with_its_path_is_judged_against_fixed_caps_with_that_head():
+    """`speculative@DIR` systems (a path holds slashes): each against the fixed caps with its own head."""
+    rows = [
+        Row("speculative@/tmp/h1", 0.96),
+        Row("speculative:fixed-1@/tmp/h1", 1.13),
+        Row("speculative:fixed-2@/tmp/h2", 1.50),  # another head: not its comparison
+    ]
+    assert regrets(rows) == [
+        Regret("speculative@/tmp/h1", "speculative:fixed-1@/tmp/h1", pytest.approx(0.96 / 1.13))
+    ]

@@ -33,10 +33,12 @@ ALLOWED = {  # part -> the parts, or single modules of parts, it may import (a p
     # verl's actor serves in process, built from `serve`'s flags
     "integrations": {"cli", "commands", "engine", "engine_config", "model", "placement", "policies",
                      "rollout", "serve", "tokenizer"},
-    "bench": {"baselines", "drafting", "engine", "policies", "rollout", "scheduling", "sim", "tail",
-              "tokenizer"},
+    "bench": {"baselines", "bench_systems", "drafting", "engine", "policies", "rollout", "scheduling", "sim",
+              "tail", "tokenizer"},
     "bench_presets": set(),  # bench's named workloads (torch-free)
-    "bench_regret": set(),  # an adaptive policy against the best fixed cap in a bench (torch-free)
+    # an adaptive policy against the best fixed cap in a bench (torch-free)
+    "bench_regret": {"bench_systems"},
+    "bench_systems": {"baselines.vllm_peer", "scheduling"},  # bench's system names (torch-free)
     # training, one rollout, many workers
     "train": {"drafting", "engine", "engine_config", "head", "model", "placement", "rollout", "sampling",
               "tokenizer"},
